@@ -1,0 +1,433 @@
+//! A stream's progress: an exclusive lock, the durable batch plans, and the index of
+//! ingested files, in one embedded store (redb) under the checkpoint directory.
+//!
+//! Invariant: a file is marked ingested only after the Delta commit that holds its rows
+//! (the commit carries `txn(appId, batch)`), in the same store transaction that marks its
+//! batch committed. A plan is written before any of its files is read, so a restart
+//! re-runs an unfinished plan exactly, or only marks it done when the table already has it.
+//!
+//! Lookups are per file, so the index scales to millions of files without being loaded
+//! into memory.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// Ingested files: source key → (size, mtime ms, batch).
+const FILES: TableDefinition<&str, (u64, i64, u64)> = TableDefinition::new("files");
+/// Batch plans: batch → plan JSON.
+const PLANS: TableDefinition<u64, &str> = TableDefinition::new("plans");
+/// Committed batches: batch → summary JSON.
+const COMMITS: TableDefinition<u64, &str> = TableDefinition::new("commits");
+/// Stream metadata: key → value.
+const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+
+const STATE_FILE: &str = "state.redb";
+const LOCK_FILE: &str = "lock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error(
+        "checkpoint {path} is in use by another autoloader process ({holder}); stop it or use another --checkpoint"
+    )]
+    Locked { path: PathBuf, holder: String },
+    #[error("cannot use checkpoint {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("checkpoint state {path} cannot be read or written: {reason}")]
+    Store { path: PathBuf, reason: String },
+    #[error("checkpoint {path} has a plan for batch {batch} that does not match: {reason}")]
+    PlanConflict {
+        path: PathBuf,
+        batch: u64,
+        reason: String,
+    },
+}
+
+/// One file of a plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedFile {
+    /// Path relative to the source root, `/`-separated: the file's identity with size and mtime.
+    pub key: String,
+    pub size: u64,
+    pub mtime_ms: i64,
+}
+
+/// The files of one batch, fixed before any of them is read.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub batch: u64,
+    pub files: Vec<PlannedFile>,
+    pub created_at_ms: i64,
+}
+
+/// What a committed batch did (kept for status reports).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitSummary {
+    pub table_version: u64,
+    pub rows: u64,
+    pub rescued_rows: u64,
+    pub bytes: u64,
+    pub schema_version: u64,
+    /// Files skipped as corrupt (`ignoreCorruptFiles`) or missing (`ignoreMissingFiles`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// A previously ingested file's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenFile {
+    pub size: u64,
+    pub mtime_ms: i64,
+    pub batch: u64,
+}
+
+/// An open, locked checkpoint.
+pub struct Checkpoint {
+    dir: PathBuf,
+    db: Database,
+    /// Held for the life of the process; the OS releases it if the process dies.
+    _lock: File,
+    stream_id: String,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Checkpoint {
+    /// Opens (creating if needed) and locks the checkpoint at `dir`.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Locked`] naming the holder when another process has it.
+    pub fn open(dir: &Path) -> Result<Checkpoint, CheckpointError> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let mut lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        if let Err(e) = lock.try_lock() {
+            let mut holder = String::new();
+            let _ = lock.read_to_string(&mut holder);
+            let holder = if holder.trim().is_empty() {
+                format!("{e}")
+            } else {
+                holder.trim().to_string()
+            };
+            return Err(CheckpointError::Locked {
+                path: dir.to_path_buf(),
+                holder,
+            });
+        }
+        let host = fs::read_to_string("/etc/hostname").unwrap_or_default();
+        let holder = format!(
+            "pid {} on {} since {}",
+            std::process::id(),
+            host.trim(),
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+        lock.set_len(0).map_err(io_err(&lock_path))?;
+        lock.seek(SeekFrom::Start(0)).map_err(io_err(&lock_path))?;
+        lock.write_all(holder.as_bytes())
+            .map_err(io_err(&lock_path))?;
+
+        let state_path = dir.join(STATE_FILE);
+        let store_err = |e: &dyn std::fmt::Display| CheckpointError::Store {
+            path: state_path.clone(),
+            reason: e.to_string(),
+        };
+        let db = Database::create(&state_path).map_err(|e| store_err(&e))?;
+        let txn = db.begin_write().map_err(|e| store_err(&e))?;
+        let stream_id = {
+            let mut meta = txn.open_table(META).map_err(|e| store_err(&e))?;
+            let existing = meta
+                .get("streamId")
+                .map_err(|e| store_err(&e))?
+                .map(|v| v.value().to_string());
+            match existing {
+                Some(id) => id,
+                None => {
+                    let id = uuid::Uuid::new_v4().to_string();
+                    meta.insert("streamId", id.as_str())
+                        .map_err(|e| store_err(&e))?;
+                    id
+                }
+            }
+        };
+        txn.open_table(FILES).map_err(|e| store_err(&e))?;
+        txn.open_table(PLANS).map_err(|e| store_err(&e))?;
+        txn.open_table(COMMITS).map_err(|e| store_err(&e))?;
+        txn.commit().map_err(|e| store_err(&e))?;
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            db,
+            _lock: lock,
+            stream_id,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The stream's id, fixed when the checkpoint was created.
+    pub fn stream_id(&self) -> &str {
+        &self.stream_id
+    }
+
+    /// The Delta `txn` application id of this stream.
+    pub fn app_id(&self) -> String {
+        format!("autoloader-{}", self.stream_id)
+    }
+
+    fn store_err(&self, e: &dyn std::fmt::Display) -> CheckpointError {
+        CheckpointError::Store {
+            path: self.dir.join(STATE_FILE),
+            reason: e.to_string(),
+        }
+    }
+
+    /// A stored metadata value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let t = txn.open_table(META).map_err(|e| self.store_err(&e))?;
+        Ok(t.get(key)
+            .map_err(|e| self.store_err(&e))?
+            .map(|v| v.value().to_string()))
+    }
+
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), CheckpointError> {
+        let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
+        txn.open_table(META)
+            .map_err(|e| self.store_err(&e))?
+            .insert(key, value)
+            .map_err(|e| self.store_err(&e))?;
+        txn.commit().map_err(|e| self.store_err(&e))
+    }
+
+    /// A reader over the file index, for many lookups in one snapshot.
+    pub fn seen_files(&self) -> Result<SeenFiles, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let table = txn.open_table(FILES).map_err(|e| self.store_err(&e))?;
+        Ok(SeenFiles {
+            table,
+            path: self.dir.join(STATE_FILE),
+        })
+    }
+
+    /// The highest committed batch and the plans above it (unfinished), ascending.
+    pub fn pending_plans(&self) -> Result<(Option<u64>, Vec<Plan>), CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let commits = txn.open_table(COMMITS).map_err(|e| self.store_err(&e))?;
+        let last = commits
+            .last()
+            .map_err(|e| self.store_err(&e))?
+            .map(|(k, _)| k.value());
+        let plans = txn.open_table(PLANS).map_err(|e| self.store_err(&e))?;
+        let from = last.map_or(0, |l| l + 1);
+        let mut pending = Vec::new();
+        for entry in plans.range(from..).map_err(|e| self.store_err(&e))? {
+            let (_, v) = entry.map_err(|e| self.store_err(&e))?;
+            let plan: Plan = serde_json::from_str(v.value()).map_err(|e| self.store_err(&e))?;
+            pending.push(plan);
+        }
+        Ok((last, pending))
+    }
+
+    /// Durably records a plan before any of its files is read. A different plan already
+    /// stored under the same batch means two writers: refused.
+    pub fn write_plan(&self, plan: &Plan) -> Result<(), CheckpointError> {
+        let text = serde_json::to_string(plan).expect("plans always serialize");
+        let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
+        {
+            let mut plans = txn.open_table(PLANS).map_err(|e| self.store_err(&e))?;
+            if let Some(existing) = plans.get(plan.batch).map_err(|e| self.store_err(&e))? {
+                let existing: Plan =
+                    serde_json::from_str(existing.value()).map_err(|e| self.store_err(&e))?;
+                if existing.files != plan.files {
+                    return Err(CheckpointError::PlanConflict {
+                        path: self.dir.clone(),
+                        batch: plan.batch,
+                        reason: "a different plan is already stored".into(),
+                    });
+                }
+            }
+            plans
+                .insert(plan.batch, text.as_str())
+                .map_err(|e| self.store_err(&e))?;
+        }
+        txn.commit().map_err(|e| self.store_err(&e))
+    }
+
+    /// Marks a batch committed and its files ingested, atomically.
+    pub fn mark_committed(
+        &self,
+        plan: &Plan,
+        summary: &CommitSummary,
+    ) -> Result<(), CheckpointError> {
+        let text = serde_json::to_string(summary).expect("summaries always serialize");
+        let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
+        {
+            let mut files = txn.open_table(FILES).map_err(|e| self.store_err(&e))?;
+            for f in &plan.files {
+                files
+                    .insert(f.key.as_str(), (f.size, f.mtime_ms, plan.batch))
+                    .map_err(|e| self.store_err(&e))?;
+            }
+            let mut commits = txn.open_table(COMMITS).map_err(|e| self.store_err(&e))?;
+            commits
+                .insert(plan.batch, text.as_str())
+                .map_err(|e| self.store_err(&e))?;
+        }
+        txn.commit().map_err(|e| self.store_err(&e))
+    }
+
+    /// Records files as seen without ingesting them (`includeExistingFiles=false`).
+    pub fn mark_existing(&self, plan: &Plan) -> Result<(), CheckpointError> {
+        let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
+        {
+            let mut files = txn.open_table(FILES).map_err(|e| self.store_err(&e))?;
+            for f in &plan.files {
+                files
+                    .insert(f.key.as_str(), (f.size, f.mtime_ms, plan.batch))
+                    .map_err(|e| self.store_err(&e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.store_err(&e))
+    }
+
+    /// Summaries of committed batches, ascending.
+    pub fn commits(&self) -> Result<Vec<(u64, CommitSummary)>, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let commits = txn.open_table(COMMITS).map_err(|e| self.store_err(&e))?;
+        let mut out = Vec::new();
+        for entry in commits.iter().map_err(|e| self.store_err(&e))? {
+            let (k, v) = entry.map_err(|e| self.store_err(&e))?;
+            let s: CommitSummary =
+                serde_json::from_str(v.value()).map_err(|e| self.store_err(&e))?;
+            out.push((k.value(), s));
+        }
+        Ok(out)
+    }
+
+    /// The next batch number to plan.
+    pub fn next_batch(&self) -> Result<u64, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let plans = txn.open_table(PLANS).map_err(|e| self.store_err(&e))?;
+        Ok(plans
+            .last()
+            .map_err(|e| self.store_err(&e))?
+            .map_or(0, |(k, _)| k.value() + 1))
+    }
+}
+
+/// A read snapshot of the file index.
+pub struct SeenFiles {
+    table: redb::ReadOnlyTable<&'static str, (u64, i64, u64)>,
+    path: PathBuf,
+}
+
+impl SeenFiles {
+    pub fn get(&self, key: &str) -> Result<Option<SeenFile>, CheckpointError> {
+        let v = self.table.get(key).map_err(|e| CheckpointError::Store {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(v.map(|v| {
+            let (size, mtime_ms, batch) = v.value();
+            SeenFile {
+                size,
+                mtime_ms,
+                batch,
+            }
+        }))
+    }
+
+    pub fn len(&self) -> u64 {
+        self.table.len().unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(batch: u64, keys: &[&str]) -> Plan {
+        Plan {
+            batch,
+            files: keys
+                .iter()
+                .map(|k| PlannedFile {
+                    key: (*k).into(),
+                    size: 1,
+                    mtime_ms: 2,
+                })
+                .collect(),
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn second_opener_is_refused_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Checkpoint::open(dir.path()).unwrap();
+        let err = Checkpoint::open(dir.path()).err().unwrap();
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
+        let id = first.stream_id().to_string();
+        drop(first);
+        let again = Checkpoint::open(dir.path()).unwrap();
+        assert_eq!(again.stream_id(), id, "the stream id survives reopening");
+    }
+
+    #[test]
+    fn plans_then_commits_track_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Checkpoint::open(dir.path()).unwrap();
+        assert_eq!(c.next_batch().unwrap(), 0);
+        let p0 = plan(0, &["a.json", "b.json"]);
+        c.write_plan(&p0).unwrap();
+        assert_eq!(c.pending_plans().unwrap(), (None, vec![p0.clone()]));
+        assert!(
+            c.write_plan(&plan(0, &["c.json"])).is_err(),
+            "a different plan for a batch is refused"
+        );
+        c.write_plan(&p0).unwrap();
+        c.mark_committed(&p0, &CommitSummary::default()).unwrap();
+        assert_eq!(c.pending_plans().unwrap(), (Some(0), vec![]));
+        assert_eq!(c.next_batch().unwrap(), 1);
+        let seen = c.seen_files().unwrap();
+        assert_eq!(
+            seen.get("a.json").unwrap(),
+            Some(SeenFile {
+                size: 1,
+                mtime_ms: 2,
+                batch: 0
+            })
+        );
+        assert_eq!(seen.get("zzz").unwrap(), None);
+        assert_eq!(seen.len(), 2);
+    }
+}

@@ -1,0 +1,316 @@
+//! Finding the files of a source: listing, filtering (hidden names, `pathGlobFilter`,
+//! `modifiedAfter`/`modifiedBefore`), Hive-style partition values, and the set of new files
+//! against the checkpoint's index.
+//!
+//! A [`Source`] is an enum so that object stores slot in beside local folders: each lists
+//! into the same [`ListedFile`] shape, keyed by the path relative to the source root.
+
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+use url::Url;
+
+use crate::checkpoint::{CheckpointError, SeenFiles};
+use crate::options::Settings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("source {path} does not exist or is not a directory")]
+    NotADirectory { path: PathBuf },
+    #[error("cannot list {path}: {source}")]
+    List {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("unsupported source {0}: use a local directory (s3:// comes with the watch issue)")]
+    Unsupported(String),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+}
+
+/// Where files land.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Local { root: PathBuf },
+}
+
+/// A file found by listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    /// Path relative to the source root, `/`-separated.
+    pub key: String,
+    pub size: u64,
+    pub mtime_ms: i64,
+}
+
+impl Source {
+    /// Parses a `SOURCE` argument.
+    pub fn parse(arg: &str) -> Result<Source, DiscoveryError> {
+        if let Some(rest) = arg.strip_prefix("file://") {
+            return Source::local(Path::new(rest));
+        }
+        if arg.contains("://") {
+            return Err(DiscoveryError::Unsupported(arg.to_string()));
+        }
+        Source::local(Path::new(arg))
+    }
+
+    fn local(path: &Path) -> Result<Source, DiscoveryError> {
+        let root = std::fs::canonicalize(path).map_err(|_| DiscoveryError::NotADirectory {
+            path: path.to_path_buf(),
+        })?;
+        if !root.is_dir() {
+            return Err(DiscoveryError::NotADirectory { path: root });
+        }
+        Ok(Source::Local { root })
+    }
+
+    /// A display form of the source.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Local { root } => root.display().to_string(),
+        }
+    }
+
+    /// Where a key can be read from locally.
+    pub fn local_path(&self, key: &str) -> PathBuf {
+        match self {
+            Source::Local { root } => root.join(key),
+        }
+    }
+
+    /// The URI recorded as the file's lineage (`_metadata.file_path`, `_file_path`).
+    pub fn uri(&self, key: &str) -> String {
+        match self {
+            Source::Local { root } => Url::from_file_path(root.join(key))
+                .map_or_else(|()| root.join(key).display().to_string(), |u| u.to_string()),
+        }
+    }
+
+    /// Lists every candidate file under the source, filtered by the settings, sorted by
+    /// (modification time, key) so batches are deterministic.
+    pub fn list(&self, settings: &Settings) -> Result<Vec<ListedFile>, DiscoveryError> {
+        let mut files = match self {
+            Source::Local { root } => list_local(root)?,
+        };
+        files.retain(|f| accept(f, settings));
+        files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
+        Ok(files)
+    }
+}
+
+fn list_local(root: &Path) -> Result<Vec<ListedFile>, DiscoveryError> {
+    let mut out = Vec::new();
+    let walker = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !is_hidden(&e.file_name().to_string_lossy()));
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                // An unreadable folder is reported, not silently skipped, and not fatal.
+                warn!(error = %e, "Cannot list part of the source.");
+                continue;
+            }
+        };
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let Some(key) = rel
+            .to_str()
+            .map(|s| s.replace(std::path::MAIN_SEPARATOR, "/"))
+        else {
+            warn!(path = %entry.path().display(), "Skipping a file whose name is not UTF-8.");
+            continue;
+        };
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(path = %entry.path().display(), error = %e, "Cannot stat file.");
+                continue;
+            }
+        };
+        let mtime_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        out.push(ListedFile {
+            key,
+            size: meta.len(),
+            mtime_ms,
+        });
+    }
+    Ok(out)
+}
+
+/// Names starting with `_` or `.` are never data (Spark and Auto Loader skip them), and
+/// neither are temporary upload names.
+pub fn is_hidden(name: &str) -> bool {
+    name.starts_with('_')
+        || name.starts_with('.')
+        || name.ends_with(".tmp")
+        || name.ends_with(".crdownload")
+        || name.ends_with(".part")
+}
+
+fn accept(f: &ListedFile, s: &Settings) -> bool {
+    let name = f.key.rsplit('/').next().unwrap_or(&f.key);
+    if let Some(glob) = &s.path_glob_filter
+        && !glob.is_match(name)
+    {
+        return false;
+    }
+    if s.modified_after_ms.is_some_and(|after| f.mtime_ms <= after) {
+        return false;
+    }
+    if s.modified_before_ms
+        .is_some_and(|before| f.mtime_ms >= before)
+    {
+        return false;
+    }
+    true
+}
+
+/// Files not yet ingested. A file ingested before whose size or mtime changed is reported
+/// and skipped (Auto Loader's default), or taken again with `cloudFiles.allowOverwrites`.
+pub fn new_files(
+    listed: Vec<ListedFile>,
+    seen: &SeenFiles,
+    settings: &Settings,
+) -> Result<Vec<ListedFile>, DiscoveryError> {
+    let mut out = Vec::new();
+    for f in listed {
+        match seen.get(&f.key)? {
+            None => out.push(f),
+            Some(s) if s.size == f.size && s.mtime_ms == f.mtime_ms => {}
+            Some(s) => {
+                if settings.allow_overwrites {
+                    out.push(f);
+                } else {
+                    warn!(
+                        file = %f.key, old_size = s.size, new_size = f.size,
+                        "File changed after it was ingested; not ingesting it again (set cloudFiles.allowOverwrites=true to re-ingest)."
+                    );
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Hive-style `key=value` folders of a key, in order, values unescaped
+/// (`__HIVE_DEFAULT_PARTITION__` is null).
+pub fn partition_pairs(key: &str) -> Vec<(String, Option<String>)> {
+    let mut parts: Vec<&str> = key.split('/').collect();
+    parts.pop();
+    parts
+        .into_iter()
+        .filter_map(|dir| {
+            let (k, v) = dir.split_once('=')?;
+            if k.is_empty() {
+                return None;
+            }
+            let value = percent_decode(v);
+            let value = (value != "__HIVE_DEFAULT_PARTITION__").then_some(value);
+            Some((percent_decode(k), value))
+        })
+        .collect()
+}
+
+/// Partition columns common to all given keys (same names, same order), or none when the
+/// layouts disagree or are not Hive-style.
+pub fn infer_partition_columns<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut common: Option<Vec<String>> = None;
+    for key in keys {
+        let names: Vec<String> = partition_pairs(key).into_iter().map(|(k, _)| k).collect();
+        match &common {
+            None => common = Some(names),
+            Some(c) if *c == names => {}
+            Some(_) => return Vec::new(),
+        }
+    }
+    common.unwrap_or_default()
+}
+
+/// Values of the given partition columns for a key (null when absent).
+pub fn partition_values(key: &str, columns: &[String]) -> Vec<Option<String>> {
+    let pairs = partition_pairs(key);
+    columns
+        .iter()
+        .map(|c| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == c)
+                .and_then(|(_, v)| v.clone())
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_parse_hive_folders() {
+        assert_eq!(
+            partition_pairs("date=2026-03-15/region=kr/f.json"),
+            vec![
+                ("date".into(), Some("2026-03-15".into())),
+                ("region".into(), Some("kr".into()))
+            ]
+        );
+        assert_eq!(partition_pairs("a/b/f.json"), vec![]);
+        assert_eq!(
+            partition_pairs("c=Serbia%2Fsrb%25/f"),
+            vec![("c".into(), Some("Serbia/srb%".into()))]
+        );
+        assert_eq!(
+            partition_pairs("c=__HIVE_DEFAULT_PARTITION__/f"),
+            vec![("c".into(), None)]
+        );
+        let keys = ["date=1/region=kr/a", "date=2/region=us/b"];
+        assert_eq!(
+            infer_partition_columns(keys.iter().copied()),
+            vec!["date", "region"]
+        );
+        let mixed = ["date=1/a", "x/b"];
+        assert!(infer_partition_columns(mixed.iter().copied()).is_empty());
+        assert_eq!(
+            partition_values("date=1/f", &["date".to_string(), "hour".to_string()]),
+            vec![Some("1".into()), None]
+        );
+    }
+
+    #[test]
+    fn hidden_and_temporary_names() {
+        assert!(is_hidden("_SUCCESS"));
+        assert!(is_hidden(".part-0001.json"));
+        assert!(is_hidden("upload.json.tmp"));
+        assert!(!is_hidden("orders.json"));
+    }
+}

@@ -1,0 +1,221 @@
+//! CSV: each file is read by its own header (columns matched by name, as Auto Loader does
+//! when inferring), with `sep`, `quote`, `escape`, `nullValue`, CRLF and a UTF-8 BOM.
+//!
+//! A cell equal to `nullValue` (empty by default) is null. A row with fewer fields than the
+//! header has nulls for the rest; a row with more keeps its raw text under
+//! `_corrupt_record`, so the extra values are not lost.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+
+use super::{
+    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile, open, read_error,
+};
+use crate::options::CsvSettings;
+use crate::rows::{Layout, RowBuilder};
+use crate::schema::infer::{Inferred, SchemaInferrer};
+
+const BOM: &str = "\u{feff}";
+
+fn reader(
+    file: &SourceFile,
+    csv: &CsvSettings,
+) -> Result<::csv::Reader<Box<dyn std::io::BufRead + Send>>, DecodeError> {
+    let input = open(&file.local_path, &file.meta.path)?;
+    Ok(::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .delimiter(csv.sep)
+        .quote(csv.quote)
+        .escape(csv.escape)
+        .double_quote(true)
+        .from_reader(input))
+}
+
+/// Reads the next record; `Ok(false)` at end of file.
+fn next_record(
+    r: &mut ::csv::Reader<Box<dyn std::io::BufRead + Send>>,
+    record: &mut ::csv::ByteRecord,
+    path: &str,
+) -> Result<bool, DecodeError> {
+    r.read_byte_record(record).map_err(|e| {
+        let line = e.position().map(|p| p.line());
+        match e.into_kind() {
+            ::csv::ErrorKind::Io(io) => read_error(path, io, line),
+            other => DecodeError::Corrupt {
+                path: path.to_string(),
+                line,
+                reason: format!("{other:?}"),
+            },
+        }
+    })
+}
+
+fn cell_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(raw)
+}
+
+/// Column names of a header record: the BOM stripped, blanks named `_c<i>`.
+fn header_names(record: &::csv::ByteRecord) -> Vec<String> {
+    record
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let text = cell_text(raw);
+            let name = text.strip_prefix(BOM).unwrap_or(&text).trim().to_string();
+            if name.is_empty() {
+                format!("_c{i}")
+            } else {
+                name
+            }
+        })
+        .collect()
+}
+
+fn positional_names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("_c{i}")).collect()
+}
+
+/// Observes the header and every cell of the file.
+pub fn infer(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    typed: bool,
+    inferrer: &mut SchemaInferrer,
+) -> Result<u64, DecodeError> {
+    let path = file.meta.path.as_str();
+    let mut r = reader(file, &opts.csv)?;
+    let mut record = ::csv::ByteRecord::new();
+    let mut headers: Option<Vec<String>> = None;
+    let infer_opts = opts.infer_options(typed);
+    let mut rows = 0u64;
+    while next_record(&mut r, &mut record, path)? {
+        if headers.is_none() {
+            let names = if opts.csv.header {
+                header_names(&record)
+            } else {
+                positional_names(record.len())
+            };
+            for name in &names {
+                inferrer.add_column(name);
+            }
+            headers = Some(names);
+            if opts.csv.header {
+                continue;
+            }
+        }
+        let names = headers.as_ref().expect("set above");
+        rows += 1;
+        for (name, raw) in names.iter().zip(record.iter()) {
+            let text = cell_text(raw);
+            if text.is_empty() || *text == *opts.csv.null_value {
+                continue;
+            }
+            inferrer.add_typed(name, Inferred::of_csv(&text, infer_opts));
+        }
+    }
+    Ok(rows)
+}
+
+/// Decodes the file into batches.
+pub fn decode(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    layout: &Arc<Layout>,
+    emit: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<FileStats, DecodeError> {
+    let path = file.meta.path.as_str();
+    let mut r = reader(file, &opts.csv)?;
+    let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
+    let mut record = ::csv::ByteRecord::new();
+    let mut stats = FileStats::default();
+    let mut mapping: Option<(Vec<String>, Vec<Option<usize>>)> = None;
+    let mut cells: Vec<Option<String>> = Vec::new();
+    let mut pending_bytes = 0usize;
+    let sep = char::from(opts.csv.sep).to_string();
+    let mut unknown: Vec<String> = Vec::new();
+    while next_record(&mut r, &mut record, path)? {
+        if mapping.is_none() {
+            let names = if opts.csv.header {
+                header_names(&record)
+            } else {
+                positional_names(record.len())
+            };
+            let columns: Vec<String> = rows.column_names().map(str::to_string).collect();
+            let targets: Vec<Option<usize>> = names
+                .iter()
+                .map(|h| {
+                    columns.iter().position(|c| c == h).or_else(|| {
+                        (!opts.ctx.case_sensitive)
+                            .then(|| columns.iter().position(|c| c.eq_ignore_ascii_case(h)))
+                            .flatten()
+                    })
+                })
+                .collect();
+            for (name, t) in names.iter().zip(&targets) {
+                if t.is_none() && !columns.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+                    unknown.push(name.clone());
+                }
+            }
+            mapping = Some((names, targets));
+            if opts.csv.header {
+                continue;
+            }
+        }
+        let (names, targets) = mapping.as_ref().expect("set above");
+        cells.clear();
+        for raw in record.iter().take(names.len()) {
+            let text = cell_text(raw);
+            cells.push(if text.is_empty() || *text == *opts.csv.null_value {
+                None
+            } else {
+                Some(text.into_owned())
+            });
+        }
+        let extra = (record.len() > names.len()).then(|| {
+            if opts.fail_fast {
+                return Err(DecodeError::Malformed {
+                    path: path.to_string(),
+                    line: record.position().map_or(0, ::csv::Position::line),
+                    reason: format!(
+                        "{} fields where the header has {}",
+                        record.len(),
+                        names.len()
+                    ),
+                });
+            }
+            Ok(record
+                .iter()
+                .map(|raw| cell_text(raw).into_owned())
+                .collect::<Vec<_>>()
+                .join(&sep))
+        });
+        let extra = extra.transpose()?;
+        let borrowed: Vec<Option<&str>> = cells.iter().map(Option::as_deref).collect();
+        rows.append_text_record(names, targets, &borrowed, extra);
+        pending_bytes += record.as_slice().len();
+        if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
+            pending_bytes = 0;
+            stats.rows += rows.len() as u64;
+            stats.rescued_rows += rows.rescued_rows() as u64;
+            if !emit(rows.finish()) {
+                return Err(DecodeError::Cancelled {
+                    path: path.to_string(),
+                });
+            }
+        }
+    }
+    if !rows.is_empty() {
+        stats.rows += rows.len() as u64;
+        stats.rescued_rows += rows.rescued_rows() as u64;
+        if !emit(rows.finish()) {
+            return Err(DecodeError::Cancelled {
+                path: path.to_string(),
+            });
+        }
+    }
+    stats.dropped_values = rows.dropped_values();
+    stats.unknown_names = unknown;
+    Ok(stats)
+}

@@ -1,0 +1,256 @@
+//! JSON lines, and whole-file JSON (`multiLine=true`, a top-level array is one row per
+//! element, streamed element by element).
+//!
+//! JSON lines: blank lines are skipped; a line that is not valid JSON, or a scalar, is a
+//! malformed record (kept raw in the rescued data, or an error under FAILFAST); a line
+//! holding an array yields one row per element, as Spark does. A multi-line document that
+//! is not valid JSON is a corrupt file (error with line and column), since no record
+//! boundary can be trusted in it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::{
+    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile, open, read_error,
+    read_line_bounded,
+};
+use crate::rows::{Layout, RowBuilder};
+use crate::schema::infer::SchemaInferrer;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Calls `on_record` with each record of the file and its line number (1-based; for a
+/// multi-line document, the document's line). Malformed lines come as `Err(raw text)`.
+fn for_each_record(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    let path = file.meta.path.as_str();
+    let mut reader = open(&file.local_path, path)?;
+    if opts.multi_line {
+        return for_each_document_record(&mut *reader, path, on_record);
+    }
+    let mut buf = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        let read = read_line_bounded(&mut *reader, &mut buf, opts.max_record_bytes)
+            .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
+        line_no += 1;
+        let line = match read {
+            None => return Ok(()),
+            Some(false) => {
+                return Err(DecodeError::RecordTooLong {
+                    path: path.into(),
+                    line: line_no,
+                    limit: opts.max_record_bytes,
+                });
+            }
+            Some(true) => {
+                if line_no == 1 && buf.starts_with(BOM) {
+                    &buf[BOM.len()..]
+                } else {
+                    &buf[..]
+                }
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let bytes = line.len();
+        match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Array(items)) => {
+                for item in items {
+                    let item = match item {
+                        Value::Object(_) => Ok(item),
+                        other => Err(other.to_string()),
+                    };
+                    on_record(item, line_no, bytes)?;
+                }
+            }
+            Ok(v @ Value::Object(_)) => on_record(Ok(v), line_no, bytes)?,
+            Ok(_) | Err(_) => {
+                on_record(
+                    Err(String::from_utf8_lossy(line).into_owned()),
+                    line_no,
+                    bytes,
+                )?;
+            }
+        }
+    }
+}
+
+/// Streams the records of a whole-file JSON document.
+fn for_each_document_record(
+    reader: &mut dyn std::io::BufRead,
+    path: &str,
+    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    let head = reader
+        .fill_buf()
+        .map_err(|e| read_error(path, e, Some(1)))?;
+    if head.starts_with(BOM) {
+        reader.consume(BOM.len());
+    }
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut sink_error = None;
+    let seed = Records {
+        on_record,
+        sink_error: &mut sink_error,
+    };
+    let result = seed.deserialize(&mut de).and_then(|()| de.end());
+    if let Some(e) = sink_error {
+        return Err(e);
+    }
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_io() => Err(read_error(
+            path,
+            std::io::Error::other(e.to_string()),
+            Some(e.line() as u64),
+        )),
+        Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => Ok(()), // empty file
+        Err(e) => Err(DecodeError::Corrupt {
+            path: path.to_string(),
+            line: Some(e.line() as u64),
+            reason: format!("invalid JSON document at column {}: {e}", e.column()),
+        }),
+    }
+}
+
+struct Records<'a, 'b> {
+    on_record: &'a mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+    sink_error: &'b mut Option<DecodeError>,
+}
+
+impl Records<'_, '_> {
+    fn deliver<E: serde::de::Error>(&mut self, v: Value) -> Result<(), E> {
+        let rec = match v {
+            Value::Object(_) => Ok(v),
+            other => Err(other.to_string()),
+        };
+        (self.on_record)(rec, 1, 0).map_err(|e| {
+            *self.sink_error = Some(e);
+            E::custom("stopped")
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Records<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Records<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object or an array of objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            self.deliver(v)?;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, map: A) -> Result<(), A::Error> {
+        let v: Value =
+            serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        self.deliver(v)
+    }
+
+    fn visit_bool<E: serde::de::Error>(mut self, v: bool) -> Result<(), E> {
+        self.deliver(Value::Bool(v))
+    }
+    fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<(), E> {
+        self.deliver(Value::from(v))
+    }
+    fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
+        self.deliver(Value::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(mut self, v: f64) -> Result<(), E> {
+        self.deliver(Value::from(v))
+    }
+    fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<(), E> {
+        self.deliver(Value::String(v.to_string()))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// Observes every record of the file.
+pub fn infer(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    typed: bool,
+    inferrer: &mut SchemaInferrer,
+) -> Result<u64, DecodeError> {
+    let infer_opts = opts.infer_options(typed);
+    let mut records = 0u64;
+    for_each_record(file, opts, &mut |rec, _, _| {
+        if let Ok(v) = rec {
+            inferrer.add_json(&v, infer_opts);
+            records += 1;
+        }
+        Ok(())
+    })?;
+    Ok(records)
+}
+
+/// Decodes the file into batches.
+pub fn decode(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    layout: &Arc<Layout>,
+    emit: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<FileStats, DecodeError> {
+    let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
+    let mut stats = FileStats::default();
+    let mut pending_bytes = 0usize;
+    let path = file.meta.path.clone();
+    let mut flush = |rows: &mut RowBuilder, stats: &mut FileStats| -> Result<(), DecodeError> {
+        stats.rows += rows.len() as u64;
+        stats.rescued_rows += rows.rescued_rows() as u64;
+        if !emit(rows.finish()) {
+            return Err(DecodeError::Cancelled { path: path.clone() });
+        }
+        Ok(())
+    };
+    for_each_record(file, opts, &mut |rec, line, bytes| {
+        match rec {
+            Ok(Value::Object(obj)) => rows.append_json_object(&obj),
+            Ok(other) => rows.append_corrupt(&other.to_string()),
+            Err(raw) => {
+                if opts.fail_fast {
+                    return Err(DecodeError::Malformed {
+                        path: file.meta.path.clone(),
+                        line,
+                        reason: "not a JSON object".into(),
+                    });
+                }
+                rows.append_corrupt(&raw);
+            }
+        }
+        pending_bytes += bytes;
+        if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
+            pending_bytes = 0;
+            flush(&mut rows, &mut stats)?;
+        }
+        Ok(())
+    })?;
+    if !rows.is_empty() {
+        flush(&mut rows, &mut stats)?;
+    }
+    stats.dropped_values = rows.dropped_values();
+    stats.unknown_names = rows.unknown_names().to_vec();
+    Ok(stats)
+}

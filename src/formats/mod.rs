@@ -1,0 +1,259 @@
+//! File decoding: opening (gzip sniffed by magic bytes, all members of concatenated gzip),
+//! schema inference, and streaming decode into batches of the stream's layout.
+//!
+//! Decoders are synchronous and run on blocking threads; they hand each finished batch to an
+//! `emit` callback, so memory stays bounded by the batch size whatever the file size.
+
+pub mod csv;
+pub mod json;
+pub mod parquet;
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use flate2::read::MultiGzDecoder;
+
+use crate::options::{Format, Settings};
+use crate::rows::{FileMeta, Layout, ReadContext};
+use crate::schema::infer::{InferOptions, SchemaInferrer};
+
+/// Rows per output batch (a batch is also cut at [`BATCH_BYTES`] of input).
+pub const BATCH_ROWS: usize = 8192;
+/// Input bytes per output batch, so that wide records keep memory bounded too.
+pub const BATCH_BYTES: usize = 32 << 20;
+const READ_BUFFER: usize = 1 << 20;
+
+/// A file that could not be decoded. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("{path} was deleted after it was listed")]
+    Missing { path: String },
+    #[error("{path} is corrupt{}: {reason}", line.map(|l| format!(" at line {l}")).unwrap_or_default())]
+    Corrupt {
+        path: String,
+        line: Option<u64>,
+        reason: String,
+    },
+    #[error("{path} line {line}: record is longer than cloudFiles.maxRecordBytes ({limit} bytes)")]
+    RecordTooLong {
+        path: String,
+        line: u64,
+        limit: usize,
+    },
+    #[error("{path} line {line}: malformed record (mode=FAILFAST): {reason}")]
+    Malformed {
+        path: String,
+        line: u64,
+        reason: String,
+    },
+    #[error("ingestion stopped while reading {path}")]
+    Cancelled { path: String },
+}
+
+impl DecodeError {
+    /// Whether `ignoreCorruptFiles` may skip the file that caused this error.
+    pub fn is_corrupt_file(&self) -> bool {
+        matches!(
+            self,
+            DecodeError::Corrupt { .. }
+                | DecodeError::Io { .. }
+                | DecodeError::RecordTooLong { .. }
+        )
+    }
+}
+
+/// A file to decode: where to read it and what lineage it carries.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub local_path: PathBuf,
+    pub meta: Arc<FileMeta>,
+}
+
+/// What decoding one file produced.
+#[derive(Debug, Default, Clone)]
+pub struct FileStats {
+    pub rows: u64,
+    pub rescued_rows: u64,
+    /// Values that did not fit and had no rescued-data column to go to.
+    pub dropped_values: u64,
+    /// Top-level names in the data that the schema does not have.
+    pub unknown_names: Vec<String>,
+}
+
+/// Per-decode parameters derived from settings.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    pub format: Format,
+    pub ctx: ReadContext,
+    pub multi_line: bool,
+    pub fail_fast: bool,
+    pub max_record_bytes: usize,
+    pub csv: crate::options::CsvSettings,
+}
+
+impl DecodeOptions {
+    pub fn new(format: Format, settings: &Settings) -> Self {
+        DecodeOptions {
+            format,
+            ctx: ReadContext {
+                zone: settings.time_zone,
+                case_sensitive: settings.reader_case_sensitive,
+            },
+            multi_line: settings.multi_line,
+            fail_fast: settings.fail_fast,
+            max_record_bytes: settings.max_record_bytes,
+            csv: settings.csv.clone(),
+        }
+    }
+
+    pub fn infer_options(&self, typed: bool) -> InferOptions {
+        InferOptions {
+            typed,
+            zone: self.ctx.zone,
+        }
+    }
+}
+
+/// Opens a file for streaming, decompressing gzip (detected by its magic bytes).
+pub fn open(path: &Path, display: &str) -> Result<Box<dyn BufRead + Send>, DecodeError> {
+    let file = File::open(path).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => DecodeError::Missing {
+            path: display.to_string(),
+        },
+        _ => DecodeError::Io {
+            path: display.to_string(),
+            source,
+        },
+    })?;
+    let mut reader = BufReader::with_capacity(READ_BUFFER, file);
+    let head = reader.fill_buf().map_err(|source| DecodeError::Io {
+        path: display.to_string(),
+        source,
+    })?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok(Box::new(BufReader::with_capacity(
+            READ_BUFFER,
+            MultiGzDecoder::new(reader),
+        )));
+    }
+    if display.ends_with(".gz") && !head.is_empty() {
+        return Err(DecodeError::Corrupt {
+            path: display.to_string(),
+            line: None,
+            reason: "named .gz but not gzip data".into(),
+        });
+    }
+    Ok(Box::new(reader))
+}
+
+/// Maps a read error in the middle of a file (a broken gzip stream, a vanished disk).
+pub(crate) fn read_error(path: &str, e: io::Error, line: Option<u64>) -> DecodeError {
+    match e.kind() {
+        io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof => {
+            DecodeError::Corrupt {
+                path: path.to_string(),
+                line,
+                reason: e.to_string(),
+            }
+        }
+        _ => DecodeError::Io {
+            path: path.to_string(),
+            source: e,
+        },
+    }
+}
+
+/// Observes one file for schema inference. Returns the records (rows) it looked at.
+pub fn infer_file(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    typed: bool,
+    inferrer: &mut SchemaInferrer,
+) -> Result<u64, DecodeError> {
+    match opts.format {
+        Format::Json => json::infer(file, opts, typed, inferrer),
+        Format::Csv => csv::infer(file, opts, typed, inferrer),
+        Format::Parquet => parquet::infer(file, inferrer),
+    }
+}
+
+/// Decodes one file into batches of `layout`, handing each to `emit`.
+pub fn decode_file(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    layout: &Arc<Layout>,
+    emit: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<FileStats, DecodeError> {
+    match opts.format {
+        Format::Json => json::decode(file, opts, layout, emit),
+        Format::Csv => csv::decode(file, opts, layout, emit),
+        Format::Parquet => parquet::decode(file, opts, layout, emit),
+    }
+}
+
+/// Reads one line into `buf` (without the newline or a trailing `\r`), never holding more
+/// than `max` bytes. Returns `None` at end of input, `Some(false)` for an over-long line
+/// (skipped up to its newline).
+pub(crate) fn read_line_bounded(
+    reader: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<bool>> {
+    buf.clear();
+    let mut too_long = false;
+    let mut saw_any = false;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            if !saw_any {
+                return Ok(None);
+            }
+            break;
+        }
+        saw_any = true;
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            break;
+        }
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    Ok(Some(!too_long))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    #[test]
+    fn bounded_lines_split_and_flag_over_long_lines() {
+        let mut r = Cursor::new(b"ab\r\n0123456789\nlast".to_vec());
+        let mut buf = Vec::new();
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), Some(true));
+        assert_eq!(buf, b"ab");
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), Some(false));
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), Some(true));
+        assert_eq!(buf, b"last");
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), None);
+    }
+}

@@ -1,0 +1,234 @@
+//! Parquet: the schema comes from the files' footers (merged to the widest type across
+//! files), and each column is read as the stream's type. A value that cannot be read as
+//! that type (safe cast gives null where the file had a value) is rescued as JSON, and so
+//! is a column the schema does not have.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow_cast::{CastOptions, cast_with_options};
+use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::{Map, Value};
+
+use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
+use crate::rows::{FILE_PATH_KEY, Layout, push_file_columns};
+use crate::schema::DataType;
+use crate::schema::infer::{Inferred, SchemaInferrer};
+
+fn builder(file: &SourceFile) -> Result<ParquetRecordBatchReaderBuilder<File>, DecodeError> {
+    let path = file.meta.path.as_str();
+    let f = File::open(&file.local_path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => DecodeError::Missing {
+            path: path.to_string(),
+        },
+        _ => DecodeError::Io {
+            path: path.to_string(),
+            source,
+        },
+    })?;
+    ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| corrupt(path, &e))
+}
+
+fn corrupt(path: &str, e: &dyn std::fmt::Display) -> DecodeError {
+    DecodeError::Corrupt {
+        path: path.to_string(),
+        line: None,
+        reason: e.to_string(),
+    }
+}
+
+/// The stream type of a file column: its own, or STRING when Delta has no such type.
+fn column_type(t: &ArrowType) -> DataType {
+    DataType::from_arrow(t).unwrap_or(DataType::String)
+}
+
+/// Observes the file's schema (the footer only) and returns its row count.
+pub fn infer(file: &SourceFile, inferrer: &mut SchemaInferrer) -> Result<u64, DecodeError> {
+    let b = builder(file)?;
+    for field in b.schema().fields() {
+        inferrer.add_typed(
+            field.name(),
+            Inferred::from_type(&column_type(field.data_type())),
+        );
+    }
+    Ok(u64::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0))
+}
+
+/// Decodes the file into batches of the layout.
+pub fn decode(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    layout: &Arc<Layout>,
+    emit: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<FileStats, DecodeError> {
+    let path = file.meta.path.as_str();
+    let reader = builder(file)?
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| corrupt(path, &e))?;
+    let mut stats = FileStats::default();
+    let out_schema = layout.arrow_schema();
+    let value_fields: Vec<_> = layout.value_fields().cloned().collect();
+    for batch in reader {
+        let batch = batch.map_err(|e| corrupt(path, &e))?;
+        let n = batch.num_rows();
+        let in_schema = batch.schema();
+        // Per row, the original values that did not fit, as JSON.
+        let mut rescued: Vec<Map<String, Value>> = vec![Map::new(); n];
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(value_fields.len());
+        let mut used = vec![false; in_schema.fields().len()];
+        for field in &value_fields {
+            let idx = in_schema.index_of(&field.name).ok().or_else(|| {
+                (!opts.ctx.case_sensitive)
+                    .then(|| {
+                        in_schema
+                            .fields()
+                            .iter()
+                            .position(|f| f.name().eq_ignore_ascii_case(&field.name))
+                    })
+                    .flatten()
+            });
+            let target = field.data_type.to_arrow();
+            let Some(idx) = idx else {
+                columns.push(new_null_array(&target, n));
+                continue;
+            };
+            used[idx] = true;
+            let source = batch.column(idx);
+            let fits = column_type(source.data_type()) == field.data_type
+                || field.data_type == DataType::String;
+            let cast = if fits {
+                cast_with_options(
+                    source,
+                    &target,
+                    &CastOptions {
+                        safe: true,
+                        ..Default::default()
+                    },
+                )
+                .ok()
+            } else {
+                cast_with_options(
+                    source,
+                    &target,
+                    &CastOptions {
+                        safe: true,
+                        ..Default::default()
+                    },
+                )
+                .ok()
+                .filter(|_| same_shape(source.data_type(), &target))
+            };
+            let column = cast.unwrap_or_else(|| new_null_array(&target, n));
+            let lost: Vec<usize> = (0..n)
+                .filter(|&r| source.is_valid(r) && column.is_null(r))
+                .collect();
+            if !lost.is_empty() {
+                rescue_values(&in_schema.fields()[idx], source, &lost, &mut rescued, path)?;
+            }
+            columns.push(column);
+        }
+        for (idx, f) in in_schema.fields().iter().enumerate() {
+            if !used[idx] {
+                push_unknown_name(&mut stats.unknown_names, f.name(), &value_fields);
+                let source = batch.column(idx);
+                let present: Vec<usize> = (0..n).filter(|&r| source.is_valid(r)).collect();
+                rescue_values(f, source, &present, &mut rescued, path)?;
+            }
+        }
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(out_schema.fields().len());
+        let mut value_iter = columns.into_iter();
+        let mut rescued_count = 0u64;
+        for f in &layout.data.fields {
+            if Some(&f.name) == layout.rescued.as_ref() {
+                let texts: Vec<Option<String>> = rescued
+                    .iter_mut()
+                    .map(|m| {
+                        (!m.is_empty()).then(|| {
+                            rescued_count += 1;
+                            m.insert(
+                                FILE_PATH_KEY.to_string(),
+                                Value::String(file.meta.path.clone()),
+                            );
+                            Value::Object(std::mem::take(m)).to_string()
+                        })
+                    })
+                    .collect();
+                arrays.push(Arc::new(StringArray::from(texts)));
+            } else if Some(&f.name) == layout.corrupt.as_ref() {
+                arrays.push(new_null_array(&ArrowType::Utf8, n));
+            } else {
+                arrays.push(value_iter.next().expect("one column per value field"));
+            }
+        }
+        if layout.rescued.is_none() {
+            stats.dropped_values += rescued.iter().map(|m| m.len() as u64).sum::<u64>();
+        }
+        push_file_columns(layout, &file.meta, n, &mut arrays);
+        let out =
+            RecordBatch::try_new(Arc::clone(&out_schema), arrays).map_err(|e| corrupt(path, &e))?;
+        stats.rows += n as u64;
+        stats.rescued_rows += rescued_count;
+        if !emit(out) {
+            return Err(DecodeError::Cancelled {
+                path: path.to_string(),
+            });
+        }
+    }
+    Ok(stats)
+}
+
+fn push_unknown_name(names: &mut Vec<String>, name: &str, fields: &[crate::schema::Field]) {
+    if !fields.iter().any(|f| f.name.eq_ignore_ascii_case(name)) && !names.iter().any(|n| n == name)
+    {
+        names.push(name.to_string());
+    }
+}
+
+/// Whether a safe cast between these types keeps nested structure by name (Arrow casts
+/// structs by position, which would silently shuffle fields).
+fn same_shape(from: &ArrowType, to: &ArrowType) -> bool {
+    !matches!(
+        from,
+        ArrowType::Struct(_) | ArrowType::Map(_, _) | ArrowType::List(_) | ArrowType::LargeList(_)
+    ) && !matches!(
+        to,
+        ArrowType::Struct(_) | ArrowType::Map(_, _) | ArrowType::List(_)
+    )
+}
+
+/// Renders the given rows of one column as JSON values into the rescued maps.
+fn rescue_values(
+    field: &ArrowField,
+    column: &ArrayRef,
+    rows: &[usize],
+    rescued: &mut [Map<String, Value>],
+    path: &str,
+) -> Result<(), DecodeError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let schema = Arc::new(ArrowSchema::new(vec![field.clone().with_nullable(true)]));
+    let one =
+        RecordBatch::try_new(schema, vec![Arc::clone(column)]).map_err(|e| corrupt(path, &e))?;
+    let mut buf = Vec::new();
+    {
+        let mut writer = arrow_json::LineDelimitedWriter::new(&mut buf);
+        writer.write(&one).map_err(|e| corrupt(path, &e))?;
+        writer.finish().map_err(|e| corrupt(path, &e))?;
+    }
+    // One line per row; rows whose value is null are written as `{}`.
+    let lines: Vec<&[u8]> = buf.split(|b| *b == b'\n').collect();
+    for &r in rows {
+        let value = lines
+            .get(r)
+            .and_then(|l| serde_json::from_slice::<Map<String, Value>>(l).ok())
+            .and_then(|mut m| m.remove(field.name()));
+        if let Some(v) = value {
+            rescued[r].insert(field.name().clone(), v);
+        }
+    }
+    Ok(())
+}

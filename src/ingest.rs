@@ -1,0 +1,739 @@
+//! The ingest pipeline of one stream: recover, discover, infer or load the schema, then for
+//! each batch plan → read → write → commit → mark (see `shared/reference/reliability.md` §4).
+//!
+//! Files of a batch are decoded on blocking threads (one per core) and their Arrow batches
+//! streamed to the Delta writer, so decoding and Parquet encoding overlap and memory stays
+//! bounded by a few batches.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::checkpoint::{Checkpoint, CheckpointError, CommitSummary, Plan, PlannedFile};
+use crate::discovery::{self, DiscoveryError, ListedFile, Source};
+use crate::failpoint;
+use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
+use crate::options::{Format, Settings};
+use crate::rows::{FileMeta, Layout, METADATA_COLUMN};
+use crate::schema::hints::{apply_hints, parse_hints};
+use crate::schema::infer::SchemaInferrer;
+use crate::schema::store::{SchemaStore, SchemaStoreError, SchemaVersion, VersionInfo};
+use crate::schema::{DataType, Field, Schema};
+use crate::sink::{DeltaSink, SinkError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error(transparent)]
+    Schema(#[from] SchemaStoreError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("{0}")]
+    Config(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// What one run should do.
+#[derive(Debug, Clone)]
+pub struct IngestRequest {
+    pub source: Source,
+    pub table: PathBuf,
+    pub checkpoint: PathBuf,
+    pub settings: Settings,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    pub batches: u64,
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    pub rescued_rows: u64,
+    pub skipped_files: u64,
+    pub schema_version: Option<u64>,
+    pub seconds: f64,
+    pub table_version: Option<u64>,
+}
+
+/// Progress reporting hooks (a terminal bar in the CLI, nothing in tests).
+pub trait Progress: Send + Sync {
+    fn start(&self, _files: u64, _bytes: u64) {}
+    fn file_done(&self, _bytes: u64) {}
+    fn finish(&self) {}
+}
+
+/// No progress output.
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// Runs the stream once over every file present now (Auto Loader's AvailableNow).
+pub async fn run_once(
+    req: &IngestRequest,
+    progress: &dyn Progress,
+) -> Result<Summary, IngestError> {
+    let started = Instant::now();
+    let settings = &req.settings;
+    let checkpoint = Checkpoint::open(&req.checkpoint)?;
+    let app_id = checkpoint.app_id();
+    let mut sink = DeltaSink::open(&req.table).await?;
+    let store = SchemaStore::new(&settings.schema_location);
+    let mut summary = Summary::default();
+
+    let listed = req.source.list(settings)?;
+    let first_start = checkpoint.meta("initialized")?.is_none();
+    if first_start {
+        if !settings.include_existing_files && !listed.is_empty() {
+            let existing = Plan {
+                batch: u64::MAX,
+                files: planned(&listed),
+                created_at_ms: now_ms(),
+            };
+            checkpoint.mark_existing(&existing)?;
+            info!(
+                files = listed.len(),
+                "Not ingesting files present at the first start (cloudFiles.includeExistingFiles=false)."
+            );
+        }
+        checkpoint.set_meta("initialized", &now_ms().to_string())?;
+    }
+
+    let (_, pending) = checkpoint.pending_plans()?;
+    let candidates = {
+        let seen = checkpoint.seen_files()?;
+        let mut new = discovery::new_files(listed, &seen, settings)?;
+        // Files of unfinished plans are replayed with their plan, not planned again.
+        new.retain(|f| {
+            !pending
+                .iter()
+                .any(|p| p.files.iter().any(|pf| pf.key == f.key))
+        });
+        new
+    };
+
+    let format = resolve_format(&checkpoint, settings, &candidates, &pending)?;
+    let Some(format) = format else {
+        info!("No files to ingest and no schema yet.");
+        summary.seconds = started.elapsed().as_secs_f64();
+        return Ok(summary);
+    };
+    let opts = DecodeOptions::new(format, settings);
+
+    let version = match store.latest()? {
+        Some(v) => v,
+        None => {
+            let sample = inference_sample(&candidates, &pending, settings);
+            if sample.is_empty() && settings.user_schema.is_none() {
+                info!("No files to infer a schema from yet.");
+                summary.seconds = started.elapsed().as_secs_f64();
+                return Ok(summary);
+            }
+            let v = create_first_version(req, &checkpoint, &store, &opts, &sample)?;
+            failpoint::hit("after-schema-write");
+            v
+        }
+    };
+    summary.schema_version = Some(version.version);
+    let layout = Arc::new(layout_for(&version, settings));
+    sink.ensure_created(&layout.arrow_schema(), checkpoint.stream_id())
+        .await?;
+
+    let batches = split_batches(&candidates, settings);
+    let total_files =
+        pending.iter().map(|p| p.files.len() as u64).sum::<u64>() + candidates.len() as u64;
+    let total_bytes = pending
+        .iter()
+        .flat_map(|p| &p.files)
+        .map(|f| f.size)
+        .sum::<u64>()
+        + candidates.iter().map(|f| f.size).sum::<u64>();
+    progress.start(total_files, total_bytes);
+
+    let ctx = RunContext {
+        req,
+        opts: &opts,
+        layout: &layout,
+        app_id: &app_id,
+        checkpoint: &checkpoint,
+        progress,
+        schema_version: version.version,
+    };
+    for plan in pending {
+        sink.refresh().await?;
+        if sink
+            .committed_batch(&app_id)
+            .await?
+            .is_some_and(|v| v >= as_i64(plan.batch))
+        {
+            info!(
+                batch = plan.batch,
+                "Batch had been committed to the table before a restart; marking it done."
+            );
+            let table_version = sink.version().unwrap_or_default();
+            checkpoint.mark_committed(
+                &plan,
+                &CommitSummary {
+                    table_version,
+                    ..CommitSummary::default()
+                },
+            )?;
+            for f in &plan.files {
+                progress.file_done(f.size);
+            }
+            continue;
+        }
+        info!(
+            batch = plan.batch,
+            files = plan.files.len(),
+            "Re-running an unfinished batch exactly as planned."
+        );
+        execute(&ctx, &mut sink, &plan, &mut summary).await?;
+    }
+    let first = checkpoint.next_batch()?;
+    for (batch, files) in (first..).zip(batches) {
+        let plan = Plan {
+            batch,
+            files: planned(files),
+            created_at_ms: now_ms(),
+        };
+        checkpoint.write_plan(&plan)?;
+        failpoint::hit("after-plan");
+        execute(&ctx, &mut sink, &plan, &mut summary).await?;
+    }
+    progress.finish();
+    summary.table_version = sink.version();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+struct RunContext<'a> {
+    req: &'a IngestRequest,
+    opts: &'a DecodeOptions,
+    layout: &'a Arc<Layout>,
+    app_id: &'a str,
+    checkpoint: &'a Checkpoint,
+    progress: &'a dyn Progress,
+    schema_version: u64,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn as_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn planned(files: &[ListedFile]) -> Vec<PlannedFile> {
+    files
+        .iter()
+        .map(|f| PlannedFile {
+            key: f.key.clone(),
+            size: f.size,
+            mtime_ms: f.mtime_ms,
+        })
+        .collect()
+}
+
+/// The stream's format: the option, else what the checkpoint recorded, else the one the
+/// files' extensions agree on. `None` when there is nothing to ingest and nothing known.
+fn resolve_format(
+    checkpoint: &Checkpoint,
+    settings: &Settings,
+    candidates: &[ListedFile],
+    pending: &[Plan],
+) -> Result<Option<Format>, IngestError> {
+    let recorded = checkpoint.meta("format")?;
+    let format = if let Some(f) = settings.format {
+        f
+    } else if let Some(r) = recorded.as_deref() {
+        match r {
+            "json" => Format::Json,
+            "csv" => Format::Csv,
+            _ => Format::Parquet,
+        }
+    } else {
+        let keys = candidates.iter().map(|f| f.key.as_str()).chain(
+            pending
+                .iter()
+                .flat_map(|p| p.files.iter().map(|f| f.key.as_str())),
+        );
+        let mut found: Option<Format> = None;
+        for key in keys {
+            let name = key.rsplit('/').next().unwrap_or(key);
+            match (Format::from_file_name(name), found) {
+                (None, _) => {
+                    return Err(IngestError::Config(format!(
+                        "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet (and pathGlobFilter to choose files)"
+                    )));
+                }
+                (Some(f), None) => found = Some(f),
+                (Some(f), Some(g)) if f != g => {
+                    return Err(IngestError::Config(format!(
+                        "the source mixes {g} and {f} files ({key}); set -o cloudFiles.format and pathGlobFilter"
+                    )));
+                }
+                _ => {}
+            }
+        }
+        match found {
+            Some(f) => f,
+            None => return Ok(None),
+        }
+    };
+    if recorded.as_deref() != Some(&format.to_string()) {
+        checkpoint.set_meta("format", &format.to_string())?;
+    }
+    Ok(Some(format))
+}
+
+/// The most recently modified files, up to the sample limits (Auto Loader samples the
+/// newest files).
+fn inference_sample(
+    candidates: &[ListedFile],
+    pending: &[Plan],
+    settings: &Settings,
+) -> Vec<ListedFile> {
+    let mut all: Vec<ListedFile> = pending
+        .iter()
+        .flat_map(|p| &p.files)
+        .map(|f| ListedFile {
+            key: f.key.clone(),
+            size: f.size,
+            mtime_ms: f.mtime_ms,
+        })
+        .chain(candidates.iter().cloned())
+        .collect();
+    all.sort_by(|a, b| (b.mtime_ms, &b.key).cmp(&(a.mtime_ms, &a.key)));
+    let mut bytes = 0u64;
+    let mut out = Vec::new();
+    for f in all {
+        if out.len() >= settings.sample_files || (bytes >= settings.sample_bytes && !out.is_empty())
+        {
+            break;
+        }
+        bytes += f.size;
+        out.push(f);
+    }
+    out
+}
+
+fn source_file(
+    source: &Source,
+    key: &str,
+    size: u64,
+    mtime_ms: i64,
+    partition_columns: &[String],
+) -> SourceFile {
+    SourceFile {
+        local_path: source.local_path(key),
+        meta: Arc::new(FileMeta {
+            path: source.uri(key),
+            name: key.rsplit('/').next().unwrap_or(key).to_string(),
+            size,
+            mtime_ms,
+            partition_values: discovery::partition_values(key, partition_columns),
+        }),
+    }
+}
+
+/// Infers (or takes the user's) schema and writes `_schemas/0`.
+fn create_first_version(
+    req: &IngestRequest,
+    checkpoint: &Checkpoint,
+    store: &SchemaStore,
+    opts: &DecodeOptions,
+    sample: &[ListedFile],
+) -> Result<SchemaVersion, IngestError> {
+    let settings = &req.settings;
+    let (mut data, reason, records) = if let Some(user) = &settings.user_schema {
+        (user.clone(), "provided", None)
+    } else {
+        let started = Instant::now();
+        let inferrer = infer_parallel(req, opts, sample)?;
+        let records = inferrer.records;
+        let mut data = inferrer.finish();
+        if let Some(h) = &settings.schema_hints {
+            let hints = parse_hints(h).map_err(|e| IngestError::Config(e.to_string()))?;
+            apply_hints(&mut data, &hints).map_err(IngestError::Config)?;
+        }
+        if data.fields.is_empty() && settings.rescued_data_column.is_none() {
+            return Err(IngestError::Config(
+                "no columns could be inferred from the sampled files; provide a schema or hints"
+                    .into(),
+            ));
+        }
+        info!(files = sample.len(), records, seconds = started.elapsed().as_secs_f64(), schema = %data, "Inferred schema.");
+        (data, "inferred", Some(records))
+    };
+    for extra in [
+        &settings.rescued_data_column,
+        &settings.corrupt_record_column,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match data.fields.iter().find(|f| &f.name == extra) {
+            Some(f) if f.data_type != DataType::String => {
+                return Err(IngestError::Config(format!(
+                    "column {extra} must be STRING, the data has it as {}",
+                    f.data_type
+                )));
+            }
+            Some(_) => {}
+            None => data
+                .fields
+                .push(Field::new(extra.clone(), DataType::String)),
+        }
+    }
+    let partition_names: Vec<String> = if settings.recursive_file_lookup {
+        Vec::new()
+    } else if let Some(cols) = &settings.partition_columns {
+        cols.clone()
+    } else {
+        discovery::infer_partition_columns(sample.iter().map(|f| f.key.as_str()))
+    };
+    let partition = Schema::new(
+        partition_names
+            .into_iter()
+            .filter(|p| {
+                let clash = data.fields.iter().any(|f| f.name.eq_ignore_ascii_case(p));
+                if clash {
+                    warn!(column = %p, "A data column has the partition column's name; the data column wins.");
+                }
+                !clash
+            })
+            .map(|p| Field::new(p, DataType::String))
+            .collect(),
+    );
+    let info = VersionInfo {
+        stream_id: checkpoint.stream_id().to_string(),
+        created_at_ms: now_ms(),
+        reason: reason.to_string(),
+        sampled_files: records.map(|_| sample.len() as u64),
+        sampled_records: records,
+        sampled_bytes: records.map(|_| sample.iter().map(|f| f.size).sum()),
+    };
+    let v = store.write(0, &data, &partition, info)?;
+    info!(location = %store.dir().display(), version = 0, "Wrote schema version.");
+    Ok(v)
+}
+
+/// Infers over the sample on all cores; per-file results merge in sample order.
+fn infer_parallel(
+    req: &IngestRequest,
+    opts: &DecodeOptions,
+    sample: &[ListedFile],
+) -> Result<SchemaInferrer, IngestError> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(sample.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<SchemaInferrer, DecodeError>>>> =
+        Mutex::new((0..sample.len()).map(|_| None).collect());
+    let typed = req.settings.infer_column_types;
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(f) = sample.get(i) else { break };
+                    let file = source_file(&req.source, &f.key, f.size, f.mtime_ms, &[]);
+                    let mut inferrer = SchemaInferrer::new();
+                    let r = formats::infer_file(&file, opts, typed, &mut inferrer).map(|records| {
+                        inferrer.records = records;
+                        inferrer
+                    });
+                    results
+                        .lock()
+                        .expect("no worker panics while holding the lock")[i] = Some(r);
+                }
+            });
+        }
+    });
+    let mut merged = SchemaInferrer::new();
+    for r in results
+        .into_inner()
+        .expect("workers are done")
+        .into_iter()
+        .flatten()
+    {
+        match r {
+            Ok(inf) => merged.merge(inf),
+            Err(e) if skippable(&e, &req.settings) => {
+                warn!(error = %e, "Skipping a file during inference.")
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(merged)
+}
+
+fn skippable(e: &DecodeError, settings: &Settings) -> bool {
+    (settings.ignore_corrupt_files && e.is_corrupt_file())
+        || (settings.ignore_missing_files && matches!(e, DecodeError::Missing { .. }))
+}
+
+/// The table layout of a schema version.
+fn layout_for(version: &SchemaVersion, settings: &Settings) -> Layout {
+    let include_metadata =
+        settings.include_metadata && version.data.field(METADATA_COLUMN).is_none();
+    if settings.include_metadata && !include_metadata {
+        warn!("The data has its own _metadata column; it wins over the lineage column.");
+    }
+    Layout {
+        data: version.data.clone(),
+        partition: version.partition.clone(),
+        rescued: settings
+            .rescued_data_column
+            .clone()
+            .filter(|c| version.data.field(c).is_some()),
+        corrupt: settings
+            .corrupt_record_column
+            .clone()
+            .filter(|c| version.data.field(c).is_some()),
+        include_metadata,
+    }
+}
+
+fn split_batches<'a>(files: &'a [ListedFile], settings: &Settings) -> Vec<&'a [ListedFile]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < files.len() {
+        let mut end = start;
+        let mut bytes = 0u64;
+        while end < files.len() && end - start < settings.max_files_per_trigger {
+            if settings
+                .max_bytes_per_trigger
+                .is_some_and(|max| bytes >= max)
+            {
+                break;
+            }
+            bytes += files[end].size;
+            end += 1;
+        }
+        out.push(&files[start..end]);
+        start = end;
+    }
+    out
+}
+
+enum Msg {
+    Batch(RecordBatch),
+    Done { index: usize, stats: FileStats },
+    Failed { index: usize, error: DecodeError },
+}
+
+/// Reads, writes and commits one planned batch, then marks it done.
+async fn execute(
+    ctx: &RunContext<'_>,
+    sink: &mut DeltaSink,
+    plan: &Plan,
+    summary: &mut Summary,
+) -> Result<(), IngestError> {
+    let started = Instant::now();
+    let partition_columns: Vec<String> = ctx.layout.partition.names().map(str::to_string).collect();
+    let files: Vec<SourceFile> = plan
+        .files
+        .iter()
+        .map(|f| {
+            source_file(
+                &ctx.req.source,
+                &f.key,
+                f.size,
+                f.mtime_ms,
+                &partition_columns,
+            )
+        })
+        .collect();
+    let mut skip: Vec<bool> = vec![false; files.len()];
+    let mut skipped_reasons: Vec<String> = Vec::new();
+    // A file skipped under ignoreCorruptFiles/ignoreMissingFiles may have emitted rows
+    // before it failed: the batch is then rewritten without it.
+    let (writer, stats) = loop {
+        let mut writer = sink.writer()?;
+        match read_files(ctx, &files, &skip, &mut writer).await? {
+            Ok(stats) => break (writer, stats),
+            Err((index, error)) => {
+                writer.abort();
+                if skippable(&error, &ctx.req.settings) {
+                    warn!(error = %error, "Skipping file and rewriting the batch without it.");
+                    skip[index] = true;
+                    skipped_reasons.push(error.to_string());
+                    continue;
+                }
+                return Err(error.into());
+            }
+        }
+    };
+    let rows: u64 = stats.iter().map(|s| s.rows).sum();
+    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum();
+    let dropped: u64 = stats.iter().map(|s| s.dropped_values).sum();
+    let bytes: u64 = plan
+        .files
+        .iter()
+        .zip(&skip)
+        .filter(|(_, s)| !**s)
+        .map(|(f, _)| f.size)
+        .sum();
+    if dropped > 0 {
+        warn!(
+            values = dropped,
+            "Values did not fit the schema and no rescuedDataColumn is set; they were dropped."
+        );
+    }
+    let mut unknown: Vec<&str> = stats
+        .iter()
+        .flat_map(|s| s.unknown_names.iter().map(String::as_str))
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    if !unknown.is_empty() {
+        warn!(columns = %unknown.join(", "), "Columns not in the schema were kept in the rescued data.");
+    }
+    let info = json!({
+        "streamId": ctx.checkpoint.stream_id(),
+        "batch": plan.batch,
+        "schemaVersion": ctx.schema_version,
+        "rows": rows,
+        "rescuedRows": rescued_rows,
+        "files": plan.files.iter().zip(&skip).map(|(f, s)| json!({
+            "path": f.key, "size": f.size, "mtimeMs": f.mtime_ms, "skipped": *s,
+        })).collect::<Vec<_>>(),
+    });
+    let table_version = sink.commit(writer, ctx.app_id, plan.batch, info).await?;
+    let commit = CommitSummary {
+        table_version,
+        rows,
+        rescued_rows,
+        bytes,
+        schema_version: ctx.schema_version,
+        skipped: skipped_reasons,
+    };
+    ctx.checkpoint.mark_committed(plan, &commit)?;
+    failpoint::hit("after-mark");
+    let skipped = skip.iter().filter(|s| **s).count() as u64;
+    info!(
+        batch = plan.batch,
+        files = plan.files.len(),
+        rows,
+        rescued_rows,
+        skipped,
+        version = table_version,
+        seconds = started.elapsed().as_secs_f64(),
+        "Committed batch."
+    );
+    summary.batches += 1;
+    summary.files += plan.files.len() as u64 - skipped;
+    summary.skipped_files += skipped;
+    summary.rows += rows;
+    summary.bytes += bytes;
+    summary.rescued_rows += rescued_rows;
+    Ok(())
+}
+
+/// Decodes the files on blocking workers and writes their batches. The inner error is the
+/// first file that failed (the caller decides whether to skip it).
+async fn read_files(
+    ctx: &RunContext<'_>,
+    files: &[SourceFile],
+    skip: &[bool],
+    writer: &mut crate::sink::BatchWriter,
+) -> Result<Result<Vec<FileStats>, (usize, DecodeError)>, IngestError> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(files.len().max(1));
+    let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
+    let skip_arc: Arc<Vec<bool>> = Arc::new(skip.to_vec());
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let (tx, next, stop, files, skip) = (
+            tx.clone(),
+            Arc::clone(&next),
+            Arc::clone(&stop),
+            Arc::clone(&files_arc),
+            Arc::clone(&skip_arc),
+        );
+        let opts = ctx.opts.clone();
+        let layout = Arc::clone(ctx.layout);
+        handles.push(tokio::task::spawn_blocking(move || {
+            loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                let Some(file) = files.get(index) else { break };
+                if skip[index] {
+                    if tx
+                        .blocking_send(Msg::Done {
+                            index,
+                            stats: FileStats::default(),
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                    continue;
+                }
+                let mut emit = |b: RecordBatch| tx.blocking_send(Msg::Batch(b)).is_ok();
+                let msg = match formats::decode_file(file, &opts, &layout, &mut emit) {
+                    Ok(stats) => Msg::Done { index, stats },
+                    Err(error) => Msg::Failed { index, error },
+                };
+                if tx.blocking_send(msg).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
+    let mut failure: Option<(usize, DecodeError)> = None;
+    let mut written_batches = 0u64;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Msg::Batch(b) => {
+                if failure.is_none() {
+                    writer.write(b).await?;
+                    written_batches += 1;
+                    if written_batches == 1 {
+                        failpoint::hit("mid-read");
+                    }
+                }
+            }
+            Msg::Done { index, stats: s } => {
+                ctx.progress.file_done(files[index].meta.size);
+                stats[index] = s;
+            }
+            Msg::Failed { index, error } => {
+                if failure.is_none() {
+                    failure = Some((index, error));
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+    for h in handles {
+        h.await
+            .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
+    }
+    Ok(match failure {
+        Some(f) => Err(f),
+        None => Ok(stats),
+    })
+}

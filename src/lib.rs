@@ -1,0 +1,15 @@
+//! autoloader: Databricks Auto Loader semantics without Databricks. Landing folders are
+//! discovered, decoded with schema inference, versioning and rescue, and appended to Delta
+//! Lake tables exactly once.
+
+pub mod checkpoint;
+pub mod discovery;
+pub mod failpoint;
+pub mod formats;
+pub mod fsutil;
+pub mod ingest;
+pub mod options;
+pub mod rows;
+pub mod schema;
+pub mod sink;
+pub mod values;

@@ -1,0 +1,202 @@
+//! The `autoloader` command line: argument parsing, logging, progress, the summary line and
+//! exit codes. Everything else lives in the library.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use autoloader::checkpoint::CheckpointError;
+use autoloader::discovery::Source;
+use autoloader::ingest::{self, IngestError, IngestRequest, Progress, Summary};
+use autoloader::options::{self, OptionsError};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Exit code for invalid arguments or options.
+const EXIT_USAGE: u8 = 2;
+/// Exit code when another process holds the checkpoint (EX_TEMPFAIL).
+const EXIT_LOCKED: u8 = 75;
+
+#[derive(Parser)]
+#[command(
+    name = "autoloader",
+    version,
+    about = "Auto Loader without Databricks: landing folders into Delta Lake, exactly once."
+)]
+struct Cli {
+    /// More log output (-v info details, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest new files from SOURCE into the Delta table at TABLE.
+    Ingest {
+        /// Landing folder to read (a local directory).
+        source: String,
+        /// Delta table location (a directory, created on first commit).
+        table: PathBuf,
+        /// Take every file present now, in batches, then exit (Auto Loader's AvailableNow).
+        #[arg(long)]
+        once: bool,
+        /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true
+        #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+        options: Vec<String>,
+        /// Where the stream keeps its progress [default: TABLE/_autoloader].
+        #[arg(long, value_name = "DIR")]
+        checkpoint: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code(&err))
+        }
+    }
+}
+
+fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.downcast_ref::<OptionsError>().is_some() {
+            return EXIT_USAGE;
+        }
+        if let Some(CheckpointError::Locked { .. }) = cause.downcast_ref::<CheckpointError>() {
+            return EXIT_LOCKED;
+        }
+        if let Some(IngestError::Checkpoint(CheckpointError::Locked { .. })) =
+            cause.downcast_ref::<IngestError>()
+        {
+            return EXIT_LOCKED;
+        }
+    }
+    1
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "autoloader=info,warn",
+        (false, 1) => "autoloader=debug,info",
+        (false, _) => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Ingest {
+            source,
+            table,
+            once,
+            options: raw,
+            checkpoint,
+        } => {
+            if !once {
+                return Err(OptionsError::Conflict(
+                    "continuous watching is not available yet; run with --once to ingest what has landed".into(),
+                )
+                .into());
+            }
+            let pairs = raw
+                .iter()
+                .map(|o| options::split_key_value(o))
+                .collect::<Result<Vec<_>, _>>()?;
+            let checkpoint = checkpoint.unwrap_or_else(|| table.join("_autoloader"));
+            let (settings, warnings) = options::resolve(&pairs, &checkpoint)?;
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            let source = Source::parse(&source)?;
+            let req = IngestRequest {
+                source,
+                table,
+                checkpoint,
+                settings,
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
+            let summary = runtime.block_on(ingest::run_once(&req, &progress))?;
+            println!("{}", summary_line(&summary));
+            Ok(())
+        }
+    }
+}
+
+/// The one line printed at the end of a run.
+fn summary_line(s: &Summary) -> String {
+    let mb = s.bytes as f64 / 1e6;
+    let rate = if s.seconds > 0.0 { mb / s.seconds } else { 0.0 };
+    let schema = s
+        .schema_version
+        .map_or_else(|| "none".to_string(), |v| v.to_string());
+    let skipped = if s.skipped_files > 0 {
+        format!(", {} skipped files", s.skipped_files)
+    } else {
+        String::new()
+    };
+    format!(
+        "ingested {} files, {} rows, {} bytes, {} rescued rows{skipped}, schema version {schema}, {} batches, {:.2} s, {:.1} MB/s",
+        s.files, s.rows, s.bytes, s.rescued_rows, s.batches, s.seconds, rate
+    )
+}
+
+/// A byte-based progress bar on stderr, shown only on a terminal.
+struct TerminalProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl TerminalProgress {
+    fn new(enabled: bool) -> Self {
+        TerminalProgress {
+            bar: enabled.then(ProgressBar::hidden),
+        }
+    }
+}
+
+impl Progress for TerminalProgress {
+    fn start(&self, files: u64, bytes: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.set_length(bytes);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}) {msg}")
+                    .expect("the template is valid"),
+            );
+            bar.set_message(format!("{files} files"));
+        }
+    }
+
+    fn file_done(&self, bytes: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(bytes);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,812 @@
+//! Auto Loader options under their own names, parsed and validated in one place into typed
+//! [`Settings`]. Nothing downstream re-checks an option.
+//!
+//! Keys match case-insensitively, as Spark's reader options do. An unknown key is an error
+//! that names it and suggests the closest known key (`cloudFiles.validateOptions=false`
+//! turns that into a warning).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use chrono_tz::Tz;
+use globset::{GlobBuilder, GlobMatcher};
+
+use crate::schema::Schema;
+use crate::values;
+
+/// The default rescued-data column name.
+pub const RESCUED_DATA_COLUMN: &str = "_rescued_data";
+/// The default corrupt-record key inside the rescued data.
+pub const CORRUPT_RECORD: &str = "_corrupt_record";
+
+/// Every accepted option: canonical spelling, default shown to users, one-line meaning.
+pub const OPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "cloudFiles.format",
+        "detected from file extensions",
+        "json, csv or parquet",
+    ),
+    (
+        "cloudFiles.schemaLocation",
+        "the checkpoint directory",
+        "where _schemas/N versions live",
+    ),
+    (
+        "cloudFiles.inferColumnTypes",
+        "false",
+        "infer exact types instead of STRING for JSON/CSV",
+    ),
+    (
+        "cloudFiles.schemaHints",
+        "none",
+        "DDL hints applied on top of inference",
+    ),
+    (
+        "cloudFiles.schemaEvolutionMode",
+        "addNewColumns (none with a schema)",
+        "addNewColumns, rescue, failOnNewColumns or none",
+    ),
+    (
+        "cloudFiles.includeExistingFiles",
+        "true",
+        "ingest files present at the first start",
+    ),
+    (
+        "cloudFiles.maxFilesPerTrigger",
+        "1000",
+        "most files per batch",
+    ),
+    (
+        "cloudFiles.maxBytesPerTrigger",
+        "none",
+        "soft byte limit per batch (10g, 512m)",
+    ),
+    (
+        "cloudFiles.partitionColumns",
+        "inferred",
+        "Hive-style key=value folders read as columns",
+    ),
+    (
+        "cloudFiles.validateOptions",
+        "true",
+        "reject unknown options",
+    ),
+    (
+        "cloudFiles.allowOverwrites",
+        "false",
+        "re-ingest a file whose size or mtime changed",
+    ),
+    (
+        "cloudFiles.schemaInference.sampleSize.numFiles",
+        "1000",
+        "files sampled for inference",
+    ),
+    (
+        "cloudFiles.schemaInference.sampleSize.numBytes",
+        "50g",
+        "bytes sampled for inference",
+    ),
+    (
+        "cloudFiles.includeMetadata",
+        "true",
+        "add the _metadata lineage struct column",
+    ),
+    (
+        "cloudFiles.stopOnSchemaChange",
+        "false",
+        "exit after writing a new schema version",
+    ),
+    (
+        "cloudFiles.maxRecordBytes",
+        "64m",
+        "longest accepted JSON line or record",
+    ),
+    (
+        "pathGlobFilter",
+        "none",
+        "glob on file names, {a,b} alternatives allowed",
+    ),
+    (
+        "modifiedAfter",
+        "none",
+        "only files modified after this timestamp",
+    ),
+    (
+        "modifiedBefore",
+        "none",
+        "only files modified before this timestamp",
+    ),
+    (
+        "recursiveFileLookup",
+        "false",
+        "recurse into every folder, without partition columns",
+    ),
+    (
+        "ignoreCorruptFiles",
+        "false",
+        "skip and record files that cannot be read",
+    ),
+    (
+        "ignoreMissingFiles",
+        "false",
+        "skip files deleted between listing and reading",
+    ),
+    (
+        "rescuedDataColumn",
+        "_rescued_data when inferring",
+        "column for values that did not fit",
+    ),
+    (
+        "readerCaseSensitive",
+        "true",
+        "rescue columns that differ only by case",
+    ),
+    (
+        "columnNameOfCorruptRecord",
+        "none",
+        "column for the raw text of malformed records",
+    ),
+    (
+        "mode",
+        "PERMISSIVE",
+        "PERMISSIVE keeps malformed records; FAILFAST stops on one",
+    ),
+    (
+        "multiLine",
+        "false",
+        "JSON: whole-file documents; a top-level array is one row per item",
+    ),
+    ("header", "true", "CSV: the first line names the columns"),
+    ("sep", ",", "CSV: field separator (alias delimiter)"),
+    ("quote", "\"", "CSV: quote character"),
+    ("escape", "\\", "CSV: escape character inside quotes"),
+    ("nullValue", "empty string", "CSV: text read as null"),
+    ("encoding", "UTF-8", "input encoding (UTF-8 only)"),
+    (
+        "timeZone",
+        "UTC",
+        "zone for timestamps without an offset (e.g. Asia/Seoul)",
+    ),
+    (
+        "schema",
+        "none",
+        "a user schema in DDL (id BIGINT, ...), instead of inference",
+    ),
+];
+
+/// Other accepted spellings, mapped to the canonical key.
+const ALIASES: &[(&str, &str)] = &[
+    ("cloudFiles.modifiedAfter", "modifiedAfter"),
+    ("cloudFiles.modifiedBefore", "modifiedBefore"),
+    ("fileNamePattern", "pathGlobFilter"),
+    ("delimiter", "sep"),
+    ("charset", "encoding"),
+    ("multiline", "multiLine"),
+    (
+        "spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles",
+        "cloudFiles.schemaInference.sampleSize.numFiles",
+    ),
+    (
+        "spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes",
+        "cloudFiles.schemaInference.sampleSize.numBytes",
+    ),
+];
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum OptionsError {
+    #[error("unknown option \"{key}\"{}", suggestion.as_ref().map(|s| format!("; did you mean \"{s}\"?")).unwrap_or_default())]
+    Unknown {
+        key: String,
+        suggestion: Option<String>,
+    },
+    #[error("option {key}={value:?} is invalid: {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("option \"{0}\" is not in KEY=VALUE form")]
+    Malformed(String),
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// Input format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Csv,
+    Parquet,
+}
+
+impl Format {
+    /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`,
+    /// each optionally followed by `.gz`).
+    pub fn from_file_name(name: &str) -> Option<Format> {
+        let lower = name.to_ascii_lowercase();
+        let base = lower.strip_suffix(".gz").unwrap_or(&lower);
+        let ext = base.rsplit_once('.')?.1;
+        match ext {
+            "json" | "jsonl" | "ndjson" => Some(Format::Json),
+            "csv" | "tsv" => Some(Format::Csv),
+            "parquet" | "pq" => Some(Format::Parquet),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Parquet => "parquet",
+        })
+    }
+}
+
+/// `cloudFiles.schemaEvolutionMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvolutionMode {
+    AddNewColumns,
+    Rescue,
+    FailOnNewColumns,
+    None,
+}
+
+impl FromStr for EvolutionMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "addnewcolumns" => Ok(EvolutionMode::AddNewColumns),
+            "rescue" => Ok(EvolutionMode::Rescue),
+            "failonnewcolumns" => Ok(EvolutionMode::FailOnNewColumns),
+            "none" => Ok(EvolutionMode::None),
+            _ => Err("expected one of addNewColumns, rescue, failOnNewColumns, none".into()),
+        }
+    }
+}
+
+impl fmt::Display for EvolutionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EvolutionMode::AddNewColumns => "addNewColumns",
+            EvolutionMode::Rescue => "rescue",
+            EvolutionMode::FailOnNewColumns => "failOnNewColumns",
+            EvolutionMode::None => "none",
+        })
+    }
+}
+
+/// CSV dialect.
+#[derive(Debug, Clone)]
+pub struct CsvSettings {
+    pub header: bool,
+    pub sep: u8,
+    pub quote: u8,
+    pub escape: Option<u8>,
+    pub null_value: String,
+}
+
+/// Validated settings of one stream.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `None`: detected from the files' extensions.
+    pub format: Option<Format>,
+    pub schema_location: PathBuf,
+    pub infer_column_types: bool,
+    pub schema_hints: Option<String>,
+    /// A user-given schema (`schema` option); inference is then off.
+    pub user_schema: Option<Schema>,
+    pub evolution_mode: EvolutionMode,
+    pub stop_on_schema_change: bool,
+    pub include_existing_files: bool,
+    pub max_files_per_trigger: usize,
+    pub max_bytes_per_trigger: Option<u64>,
+    /// `None`: inferred from the folders; `Some(empty)`: none.
+    pub partition_columns: Option<Vec<String>>,
+    pub sample_files: usize,
+    pub sample_bytes: u64,
+    pub path_glob_filter: Option<GlobMatcher>,
+    /// Milliseconds since the epoch.
+    pub modified_after_ms: Option<i64>,
+    pub modified_before_ms: Option<i64>,
+    pub recursive_file_lookup: bool,
+    pub ignore_corrupt_files: bool,
+    pub ignore_missing_files: bool,
+    pub allow_overwrites: bool,
+    /// `None` only with a user schema and no `rescuedDataColumn`.
+    pub rescued_data_column: Option<String>,
+    pub reader_case_sensitive: bool,
+    pub corrupt_record_column: Option<String>,
+    pub fail_fast: bool,
+    pub multi_line: bool,
+    pub csv: CsvSettings,
+    pub time_zone: Tz,
+    pub include_metadata: bool,
+    pub max_record_bytes: usize,
+}
+
+/// Resolves a raw option list (later entries win) into settings. `checkpoint` is the
+/// default schema location.
+pub fn resolve(
+    raw: &[(String, String)],
+    checkpoint: &Path,
+) -> Result<(Settings, Vec<String>), OptionsError> {
+    let mut map: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut unknown = Vec::new();
+    for (key, value) in raw {
+        match canonical(key) {
+            Some(k) => {
+                map.insert(k, value.clone());
+            }
+            None => unknown.push(key.clone()),
+        }
+    }
+    let validate = match map.get("cloudFiles.validateOptions") {
+        Some(v) => parse_bool("cloudFiles.validateOptions", v)?,
+        None => true,
+    };
+    let mut warnings = Vec::new();
+    for key in unknown {
+        let err = OptionsError::Unknown {
+            suggestion: suggest(&key),
+            key,
+        };
+        if validate {
+            return Err(err);
+        }
+        warnings.push(format!("ignoring {err}"));
+    }
+    let get = |k: &str| map.get(k).map(String::as_str);
+    let bool_or = |k: &str, default: bool| -> Result<bool, OptionsError> {
+        get(k).map_or(Ok(default), |v| parse_bool(k, v))
+    };
+
+    let format = match get("cloudFiles.format") {
+        None => None,
+        Some(v) => Some(match v.to_ascii_lowercase().as_str() {
+            "json" => Format::Json,
+            "csv" => Format::Csv,
+            "parquet" => Format::Parquet,
+            _ => {
+                return Err(invalid(
+                    "cloudFiles.format",
+                    v,
+                    "expected json, csv or parquet",
+                ));
+            }
+        }),
+    };
+    let user_schema = match get("schema") {
+        None => None,
+        Some(v) => Some(
+            crate::schema::hints::parse_schema(v)
+                .map_err(|e| invalid("schema", v, &e.to_string()))?,
+        ),
+    };
+    let evolution_mode = match get("cloudFiles.schemaEvolutionMode") {
+        Some(v) => v
+            .parse()
+            .map_err(|e: String| invalid("cloudFiles.schemaEvolutionMode", v, &e))?,
+        None if user_schema.is_some() => EvolutionMode::None,
+        None => EvolutionMode::AddNewColumns,
+    };
+    if user_schema.is_some() && evolution_mode == EvolutionMode::AddNewColumns {
+        return Err(OptionsError::Conflict(
+            "cloudFiles.schemaEvolutionMode=addNewColumns cannot be used with a user schema \
+             (option schema); use cloudFiles.schemaHints to pin types and let the rest be inferred"
+                .into(),
+        ));
+    }
+    let schema_hints = get("cloudFiles.schemaHints").map(str::to_string);
+    if let Some(h) = &schema_hints {
+        crate::schema::hints::parse_hints(h)
+            .map_err(|e| invalid("cloudFiles.schemaHints", h, &e.to_string()))?;
+        if user_schema.is_some() {
+            return Err(OptionsError::Conflict(
+                "cloudFiles.schemaHints applies only to inferred schemas; put the types in the \
+                 schema option instead"
+                    .into(),
+            ));
+        }
+    }
+    let rescued_data_column = match get("rescuedDataColumn") {
+        Some("") => None,
+        Some(v) => Some(v.to_string()),
+        None if user_schema.is_some() => None,
+        None => Some(RESCUED_DATA_COLUMN.to_string()),
+    };
+    let max_files_per_trigger = match get("cloudFiles.maxFilesPerTrigger") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                invalid(
+                    "cloudFiles.maxFilesPerTrigger",
+                    v,
+                    "expected a positive integer",
+                )
+            })?,
+        None => 1000,
+    };
+    let max_bytes_per_trigger = get("cloudFiles.maxBytesPerTrigger")
+        .map(|v| parse_bytes("cloudFiles.maxBytesPerTrigger", v))
+        .transpose()?;
+    let partition_columns = get("cloudFiles.partitionColumns").map(|v| {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    });
+    let sample_files = match get("cloudFiles.schemaInference.sampleSize.numFiles") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                invalid(
+                    "cloudFiles.schemaInference.sampleSize.numFiles",
+                    v,
+                    "expected a positive integer",
+                )
+            })?,
+        None => 1000,
+    };
+    let sample_bytes = get("cloudFiles.schemaInference.sampleSize.numBytes")
+        .map(|v| parse_bytes("cloudFiles.schemaInference.sampleSize.numBytes", v))
+        .transpose()?
+        .unwrap_or(50 << 30);
+    let path_glob_filter = get("pathGlobFilter")
+        .map(|v| {
+            GlobBuilder::new(v)
+                .literal_separator(true)
+                .build()
+                .map(|g| g.compile_matcher())
+                .map_err(|e| invalid("pathGlobFilter", v, &e.to_string()))
+        })
+        .transpose()?;
+    let modified_after_ms = get("modifiedAfter")
+        .map(|v| parse_instant("modifiedAfter", v))
+        .transpose()?;
+    let modified_before_ms = get("modifiedBefore")
+        .map(|v| parse_instant("modifiedBefore", v))
+        .transpose()?;
+    if let (Some(a), Some(b)) = (modified_after_ms, modified_before_ms)
+        && a >= b
+    {
+        return Err(OptionsError::Conflict(
+            "modifiedAfter must be earlier than modifiedBefore".into(),
+        ));
+    }
+    let mode = get("mode").unwrap_or("PERMISSIVE");
+    let fail_fast = match mode.to_ascii_uppercase().as_str() {
+        "PERMISSIVE" => false,
+        "FAILFAST" => true,
+        "DROPMALFORMED" => {
+            return Err(invalid(
+                "mode",
+                mode,
+                "DROPMALFORMED would drop records silently; use PERMISSIVE (malformed records \
+                 kept in the rescued data) or FAILFAST",
+            ));
+        }
+        _ => return Err(invalid("mode", mode, "expected PERMISSIVE or FAILFAST")),
+    };
+    if let Some(enc) = get("encoding") {
+        let e = enc.to_ascii_lowercase().replace(['-', '_'], "");
+        if e != "utf8" {
+            return Err(invalid("encoding", enc, "only UTF-8 is supported"));
+        }
+    }
+    let csv = CsvSettings {
+        header: bool_or("header", true)?,
+        sep: single_byte("sep", get("sep"), b',')?,
+        quote: single_byte("quote", get("quote"), b'"')?,
+        escape: match get("escape") {
+            Some("") => None,
+            other => Some(single_byte("escape", other, b'\\')?),
+        },
+        null_value: get("nullValue").unwrap_or("").to_string(),
+    };
+    let time_zone = match get("timeZone") {
+        None => Tz::UTC,
+        Some(v) => v.parse::<Tz>().map_err(|_| {
+            invalid(
+                "timeZone",
+                v,
+                "expected a zone name such as UTC or Asia/Seoul",
+            )
+        })?,
+    };
+    let max_record_bytes = get("cloudFiles.maxRecordBytes")
+        .map(|v| parse_bytes("cloudFiles.maxRecordBytes", v))
+        .transpose()?
+        .map_or(64 << 20, |b| usize::try_from(b).unwrap_or(usize::MAX));
+
+    let settings = Settings {
+        format,
+        schema_location: get("cloudFiles.schemaLocation")
+            .map_or_else(|| checkpoint.to_path_buf(), PathBuf::from),
+        infer_column_types: bool_or("cloudFiles.inferColumnTypes", false)?,
+        schema_hints,
+        user_schema,
+        evolution_mode,
+        stop_on_schema_change: bool_or("cloudFiles.stopOnSchemaChange", false)?,
+        include_existing_files: bool_or("cloudFiles.includeExistingFiles", true)?,
+        max_files_per_trigger,
+        max_bytes_per_trigger,
+        partition_columns,
+        sample_files,
+        sample_bytes,
+        path_glob_filter,
+        modified_after_ms,
+        modified_before_ms,
+        recursive_file_lookup: bool_or("recursiveFileLookup", false)?,
+        ignore_corrupt_files: bool_or("ignoreCorruptFiles", false)?,
+        ignore_missing_files: bool_or("ignoreMissingFiles", false)?,
+        allow_overwrites: bool_or("cloudFiles.allowOverwrites", false)?,
+        rescued_data_column,
+        reader_case_sensitive: bool_or("readerCaseSensitive", true)?,
+        corrupt_record_column: get("columnNameOfCorruptRecord").map(str::to_string),
+        fail_fast,
+        multi_line: bool_or("multiLine", false)?,
+        csv,
+        time_zone,
+        include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
+        max_record_bytes,
+    };
+    Ok((settings, warnings))
+}
+
+/// Splits `KEY=VALUE` (the value may contain `=`).
+pub fn split_key_value(text: &str) -> Result<(String, String), OptionsError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(OptionsError::Malformed(text.to_string())),
+    }
+}
+
+fn canonical(key: &str) -> Option<&'static str> {
+    OPTIONS
+        .iter()
+        .map(|(k, _, _)| (*k, *k))
+        .chain(ALIASES.iter().copied())
+        .find(|(spelling, _)| spelling.eq_ignore_ascii_case(key.trim()))
+        .map(|(_, canonical)| canonical)
+}
+
+/// The closest known key, when it is close enough to be a likely typo.
+fn suggest(key: &str) -> Option<String> {
+    let lower = key.to_ascii_lowercase();
+    let candidates = OPTIONS
+        .iter()
+        .map(|(k, _, _)| *k)
+        .chain(ALIASES.iter().map(|(a, _)| *a));
+    let (best, distance) = candidates
+        .map(|k| (k, edit_distance(&lower, &k.to_ascii_lowercase())))
+        .min_by_key(|(_, d)| *d)?;
+    // A bare key that matches a cloudFiles.* key's suffix (`inferColumnTypes`) is also close.
+    let suffix_match = OPTIONS.iter().map(|(k, _, _)| *k).find(|k| {
+        k.rsplit('.')
+            .next()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&lower))
+    });
+    if let Some(k) = suffix_match {
+        return Some(k.to_string());
+    }
+    (distance <= 3.max(key.len() / 5)).then(|| best.to_string())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn invalid(key: &str, value: &str, reason: &str) -> OptionsError {
+    OptionsError::Invalid {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, OptionsError> {
+    values::parse_bool(value).ok_or_else(|| invalid(key, value, "expected true or false"))
+}
+
+fn single_byte(key: &str, value: Option<&str>, default: u8) -> Result<u8, OptionsError> {
+    match value {
+        None => Ok(default),
+        Some("\\t") => Ok(b'\t'),
+        Some(v) if v.len() == 1 => Ok(v.as_bytes()[0]),
+        Some(v) => Err(invalid(key, v, "expected a single ASCII character")),
+    }
+}
+
+/// Parses `10g`, `512m`, `64k`, `1024`, `10gb`, `1 GiB` (binary multiples).
+pub fn parse_bytes(key: &str, value: &str) -> Result<u64, OptionsError> {
+    let v = value.trim().to_ascii_lowercase().replace(' ', "");
+    let digits_end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(digits_end);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| invalid(key, value, "expected a size such as 10g"))?;
+    let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(invalid(key, value, "expected a size such as 10g")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| invalid(key, value, "too large"))
+}
+
+/// Parses `2021-01-01 00:00:00.000000 UTC+0` (Auto Loader's documented form), ISO-8601
+/// with or without offset (UTC when absent), or a bare date.
+fn parse_instant(key: &str, value: &str) -> Result<i64, OptionsError> {
+    let v = value.trim();
+    let (body, offset) = match v.rsplit_once(" UTC") {
+        Some((b, off)) => {
+            let hours: i32 = if off.is_empty() {
+                0
+            } else {
+                off.trim_start_matches('+')
+                    .parse()
+                    .map_err(|_| invalid(key, value, "expected an offset such as UTC+0 or UTC+9"))?
+            };
+            (b.trim(), Some(hours))
+        }
+        None => (v, None),
+    };
+    let text = if body.len() == 10 {
+        format!("{body}T00:00:00")
+    } else {
+        body.to_string()
+    };
+    let text = match offset {
+        Some(h) => format!("{text}{}{:02}:00", if h < 0 { '-' } else { '+' }, h.abs()),
+        None => text,
+    };
+    values::parse_timestamp(&text, Tz::UTC)
+        .map(|micros| micros.div_euclid(1000))
+        .ok_or_else(|| {
+            invalid(
+                key,
+                value,
+                "expected a timestamp such as 2026-03-15 00:00:00 UTC+0",
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> Result<Settings, OptionsError> {
+        let raw: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        resolve(&raw, Path::new("/ckpt")).map(|(s, _)| s)
+    }
+
+    #[test]
+    fn defaults_follow_auto_loader() {
+        let s = opts(&[]).unwrap();
+        assert_eq!(s.schema_location, PathBuf::from("/ckpt"));
+        assert!(!s.infer_column_types);
+        assert_eq!(s.evolution_mode, EvolutionMode::AddNewColumns);
+        assert_eq!(s.max_files_per_trigger, 1000);
+        assert_eq!(s.sample_files, 1000);
+        assert_eq!(s.sample_bytes, 50 << 30);
+        assert_eq!(s.rescued_data_column.as_deref(), Some(RESCUED_DATA_COLUMN));
+        assert!(s.csv.header);
+        assert!(s.include_metadata);
+    }
+
+    #[test]
+    fn keys_are_case_insensitive_and_aliases_work() {
+        let s = opts(&[
+            ("cloudfiles.inferColumnTypes", "TRUE"),
+            (
+                "cloudFiles.modifiedAfter",
+                "2026-03-15 00:00:00.000000 UTC+0",
+            ),
+            ("delimiter", ";"),
+        ])
+        .unwrap();
+        assert!(s.infer_column_types);
+        assert_eq!(s.modified_after_ms, Some(1_773_532_800_000));
+        assert_eq!(s.csv.sep, b';');
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_suggest() {
+        let err = opts(&[("cloudFiles.inferColumTypes", "true")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown option \"cloudFiles.inferColumTypes\"; did you mean \"cloudFiles.inferColumnTypes\"?"
+        );
+        let err = opts(&[("inferColumnTypes", "true")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("did you mean \"cloudFiles.inferColumnTypes\""),
+            "{err}"
+        );
+        let err = opts(&[("zzzz", "1")]).unwrap_err();
+        assert_eq!(err.to_string(), "unknown option \"zzzz\"");
+        let raw = vec![
+            (
+                "cloudFiles.validateOptions".to_string(),
+                "false".to_string(),
+            ),
+            ("zzzz".to_string(), "1".to_string()),
+        ];
+        let (_, warnings) = resolve(&raw, Path::new("/c")).unwrap();
+        assert_eq!(warnings.len(), 1);
+    }
+
+    #[test]
+    fn malformed_values_are_rejected_with_the_reason() {
+        let err = opts(&[("cloudFiles.schemaEvolutionMode", "rescued")]).unwrap_err();
+        assert!(
+            err.to_string().contains("expected one of addNewColumns"),
+            "{err}"
+        );
+        assert!(opts(&[("cloudFiles.maxFilesPerTrigger", "0")]).is_err());
+        assert!(opts(&[("cloudFiles.inferColumnTypes", "yes")]).is_err());
+        assert!(opts(&[("mode", "DROPMALFORMED")]).is_err());
+        assert!(opts(&[("timeZone", "Mars/Base")]).is_err());
+        assert!(split_key_value("novalue").is_err());
+        assert_eq!(
+            split_key_value("a=b=c").unwrap(),
+            ("a".into(), "b=c".into())
+        );
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_bytes("k", "10g").unwrap(), 10 << 30);
+        assert_eq!(parse_bytes("k", "512MB").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("k", "1 GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_bytes("k", "100").unwrap(), 100);
+        assert!(parse_bytes("k", "ten").is_err());
+    }
+
+    #[test]
+    fn readme_documents_every_option() {
+        let readme = include_str!("../README.md");
+        for (key, _, _) in OPTIONS {
+            assert!(
+                readme.contains(&format!("| `{key}` |")),
+                "README lacks {key}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_names_imply_formats() {
+        assert_eq!(Format::from_file_name("a.json.gz"), Some(Format::Json));
+        assert_eq!(Format::from_file_name("a.CSV"), Some(Format::Csv));
+        assert_eq!(Format::from_file_name("a.parquet"), Some(Format::Parquet));
+        assert_eq!(Format::from_file_name("a.txt"), None);
+    }
+}

@@ -1,0 +1,933 @@
+//! Schema-directed Arrow building with per-value rescue.
+//!
+//! A typed Arrow decoder drops unknown fields and fails a whole batch on one bad value, so
+//! decoders here append value by value into builders shaped by the stream's schema:
+//!
+//! - a value that fits its column is appended;
+//! - a value that does not fit (a string in a BIGINT column, an unknown field inside a
+//!   struct) leaves null where it failed, and the whole original top-level value is kept in
+//!   the rescued-data column under its column name, so nothing is lost and a user can
+//!   `get_json_object(_rescued_data, '$.amount')` it back;
+//! - a top-level key the schema does not have (or has only in another letter case, with
+//!   `readerCaseSensitive=true`) is kept in the rescued data as is;
+//! - a malformed record leaves every column null and keeps its raw text under
+//!   `_corrupt_record` (or in the `columnNameOfCorruptRecord` column).
+//!
+//! Every rescued object ends with `"_file_path"`, the record's source file. JSON sources
+//! keep values as JSON (a number stays a number); CSV values are the original strings.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int8Builder, Int16Builder, Int32Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder,
+};
+use arrow_array::{
+    ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray,
+    TimestampMicrosecondArray, new_null_array,
+};
+use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{
+    DataType as ArrowType, Field as ArrowField, Fields, Schema as ArrowSchema, SchemaRef,
+};
+use chrono_tz::Tz;
+use serde_json::{Map, Value};
+
+use crate::options::CORRUPT_RECORD;
+use crate::schema::{DataType, Field, Schema};
+use crate::values;
+
+/// Name of the lineage struct column.
+pub const METADATA_COLUMN: &str = "_metadata";
+/// Key of the source file inside every rescued object.
+pub const FILE_PATH_KEY: &str = "_file_path";
+
+/// How values are matched and read.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadContext {
+    pub zone: Tz,
+    pub case_sensitive: bool,
+}
+
+/// The columns of the table, in order: data columns (which include the rescued-data and
+/// corrupt-record columns when configured), partition columns, then `_metadata`.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub data: Schema,
+    pub partition: Schema,
+    pub rescued: Option<String>,
+    pub corrupt: Option<String>,
+    pub include_metadata: bool,
+}
+
+impl Layout {
+    /// The Arrow schema of every batch this layout produces.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        let mut fields: Vec<ArrowField> = self
+            .data
+            .fields
+            .iter()
+            .chain(&self.partition.fields)
+            .map(|f| ArrowField::new(f.name.clone(), f.data_type.to_arrow(), true))
+            .collect();
+        if self.include_metadata {
+            fields.push(ArrowField::new(METADATA_COLUMN, metadata_type(), true));
+        }
+        Arc::new(ArrowSchema::new(fields))
+    }
+
+    /// Data columns that hold decoded values (all but rescued and corrupt).
+    pub fn value_fields(&self) -> impl Iterator<Item = &Field> {
+        self.data.fields.iter().filter(|f| {
+            Some(&f.name) != self.rescued.as_ref() && Some(&f.name) != self.corrupt.as_ref()
+        })
+    }
+}
+
+fn metadata_fields() -> Fields {
+    Fields::from(vec![
+        ArrowField::new("file_path", ArrowType::Utf8, true),
+        ArrowField::new("file_name", ArrowType::Utf8, true),
+        ArrowField::new("file_size", ArrowType::Int64, true),
+        ArrowField::new(
+            "file_modification_time",
+            DataType::Timestamp.to_arrow(),
+            true,
+        ),
+    ])
+}
+
+/// Arrow type of the `_metadata` column.
+pub fn metadata_type() -> ArrowType {
+    ArrowType::Struct(metadata_fields())
+}
+
+/// Where a row came from: constant across a file.
+#[derive(Debug, Clone)]
+pub struct FileMeta {
+    /// URI of the source file (`file:///landing/a.json`).
+    pub path: String,
+    pub name: String,
+    pub size: u64,
+    pub mtime_ms: i64,
+    /// One value per partition column of the layout, in order.
+    pub partition_values: Vec<Option<String>>,
+}
+
+/// One column's builder, shaped like its type.
+pub enum ColumnBuilder {
+    String(StringBuilder),
+    Long(Int64Builder),
+    Integer(Int32Builder),
+    Short(Int16Builder),
+    Byte(Int8Builder),
+    Float(Float32Builder),
+    Double(Float64Builder),
+    Boolean(BooleanBuilder),
+    Binary(BinaryBuilder),
+    Date(Date32Builder),
+    Timestamp(TimestampMicrosecondBuilder),
+    Decimal(Decimal128Builder, u8, i8),
+    Struct {
+        fields: Vec<(String, ColumnBuilder)>,
+        arrow: Fields,
+        validity: NullBufferBuilder,
+    },
+    List {
+        element: Box<ColumnBuilder>,
+        field: Arc<ArrowField>,
+        offsets: Vec<i32>,
+        validity: NullBufferBuilder,
+    },
+    Map {
+        keys: Box<ColumnBuilder>,
+        values: Box<ColumnBuilder>,
+        entries: Arc<ArrowField>,
+        offsets: Vec<i32>,
+        validity: NullBufferBuilder,
+    },
+}
+
+impl ColumnBuilder {
+    pub fn new(t: &DataType) -> ColumnBuilder {
+        match t {
+            DataType::String => ColumnBuilder::String(StringBuilder::new()),
+            DataType::Long => ColumnBuilder::Long(Int64Builder::new()),
+            DataType::Integer => ColumnBuilder::Integer(Int32Builder::new()),
+            DataType::Short => ColumnBuilder::Short(Int16Builder::new()),
+            DataType::Byte => ColumnBuilder::Byte(Int8Builder::new()),
+            DataType::Float => ColumnBuilder::Float(Float32Builder::new()),
+            DataType::Double => ColumnBuilder::Double(Float64Builder::new()),
+            DataType::Boolean => ColumnBuilder::Boolean(BooleanBuilder::new()),
+            DataType::Binary => ColumnBuilder::Binary(BinaryBuilder::new()),
+            DataType::Date => ColumnBuilder::Date(Date32Builder::new()),
+            DataType::Timestamp => {
+                ColumnBuilder::Timestamp(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
+            }
+            DataType::Decimal(p, s) => ColumnBuilder::Decimal(
+                Decimal128Builder::new()
+                    .with_precision_and_scale(*p, *s)
+                    .expect("decimal precision and scale are validated when parsed"),
+                *p,
+                *s,
+            ),
+            DataType::Struct(fields) => ColumnBuilder::Struct {
+                fields: fields
+                    .iter()
+                    .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
+                    .collect(),
+                arrow: match t.to_arrow() {
+                    ArrowType::Struct(f) => f,
+                    _ => unreachable!("struct types map to Arrow structs"),
+                },
+                validity: NullBufferBuilder::new(0),
+            },
+            DataType::Array(element) => ColumnBuilder::List {
+                element: Box::new(ColumnBuilder::new(element)),
+                field: match t.to_arrow() {
+                    ArrowType::List(f) => f,
+                    _ => unreachable!("array types map to Arrow lists"),
+                },
+                offsets: vec![0],
+                validity: NullBufferBuilder::new(0),
+            },
+            DataType::Map(key, value) => ColumnBuilder::Map {
+                keys: Box::new(ColumnBuilder::new(key)),
+                values: Box::new(ColumnBuilder::new(value)),
+                entries: match t.to_arrow() {
+                    ArrowType::Map(f, _) => f,
+                    _ => unreachable!("map types map to Arrow maps"),
+                },
+                offsets: vec![0],
+                validity: NullBufferBuilder::new(0),
+            },
+        }
+    }
+
+    pub fn append_null(&mut self) {
+        match self {
+            ColumnBuilder::String(b) => b.append_null(),
+            ColumnBuilder::Long(b) => b.append_null(),
+            ColumnBuilder::Integer(b) => b.append_null(),
+            ColumnBuilder::Short(b) => b.append_null(),
+            ColumnBuilder::Byte(b) => b.append_null(),
+            ColumnBuilder::Float(b) => b.append_null(),
+            ColumnBuilder::Double(b) => b.append_null(),
+            ColumnBuilder::Boolean(b) => b.append_null(),
+            ColumnBuilder::Binary(b) => b.append_null(),
+            ColumnBuilder::Date(b) => b.append_null(),
+            ColumnBuilder::Timestamp(b) => b.append_null(),
+            ColumnBuilder::Decimal(b, _, _) => b.append_null(),
+            ColumnBuilder::Struct {
+                fields, validity, ..
+            } => {
+                for (_, f) in fields {
+                    f.append_null();
+                }
+                validity.append_null();
+            }
+            ColumnBuilder::List {
+                offsets, validity, ..
+            }
+            | ColumnBuilder::Map {
+                offsets, validity, ..
+            } => {
+                offsets.push(*offsets.last().expect("offsets start with 0"));
+                validity.append_null();
+            }
+        }
+    }
+
+    /// Appends a JSON value. Returns false when any part of it did not fit (that part is
+    /// null in the column; the caller rescues the original).
+    pub fn append_json(&mut self, v: &Value, ctx: &ReadContext) -> bool {
+        if v.is_null() {
+            self.append_null();
+            return true;
+        }
+
+        match self {
+            ColumnBuilder::String(b) => {
+                match v {
+                    Value::String(s) => b.append_value(s),
+                    other => b.append_value(other.to_string()),
+                }
+                true
+            }
+            ColumnBuilder::Long(b) => append_opt(b, v.as_i64().filter(|_| is_integer(v))),
+            ColumnBuilder::Integer(b) => {
+                append_opt(b, int_of(v).and_then(|i| i32::try_from(i).ok()))
+            }
+            ColumnBuilder::Short(b) => append_opt(b, int_of(v).and_then(|i| i16::try_from(i).ok())),
+            ColumnBuilder::Byte(b) => append_opt(b, int_of(v).and_then(|i| i8::try_from(i).ok())),
+            ColumnBuilder::Float(b) => append_opt(b, float_of(v).map(|f| f as f32)),
+            ColumnBuilder::Double(b) => append_opt(b, float_of(v)),
+            ColumnBuilder::Boolean(b) => append_opt(b, v.as_bool()),
+            ColumnBuilder::Binary(b) => match v {
+                Value::String(s) => {
+                    b.append_value(s.as_bytes());
+                    true
+                }
+                _ => {
+                    b.append_null();
+                    false
+                }
+            },
+            ColumnBuilder::Date(b) => append_opt(b, v.as_str().and_then(values::parse_date)),
+            ColumnBuilder::Timestamp(b) => append_opt(
+                b,
+                match v {
+                    Value::String(s) => values::parse_timestamp(s, ctx.zone),
+                    // Spark reads a JSON integer in a TIMESTAMP column as epoch seconds.
+                    Value::Number(_) => int_of(v).and_then(|secs| secs.checked_mul(1_000_000)),
+                    _ => None,
+                },
+            ),
+            ColumnBuilder::Decimal(b, p, s) => append_opt(
+                b,
+                match v {
+                    Value::Number(n) => values::parse_decimal(&n.to_string(), *p, *s),
+                    Value::String(text) => values::parse_decimal(text, *p, *s),
+                    _ => None,
+                },
+            ),
+            ColumnBuilder::Struct {
+                fields, validity, ..
+            } => match v {
+                Value::Object(obj) => {
+                    let mut ok = true;
+                    let mut matched = 0;
+                    for (name, child) in fields.iter_mut() {
+                        match lookup(obj, name, ctx) {
+                            Some(value) => {
+                                matched += 1;
+                                ok &= child.append_json(value, ctx);
+                            }
+                            None => child.append_null(),
+                        }
+                    }
+                    validity.append_non_null();
+                    // A key the struct does not have: rescue the whole value.
+                    ok && matched == obj.len()
+                }
+                _ => {
+                    for (_, child) in fields.iter_mut() {
+                        child.append_null();
+                    }
+                    validity.append_null();
+                    false
+                }
+            },
+            ColumnBuilder::List {
+                element,
+                offsets,
+                validity,
+                ..
+            } => match v {
+                Value::Array(items) => {
+                    let mut ok = true;
+                    for item in items {
+                        ok &= element.append_json(item, ctx);
+                    }
+                    let last = *offsets.last().expect("offsets start with 0");
+                    offsets.push(last + i32::try_from(items.len()).unwrap_or(i32::MAX));
+                    validity.append_non_null();
+                    ok
+                }
+                _ => {
+                    offsets.push(*offsets.last().expect("offsets start with 0"));
+                    validity.append_null();
+                    false
+                }
+            },
+            ColumnBuilder::Map {
+                keys,
+                values,
+                offsets,
+                validity,
+                ..
+            } => match v {
+                Value::Object(obj) => {
+                    let mut ok = true;
+                    for (k, val) in obj {
+                        ok &= keys.append_text(k, ctx);
+                        ok &= values.append_json(val, ctx);
+                    }
+                    let last = *offsets.last().expect("offsets start with 0");
+                    offsets.push(last + i32::try_from(obj.len()).unwrap_or(i32::MAX));
+                    validity.append_non_null();
+                    ok
+                }
+                _ => {
+                    offsets.push(*offsets.last().expect("offsets start with 0"));
+                    validity.append_null();
+                    false
+                }
+            },
+        }
+    }
+
+    /// Appends a text value (a CSV cell). Nested columns accept JSON text.
+    pub fn append_text(&mut self, s: &str, ctx: &ReadContext) -> bool {
+        match self {
+            ColumnBuilder::String(b) => {
+                b.append_value(s);
+                true
+            }
+            ColumnBuilder::Long(b) => append_opt(b, s.trim().parse().ok()),
+            ColumnBuilder::Integer(b) => append_opt(b, s.trim().parse().ok()),
+            ColumnBuilder::Short(b) => append_opt(b, s.trim().parse().ok()),
+            ColumnBuilder::Byte(b) => append_opt(b, s.trim().parse().ok()),
+            ColumnBuilder::Float(b) => append_opt(b, values::parse_double(s).map(|f| f as f32)),
+            ColumnBuilder::Double(b) => append_opt(b, values::parse_double(s)),
+            ColumnBuilder::Boolean(b) => append_opt(b, values::parse_bool(s)),
+            ColumnBuilder::Binary(b) => {
+                b.append_value(s.as_bytes());
+                true
+            }
+            ColumnBuilder::Date(b) => append_opt(b, values::parse_date(s)),
+            ColumnBuilder::Timestamp(b) => append_opt(b, values::parse_timestamp(s, ctx.zone)),
+            ColumnBuilder::Decimal(b, p, sc) => append_opt(b, values::parse_decimal(s, *p, *sc)),
+            ColumnBuilder::Struct { .. }
+            | ColumnBuilder::List { .. }
+            | ColumnBuilder::Map { .. } => match serde_json::from_str::<Value>(s) {
+                Ok(v) => self.append_json(&v, ctx),
+                Err(_) => {
+                    self.append_null();
+                    false
+                }
+            },
+        }
+    }
+
+    pub fn finish(&mut self) -> ArrayRef {
+        match self {
+            ColumnBuilder::String(b) => Arc::new(b.finish()),
+            ColumnBuilder::Long(b) => Arc::new(b.finish()),
+            ColumnBuilder::Integer(b) => Arc::new(b.finish()),
+            ColumnBuilder::Short(b) => Arc::new(b.finish()),
+            ColumnBuilder::Byte(b) => Arc::new(b.finish()),
+            ColumnBuilder::Float(b) => Arc::new(b.finish()),
+            ColumnBuilder::Double(b) => Arc::new(b.finish()),
+            ColumnBuilder::Boolean(b) => Arc::new(b.finish()),
+            ColumnBuilder::Binary(b) => Arc::new(b.finish()),
+            ColumnBuilder::Date(b) => Arc::new(b.finish()),
+            ColumnBuilder::Timestamp(b) => Arc::new(b.finish()),
+            ColumnBuilder::Decimal(b, _, _) => Arc::new(b.finish()),
+            ColumnBuilder::Struct {
+                fields,
+                arrow,
+                validity,
+            } => {
+                let children: Vec<ArrayRef> = fields.iter_mut().map(|(_, f)| f.finish()).collect();
+                Arc::new(StructArray::new(arrow.clone(), children, validity.finish()))
+            }
+            ColumnBuilder::List {
+                element,
+                field,
+                offsets,
+                validity,
+            } => {
+                let values = element.finish();
+                let offsets = std::mem::replace(offsets, vec![0]);
+                Arc::new(ListArray::new(
+                    field.clone(),
+                    OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                    values,
+                    validity.finish(),
+                ))
+            }
+            ColumnBuilder::Map {
+                keys,
+                values,
+                entries,
+                offsets,
+                validity,
+            } => {
+                let keys = keys.finish();
+                let values = values.finish();
+                let offsets = std::mem::replace(offsets, vec![0]);
+                let kv_fields = match entries.data_type() {
+                    ArrowType::Struct(f) => f.clone(),
+                    _ => unreachable!("map entries are structs"),
+                };
+                let entries_array = StructArray::new(kv_fields, vec![keys, values], None);
+                Arc::new(MapArray::new(
+                    entries.clone(),
+                    OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                    entries_array,
+                    validity.finish(),
+                    false,
+                ))
+            }
+        }
+    }
+}
+
+trait AppendOpt<T> {
+    fn append_option(&mut self, v: Option<T>);
+}
+
+macro_rules! impl_append_opt {
+    ($($b:ty => $t:ty),*) => {$(
+        impl AppendOpt<$t> for $b {
+            fn append_option(&mut self, v: Option<$t>) {
+                <$b>::append_option(self, v)
+            }
+        }
+    )*};
+}
+
+impl_append_opt!(
+    Int64Builder => i64, Int32Builder => i32, Int16Builder => i16, Int8Builder => i8,
+    Float32Builder => f32, Float64Builder => f64, BooleanBuilder => bool, Date32Builder => i32,
+    TimestampMicrosecondBuilder => i64, Decimal128Builder => i128
+);
+
+/// Appends the value, or null; returns whether a value was appended.
+fn append_opt<T, B: AppendOpt<T>>(b: &mut B, v: Option<T>) -> bool {
+    let ok = v.is_some();
+    b.append_option(v);
+    ok
+}
+
+fn is_integer(v: &Value) -> bool {
+    matches!(v, Value::Number(n) if !n.to_string().contains(['.', 'e', 'E']))
+}
+
+fn int_of(v: &Value) -> Option<i64> {
+    if is_integer(v) { v.as_i64() } else { None }
+}
+
+fn float_of(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => match s.as_str() {
+            "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
+                values::parse_double(s)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn lookup<'a>(obj: &'a Map<String, Value>, name: &str, ctx: &ReadContext) -> Option<&'a Value> {
+    match obj.get(name) {
+        Some(v) => Some(v),
+        None if !ctx.case_sensitive => obj
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v),
+        None => None,
+    }
+}
+
+/// Builds the rows of one output batch from one file.
+pub struct RowBuilder {
+    layout: Arc<Layout>,
+    ctx: ReadContext,
+    /// Value columns, in layout order, with their names.
+    columns: Vec<(String, ColumnBuilder)>,
+    rescued: Option<StringBuilder>,
+    corrupt: Option<StringBuilder>,
+    file: Arc<FileMeta>,
+    rows: usize,
+    rescued_rows: usize,
+    /// Values that did not fit and had nowhere to go (no rescued-data column).
+    dropped_values: u64,
+    /// Top-level names seen in the data but absent from the schema.
+    unknown_names: Vec<String>,
+}
+
+impl RowBuilder {
+    pub fn new(layout: Arc<Layout>, ctx: ReadContext, file: Arc<FileMeta>) -> RowBuilder {
+        let columns = layout
+            .value_fields()
+            .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
+            .collect();
+        RowBuilder {
+            rescued: layout.rescued.as_ref().map(|_| StringBuilder::new()),
+            corrupt: layout.corrupt.as_ref().map(|_| StringBuilder::new()),
+            layout,
+            ctx,
+            columns,
+            file,
+            rows: 0,
+            rescued_rows: 0,
+            dropped_values: 0,
+            unknown_names: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// Appends one JSON object record.
+    pub fn append_json_object(&mut self, obj: &Map<String, Value>) {
+        let mut rescued = Map::new();
+        let mut matched = 0usize;
+        for (name, col) in &mut self.columns {
+            match lookup(obj, name, &self.ctx) {
+                Some(v) => {
+                    matched += 1;
+                    if !col.append_json(v, &self.ctx) {
+                        rescued.insert(name.clone(), v.clone());
+                    }
+                }
+                None => col.append_null(),
+            }
+        }
+        if matched < obj.len() {
+            for (k, v) in obj {
+                let exact = self.columns.iter().any(|(n, _)| n == k);
+                let case_variant_used = !self.ctx.case_sensitive
+                    && self.columns.iter().any(|(n, _)| {
+                        n.eq_ignore_ascii_case(k)
+                            && lookup(obj, n, &self.ctx).is_some_and(|x| std::ptr::eq(x, v))
+                    });
+                if !exact && !case_variant_used {
+                    if !self.columns.iter().any(|(n, _)| n.eq_ignore_ascii_case(k))
+                        && !self.unknown_names.iter().any(|n| n == k)
+                    {
+                        self.unknown_names.push(k.clone());
+                    }
+                    rescued.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        self.finish_row(rescued, None);
+    }
+
+    /// Appends one CSV record: `values[i]` belongs to column `targets[i]` (an index into
+    /// the value columns, or `None` for a header name the schema does not have).
+    pub fn append_text_record(
+        &mut self,
+        headers: &[String],
+        targets: &[Option<usize>],
+        cells: &[Option<&str>],
+        extra: Option<String>,
+    ) {
+        let mut rescued = Map::new();
+        let mut filled = vec![false; self.columns.len()];
+        for (i, cell) in cells.iter().enumerate() {
+            match targets.get(i).copied().flatten() {
+                Some(c) => {
+                    filled[c] = true;
+                    let (name, col) = &mut self.columns[c];
+                    match cell {
+                        None => col.append_null(),
+                        Some(text) => {
+                            if !col.append_text(text, &self.ctx) {
+                                rescued.insert(name.clone(), Value::String((*text).to_string()));
+                            }
+                        }
+                    }
+                }
+                None => {
+                    if let (Some(text), Some(h)) = (cell, headers.get(i)) {
+                        rescued.insert(h.clone(), Value::String((*text).to_string()));
+                    }
+                }
+            }
+        }
+        for (c, done) in filled.iter().enumerate() {
+            if !done {
+                self.columns[c].1.append_null();
+            }
+        }
+        self.finish_row(rescued, extra);
+    }
+
+    /// Appends a malformed record: every column null, the raw text kept.
+    pub fn append_corrupt(&mut self, raw: &str) {
+        for (_, col) in &mut self.columns {
+            col.append_null();
+        }
+        self.finish_row(Map::new(), Some(raw.to_string()));
+    }
+
+    fn finish_row(&mut self, mut rescued: Map<String, Value>, corrupt: Option<String>) {
+        match (&mut self.corrupt, corrupt) {
+            (Some(b), Some(raw)) => b.append_value(raw),
+            (Some(b), None) => b.append_null(),
+            (None, Some(raw)) => {
+                rescued.insert(CORRUPT_RECORD.to_string(), Value::String(raw));
+            }
+            (None, None) => {}
+        }
+        match &mut self.rescued {
+            Some(b) => {
+                if rescued.is_empty() {
+                    b.append_null();
+                } else {
+                    rescued.insert(
+                        FILE_PATH_KEY.to_string(),
+                        Value::String(self.file.path.clone()),
+                    );
+                    b.append_value(Value::Object(rescued).to_string());
+                    self.rescued_rows += 1;
+                }
+            }
+            None => self.dropped_values += rescued.len() as u64,
+        }
+        self.rows += 1;
+    }
+
+    /// Rows whose rescued data is not null.
+    pub fn rescued_rows(&self) -> usize {
+        self.rescued_rows
+    }
+
+    pub fn dropped_values(&self) -> u64 {
+        self.dropped_values
+    }
+
+    pub fn unknown_names(&self) -> &[String] {
+        &self.unknown_names
+    }
+
+    /// Finishes the rows appended so far into a batch of the layout's schema, and resets.
+    pub fn finish(&mut self) -> RecordBatch {
+        let n = self.rows;
+        let layout = Arc::clone(&self.layout);
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(layout.data.fields.len() + 2);
+        let mut value_idx = 0;
+        for f in &layout.data.fields {
+            if Some(&f.name) == layout.rescued.as_ref() {
+                arrays.push(Arc::new(
+                    self.rescued
+                        .as_mut()
+                        .expect("rescued builder exists")
+                        .finish(),
+                ));
+            } else if Some(&f.name) == layout.corrupt.as_ref() {
+                arrays.push(Arc::new(
+                    self.corrupt
+                        .as_mut()
+                        .expect("corrupt builder exists")
+                        .finish(),
+                ));
+            } else {
+                arrays.push(self.columns[value_idx].1.finish());
+                value_idx += 1;
+            }
+        }
+        push_file_columns(&layout, &self.file, n, &mut arrays);
+        self.rows = 0;
+        self.rescued_rows = 0;
+        RecordBatch::try_new(layout.arrow_schema(), arrays)
+            .expect("builders follow the layout's schema")
+    }
+}
+
+/// Appends the columns that are constant across a file: partition values and `_metadata`.
+pub fn push_file_columns(layout: &Layout, file: &FileMeta, n: usize, arrays: &mut Vec<ArrayRef>) {
+    for (i, _) in layout.partition.fields.iter().enumerate() {
+        let value = file.partition_values.get(i).cloned().flatten();
+        arrays.push(match value {
+            Some(v) => Arc::new(StringArray::from(vec![v; n])),
+            None => new_null_array(&ArrowType::Utf8, n),
+        });
+    }
+    if layout.include_metadata {
+        arrays.push(metadata_array(file, n));
+    }
+}
+
+fn metadata_array(file: &FileMeta, n: usize) -> ArrayRef {
+    let size = i64::try_from(file.size).unwrap_or(i64::MAX);
+    let children: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![file.path.as_str(); n])),
+        Arc::new(StringArray::from(vec![file.name.as_str(); n])),
+        Arc::new(Int64Array::from(vec![size; n])),
+        Arc::new(
+            TimestampMicrosecondArray::from(vec![file.mtime_ms * 1000; n]).with_timezone("UTC"),
+        ),
+    ];
+    Arc::new(StructArray::new(metadata_fields(), children, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::hints::parse_schema;
+    use arrow_array::cast::AsArray;
+    use serde_json::json;
+
+    fn layout(ddl: &str) -> Arc<Layout> {
+        let mut data = parse_schema(ddl).unwrap();
+        data.fields
+            .push(Field::new("_rescued_data", DataType::String));
+        Arc::new(Layout {
+            data,
+            partition: Schema::default(),
+            rescued: Some("_rescued_data".into()),
+            corrupt: None,
+            include_metadata: true,
+        })
+    }
+
+    fn file() -> Arc<FileMeta> {
+        Arc::new(FileMeta {
+            path: "file:///land/a.json".into(),
+            name: "a.json".into(),
+            size: 10,
+            mtime_ms: 1000,
+            partition_values: vec![],
+        })
+    }
+
+    const CTX: ReadContext = ReadContext {
+        zone: Tz::UTC,
+        case_sensitive: true,
+    };
+
+    fn rescued(batch: &RecordBatch) -> Vec<Option<String>> {
+        let col = batch
+            .column_by_name("_rescued_data")
+            .unwrap()
+            .as_string::<i32>();
+        col.iter().map(|v| v.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn mismatched_and_unknown_values_are_rescued_with_the_file() {
+        let mut rows = RowBuilder::new(layout("order_id BIGINT, amount BIGINT"), CTX, file());
+        for rec in [
+            json!({"order_id": 1, "amount": 5000}),
+            json!({"order_id": 2, "amount": "5000원 - 750원 할인"}),
+            json!({"order_id": 3, "amount": 10, "coupon_code": "SUMMER25"}),
+            json!({"Order_ID": 4}),
+        ] {
+            rows.append_json_object(rec.as_object().unwrap());
+        }
+        assert_eq!(rows.rescued_rows(), 3);
+        assert_eq!(
+            rows.unknown_names(),
+            ["coupon_code".to_string()],
+            "a case variant is not a new column"
+        );
+        let batch = rows.finish();
+        assert_eq!(batch.num_rows(), 4);
+        let amount = batch
+            .column_by_name("amount")
+            .unwrap()
+            .as_primitive::<arrow_array::types::Int64Type>();
+        assert_eq!(
+            amount.iter().collect::<Vec<_>>(),
+            vec![Some(5000), None, Some(10), None]
+        );
+        assert_eq!(
+            rescued(&batch),
+            vec![
+                None,
+                Some(
+                    r#"{"amount":"5000원 - 750원 할인","_file_path":"file:///land/a.json"}"#.into()
+                ),
+                Some(r#"{"coupon_code":"SUMMER25","_file_path":"file:///land/a.json"}"#.into()),
+                Some(r#"{"Order_ID":4,"_file_path":"file:///land/a.json"}"#.into()),
+            ]
+        );
+        let meta = batch.column_by_name("_metadata").unwrap().as_struct();
+        assert_eq!(meta.column(1).as_string::<i32>().value(0), "a.json");
+    }
+
+    #[test]
+    fn case_insensitive_reading_maps_case_variants() {
+        let ctx = ReadContext {
+            zone: Tz::UTC,
+            case_sensitive: false,
+        };
+        let mut rows = RowBuilder::new(layout("order_id BIGINT"), ctx, file());
+        rows.append_json_object(json!({"Order_ID": 4}).as_object().unwrap());
+        let batch = rows.finish();
+        assert_eq!(rescued(&batch), vec![None]);
+        assert_eq!(
+            batch
+                .column(0)
+                .as_primitive::<arrow_array::types::Int64Type>()
+                .value(0),
+            4
+        );
+    }
+
+    #[test]
+    fn nested_values_build_and_nested_misfits_rescue_the_top_level_value() {
+        let mut rows = RowBuilder::new(
+            layout(
+                "address STRUCT<zip:STRING, city:STRING>, items ARRAY<STRUCT<qty:INT, price:DECIMAL(12,2)>>, attrs MAP<STRING,BIGINT>",
+            ),
+            CTX,
+            file(),
+        );
+        rows.append_json_object(
+            json!({"address": {"zip": "00123", "city": "Seoul"}, "items": [{"qty": 2, "price": 12.5}], "attrs": {"a": 1}})
+                .as_object()
+                .unwrap(),
+        );
+        rows.append_json_object(
+            json!({"address": {"zip": "1", "floor": 3}, "items": [{"qty": "two", "price": 1}]})
+                .as_object()
+                .unwrap(),
+        );
+        let batch = rows.finish();
+        let r = rescued(&batch);
+        assert_eq!(r[0], None);
+        let second: Value = serde_json::from_str(r[1].as_deref().unwrap()).unwrap();
+        assert_eq!(second["address"], json!({"zip": "1", "floor": 3}));
+        assert_eq!(second["items"], json!([{"qty": "two", "price": 1}]));
+        let items = batch.column_by_name("items").unwrap().as_list::<i32>();
+        let first = items.value(0);
+        let price = first
+            .as_struct()
+            .column(1)
+            .as_primitive::<arrow_array::types::Decimal128Type>();
+        assert_eq!(price.value(0), 1250);
+    }
+
+    #[test]
+    fn corrupt_records_keep_their_raw_text() {
+        let mut rows = RowBuilder::new(layout("a STRING"), CTX, file());
+        rows.append_corrupt("{\"a\": ");
+        let batch = rows.finish();
+        assert_eq!(
+            rescued(&batch)[0].as_deref(),
+            Some(r#"{"_corrupt_record":"{\"a\": ","_file_path":"file:///land/a.json"}"#)
+        );
+    }
+
+    #[test]
+    fn csv_cells_are_typed_and_misfits_keep_the_original_string() {
+        let mut rows = RowBuilder::new(layout("id INT, cost BIGINT, zip STRING"), CTX, file());
+        let headers = vec![
+            "id".to_string(),
+            "cost".to_string(),
+            "zip".to_string(),
+            "extra".to_string(),
+        ];
+        let targets = vec![Some(0), Some(1), Some(2), None];
+        rows.append_text_record(
+            &headers,
+            &targets,
+            &[Some("1"), Some("$100"), Some("00123"), Some("x")],
+            None,
+        );
+        let batch = rows.finish();
+        assert_eq!(
+            rescued(&batch)[0].as_deref(),
+            Some(r#"{"cost":"$100","extra":"x","_file_path":"file:///land/a.json"}"#)
+        );
+        assert_eq!(batch.column(2).as_string::<i32>().value(0), "00123");
+    }
+}

@@ -1,0 +1,441 @@
+//! Schema inference from JSON records and CSV cells.
+//!
+//! With `cloudFiles.inferColumnTypes=false` every leaf is STRING while objects stay structs and
+//! arrays stay arrays. With it on, Spark's rules apply (`autoloader-semantics.md` §2):
+//!
+//! | value                        | type                                              |
+//! |------------------------------|---------------------------------------------------|
+//! | JSON integer                 | BIGINT; beyond BIGINT: DECIMAL(digits,0); > 38 digits: DOUBLE |
+//! | JSON fraction                | DOUBLE                                            |
+//! | CSV integer                  | INT when it fits, else as JSON                    |
+//! | ISO-8601 date-time string    | TIMESTAMP                                         |
+//! | CSV `yyyy-MM-dd`             | DATE (JSON never infers DATE)                     |
+//! | `true`/`false`               | BOOLEAN                                           |
+//! | null, `""`                   | no information (a column never seen otherwise is STRING) |
+//!
+//! Merging two observations (`merge`): INT ⊂ BIGINT ⊂ DECIMAL ⊂ DOUBLE widen; DATE with
+//! TIMESTAMP is TIMESTAMP; structs merge field by field, arrays by element; any other
+//! conflict is STRING. Field names merge case-insensitively, first spelling wins (the other
+//! spellings are rescued at read time unless `readerCaseSensitive=false`). Columns keep the
+//! order in which they were first seen.
+
+use chrono_tz::Tz;
+use serde_json::Value;
+
+use super::{DataType, Field, Schema};
+use crate::values;
+
+/// A type under inference: like [`DataType`] but with `Null` for "no information yet".
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inferred {
+    Null,
+    Leaf(DataType),
+    Struct(Vec<(String, Inferred)>),
+    Array(Box<Inferred>),
+}
+
+/// How values are typed during inference.
+#[derive(Debug, Clone, Copy)]
+pub struct InferOptions {
+    /// `cloudFiles.inferColumnTypes`.
+    pub typed: bool,
+    /// `timeZone`, for timestamps without an offset.
+    pub zone: Tz,
+}
+
+impl Inferred {
+    /// The type of one JSON value.
+    pub fn of_json(value: &Value, opts: InferOptions) -> Inferred {
+        match value {
+            Value::Null => Inferred::Null,
+            Value::Object(map) => {
+                Inferred::Struct(map.iter().fold(Vec::new(), |mut fields, (k, v)| {
+                    merge_field(&mut fields, k, Inferred::of_json(v, opts));
+                    fields
+                }))
+            }
+            Value::Array(items) => Inferred::Array(Box::new(
+                items
+                    .iter()
+                    .map(|v| Inferred::of_json(v, opts))
+                    .fold(Inferred::Null, Inferred::merge),
+            )),
+            _ if !opts.typed => Inferred::Leaf(DataType::String),
+            Value::Bool(_) => Inferred::Leaf(DataType::Boolean),
+            Value::Number(n) => Inferred::Leaf(number_type(&n.to_string())),
+            Value::String(s) if s.is_empty() => Inferred::Null,
+            Value::String(s) => {
+                if values::parse_timestamp(s, opts.zone).is_some() {
+                    Inferred::Leaf(DataType::Timestamp)
+                } else {
+                    Inferred::Leaf(DataType::String)
+                }
+            }
+        }
+    }
+
+    /// The type of one CSV cell (already known not to be null).
+    pub fn of_csv(text: &str, opts: InferOptions) -> Inferred {
+        if !opts.typed {
+            return Inferred::Leaf(DataType::String);
+        }
+        let t = text.trim();
+        let leaf = if let Ok(v) = t.parse::<i64>() {
+            if i32::try_from(v).is_ok() {
+                DataType::Integer
+            } else {
+                DataType::Long
+            }
+        } else if let Some((p, s)) = values::big_integer_decimal(t) {
+            DataType::Decimal(p, s)
+        } else if values::parse_double(t).is_some() {
+            DataType::Double
+        } else if values::parse_date(t).is_some() {
+            DataType::Date
+        } else if values::parse_timestamp(t, opts.zone).is_some() {
+            DataType::Timestamp
+        } else if values::parse_bool(t).is_some() {
+            DataType::Boolean
+        } else {
+            DataType::String
+        };
+        Inferred::Leaf(leaf)
+    }
+
+    /// The lowest common type of two observations (see the module table).
+    pub fn merge(self, other: Inferred) -> Inferred {
+        use Inferred::{Array, Leaf, Null, Struct};
+        match (self, other) {
+            (Null, x) | (x, Null) => x,
+            (Leaf(a), Leaf(b)) => Leaf(merge_leaf(a, b)),
+            (Struct(mut a), Struct(b)) => {
+                for (name, t) in b {
+                    merge_field(&mut a, &name, t);
+                }
+                Struct(a)
+            }
+            (Array(a), Array(b)) => Array(Box::new(a.merge(*b))),
+            _ => Leaf(DataType::String),
+        }
+    }
+
+    /// The final type: unresolved nulls and empty structs become STRING.
+    pub fn finish(self) -> DataType {
+        match self {
+            Inferred::Null => DataType::String,
+            Inferred::Leaf(t) => t,
+            Inferred::Struct(fields) if fields.is_empty() => DataType::String,
+            Inferred::Struct(fields) => DataType::Struct(
+                fields
+                    .into_iter()
+                    .map(|(n, t)| Field::new(n, t.finish()))
+                    .collect(),
+            ),
+            Inferred::Array(element) => DataType::Array(Box::new(element.finish())),
+        }
+    }
+
+    /// The inference form of a known type (to merge new observations into a stored schema).
+    pub fn from_type(t: &DataType) -> Inferred {
+        match t {
+            DataType::Struct(fields) => Inferred::Struct(
+                fields
+                    .iter()
+                    .map(|f| (f.name.clone(), Inferred::from_type(&f.data_type)))
+                    .collect(),
+            ),
+            DataType::Array(e) => Inferred::Array(Box::new(Inferred::from_type(e))),
+            other => Inferred::Leaf(other.clone()),
+        }
+    }
+}
+
+fn merge_field(fields: &mut Vec<(String, Inferred)>, name: &str, t: Inferred) {
+    match fields
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+    {
+        Some((_, existing)) => {
+            let old = std::mem::replace(existing, Inferred::Null);
+            *existing = old.merge(t);
+        }
+        None => fields.push((name.to_string(), t)),
+    }
+}
+
+/// Spark's JSON number rule, on the number's text.
+fn number_type(text: &str) -> DataType {
+    let is_integer = !text.contains(['.', 'e', 'E']);
+    if is_integer {
+        if text.parse::<i64>().is_ok() {
+            return DataType::Long;
+        }
+        if let Some((p, s)) = values::big_integer_decimal(text) {
+            return DataType::Decimal(p, s);
+        }
+    }
+    DataType::Double
+}
+
+fn integral_digits(t: &DataType) -> Option<(u8, i8)> {
+    match t {
+        DataType::Byte => Some((3, 0)),
+        DataType::Short => Some((5, 0)),
+        DataType::Integer => Some((10, 0)),
+        DataType::Long => Some((20, 0)),
+        DataType::Decimal(p, s) => Some((*p, *s)),
+        _ => None,
+    }
+}
+
+fn numeric_rank(t: &DataType) -> Option<u8> {
+    match t {
+        DataType::Byte => Some(0),
+        DataType::Short => Some(1),
+        DataType::Integer => Some(2),
+        DataType::Long => Some(3),
+        DataType::Float => Some(5),
+        DataType::Double => Some(6),
+        _ => None,
+    }
+}
+
+/// Widening of two leaf types; anything without a common type becomes STRING.
+pub fn merge_leaf(a: DataType, b: DataType) -> DataType {
+    use DataType::{Date, Decimal, Double, String, Timestamp};
+    if a == b {
+        return a;
+    }
+    match (&a, &b) {
+        (Date, Timestamp) | (Timestamp, Date) => Timestamp,
+        (Decimal(..), Double | DataType::Float) | (Double | DataType::Float, Decimal(..)) => Double,
+        (Decimal(..), _) | (_, Decimal(..)) => match (integral_digits(&a), integral_digits(&b)) {
+            (Some((p1, s1)), Some((p2, s2))) => {
+                let scale = s1.max(s2);
+                let range = (i16::from(p1) - i16::from(s1)).max(i16::from(p2) - i16::from(s2));
+                let precision = range + i16::from(scale);
+                if precision <= 38 {
+                    Decimal(u8::try_from(precision).unwrap_or(38), scale)
+                } else {
+                    Double
+                }
+            }
+            _ => String,
+        },
+        _ => match (numeric_rank(&a), numeric_rank(&b)) {
+            (Some(x), Some(y)) => {
+                if x.max(y) >= 5 {
+                    Double
+                } else if x > y {
+                    a
+                } else {
+                    b
+                }
+            }
+            _ => String,
+        },
+    }
+}
+
+/// Accumulates observations of top-level columns, in first-seen order.
+#[derive(Debug, Default)]
+pub struct SchemaInferrer {
+    fields: Vec<(String, Inferred)>,
+    /// Records (JSON) or rows (CSV) observed.
+    pub records: u64,
+}
+
+impl SchemaInferrer {
+    pub fn new() -> Self {
+        SchemaInferrer::default()
+    }
+
+    /// Observes one JSON record. A non-object record (a bare number or string) adds nothing:
+    /// it is kept at read time as a corrupt record.
+    pub fn add_json(&mut self, record: &Value, opts: InferOptions) {
+        self.records += 1;
+        if let Value::Object(map) = record {
+            for (k, v) in map {
+                merge_field(&mut self.fields, k, Inferred::of_json(v, opts));
+            }
+        }
+    }
+
+    /// Observes a column's existence (a CSV header name) without a value.
+    pub fn add_column(&mut self, name: &str) {
+        merge_field(&mut self.fields, name, Inferred::Null);
+    }
+
+    /// Observes one column value of known type (CSV cells, Parquet columns).
+    pub fn add_typed(&mut self, name: &str, t: Inferred) {
+        merge_field(&mut self.fields, name, t);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Folds another inferrer's observations in (files inferred in parallel, merged in order).
+    pub fn merge(&mut self, other: SchemaInferrer) {
+        self.records += other.records;
+        for (name, t) in other.fields {
+            merge_field(&mut self.fields, &name, t);
+        }
+    }
+
+    pub fn finish(self) -> Schema {
+        Schema::new(
+            self.fields
+                .into_iter()
+                .map(|(n, t)| Field::new(n, t.finish()))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const TYPED: InferOptions = InferOptions {
+        typed: true,
+        zone: Tz::UTC,
+    };
+    const UNTYPED: InferOptions = InferOptions {
+        typed: false,
+        zone: Tz::UTC,
+    };
+
+    fn infer(values: &[Value], opts: InferOptions) -> DataType {
+        values
+            .iter()
+            .map(|v| Inferred::of_json(v, opts))
+            .fold(Inferred::Null, Inferred::merge)
+            .finish()
+    }
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn untyped_keeps_structure_with_string_leaves() {
+        let mut inf = SchemaInferrer::new();
+        inf.add_json(&json!({"a": 1, "b": {"c": true}, "d": [1, 2]}), UNTYPED);
+        assert_eq!(
+            inf.finish().to_string(),
+            "a STRING, b STRUCT<c: STRING>, d ARRAY<STRING>"
+        );
+    }
+
+    #[test]
+    fn spark_json_cases() {
+        // Cases from autoloader-semantics.md §2.4.
+        let s = |t: &[&str]| infer(&t.iter().map(|x| parse(x)).collect::<Vec<_>>(), TYPED);
+        assert_eq!(s(&["10"]), DataType::Long);
+        assert_eq!(s(&["21474836470"]), DataType::Long);
+        assert_eq!(s(&["92233720368547758070"]), DataType::Decimal(20, 0));
+        assert_eq!(s(&["1.7976931348623157"]), DataType::Double);
+        assert_eq!(s(&["true"]), DataType::Boolean);
+        assert_eq!(s(&["null"]), DataType::String);
+        assert_eq!(
+            s(&["100000000000000000000000000000000000000"]),
+            DataType::Double
+        );
+        assert_eq!(s(&["11", "null", "21474836470"]), DataType::Long);
+        assert_eq!(
+            s(&["null", "21474836470.9", "92233720368547758070", "1.1"]),
+            DataType::Double
+        );
+        assert_eq!(s(&["1.1", "null", "100", "21474836470"]), DataType::Double);
+        assert_eq!(s(&["true", "12", "false"]), DataType::String);
+        assert_eq!(s(&["13.1", "\"str1\""]), DataType::String);
+        assert_eq!(s(&["11", "{\"field\":false}"]), DataType::String);
+        assert_eq!(
+            s(&["[]", "null", "[4,5,6]"]),
+            DataType::Array(Box::new(DataType::Long))
+        );
+        assert_eq!(s(&["[]", "{}", "[7]"]), DataType::String);
+        assert_eq!(
+            s(&["{}", "null", "{\"field\":null}", "{\"field\":\"str\"}"]),
+            DataType::Struct(vec![Field::new("field", DataType::String)])
+        );
+        assert_eq!(
+            s(&["[1, 1.1, true, null, [], {}]"]),
+            DataType::Array(Box::new(DataType::String))
+        );
+        assert_eq!(
+            s(&["[[1,2,3],[1.1,2.1,3.1]]"]),
+            DataType::Array(Box::new(DataType::Array(Box::new(DataType::Double))))
+        );
+        assert_eq!(
+            s(&["[null,null]"]),
+            DataType::Array(Box::new(DataType::String))
+        );
+        assert_eq!(s(&["\"2026-03-15T14:00:00Z\""]), DataType::Timestamp);
+        assert_eq!(s(&["\"2026-03-15\""]), DataType::String);
+    }
+
+    #[test]
+    fn seed_orders_infer_as_documented() {
+        let mut inf = SchemaInferrer::new();
+        inf.add_json(
+            &json!({"order_id": 123, "amount": 5000.5, "order_date": "2025-03-15T14:00:00"}),
+            TYPED,
+        );
+        assert_eq!(
+            inf.finish().to_string(),
+            "order_id BIGINT, amount DOUBLE, order_date TIMESTAMP"
+        );
+    }
+
+    #[test]
+    fn csv_cells_follow_spark() {
+        let s = |cells: &[&str]| {
+            cells
+                .iter()
+                .map(|c| Inferred::of_csv(c, TYPED))
+                .fold(Inferred::Null, Inferred::merge)
+                .finish()
+        };
+        assert_eq!(s(&["60"]), DataType::Integer);
+        assert_eq!(s(&["100000000000"]), DataType::Long);
+        assert_eq!(s(&["3.5"]), DataType::Double);
+        assert_eq!(s(&["test"]), DataType::String);
+        assert_eq!(s(&["True", "FAlSE"]), DataType::Boolean);
+        assert_eq!(s(&["2015-08-20 15:57:00"]), DataType::Timestamp);
+        assert_eq!(s(&["92233720368547758070"]), DataType::Decimal(20, 0));
+        assert_eq!(s(&["1", "1.0"]), DataType::Double);
+        assert_eq!(s(&["1", "test"]), DataType::String);
+        assert_eq!(s(&["1", "2015-08-20 14:57:00"]), DataType::String);
+        assert_eq!(s(&["1", "True"]), DataType::String);
+        assert_eq!(s(&["NaN", "Inf", "-Inf"]), DataType::Double);
+        assert_eq!(s(&["2018-12-03"]), DataType::Date);
+        assert_eq!(
+            s(&["2018-12-03", "2018-12-03T11:00:00"]),
+            DataType::Timestamp
+        );
+        assert_eq!(s(&["00123"]), DataType::Integer);
+    }
+
+    #[test]
+    fn widening_table() {
+        use DataType::*;
+        assert_eq!(merge_leaf(Integer, Long), Long);
+        assert_eq!(merge_leaf(Long, Double), Double);
+        assert_eq!(merge_leaf(Long, Decimal(38, 18)), Decimal(38, 18));
+        assert_eq!(merge_leaf(Double, Decimal(38, 18)), Double);
+        assert_eq!(merge_leaf(Boolean, Long), String);
+        assert_eq!(merge_leaf(Long, Decimal(22, 2)), Decimal(22, 2));
+        assert_eq!(merge_leaf(Decimal(20, 0), Decimal(2, 2)), Decimal(22, 2));
+    }
+
+    #[test]
+    fn names_merge_case_insensitively_first_spelling_wins() {
+        let mut inf = SchemaInferrer::new();
+        inf.add_json(&json!({"abc": 1}), TYPED);
+        inf.add_json(&json!({"Abc": 2, "z": 1}), TYPED);
+        assert_eq!(inf.finish().to_string(), "abc BIGINT, z BIGINT");
+    }
+}

@@ -1,0 +1,219 @@
+//! Schema versions under `<schemaLocation>/_schemas/N`: create-only, atomic, never
+//! rewritten; the highest N is the stream's current schema.
+//!
+//! File format (documented in `schemas/schema-version.schema.json`): line 1 is `v1`, line 2
+//! is one JSON object whose `dataSchemaJson` and `partitionSchemaJson` are Spark StructType
+//! JSON documents held as strings (as Delta's schema tracking log stores them), plus what
+//! produced the version.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::Schema;
+use crate::fsutil;
+
+/// Directory name under the schema location.
+pub const SCHEMAS_DIR: &str = "_schemas";
+const FORMAT_LINE: &str = "v1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaStoreError {
+    #[error("cannot access schema location {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("schema version file {path} is not readable: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error(
+        "schema version {version} already exists at {path}; another stream may share this schema location"
+    )]
+    Exists { version: u64, path: PathBuf },
+}
+
+/// What produced a version: first inference, a user-given schema, or evolution.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionInfo {
+    pub stream_id: String,
+    pub created_at_ms: i64,
+    /// `inferred`, `provided` or `evolved`.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_files: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_records: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_bytes: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    data_schema_json: String,
+    partition_schema_json: String,
+    #[serde(flatten)]
+    info: VersionInfo,
+}
+
+/// One stored version.
+#[derive(Debug, Clone)]
+pub struct SchemaVersion {
+    pub version: u64,
+    pub data: Schema,
+    pub partition: Schema,
+    pub info: VersionInfo,
+}
+
+/// The `_schemas` directory of one stream.
+#[derive(Debug, Clone)]
+pub struct SchemaStore {
+    dir: PathBuf,
+}
+
+impl SchemaStore {
+    pub fn new(schema_location: &Path) -> Self {
+        SchemaStore {
+            dir: schema_location.join(SCHEMAS_DIR),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// All version numbers present, ascending.
+    pub fn versions(&self) -> Result<Vec<u64>, SchemaStoreError> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(SchemaStoreError::Io {
+                    path: self.dir.clone(),
+                    source,
+                });
+            }
+        };
+        let mut versions: Vec<u64> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+            .collect();
+        versions.sort_unstable();
+        Ok(versions)
+    }
+
+    /// The highest version, if any.
+    pub fn latest(&self) -> Result<Option<SchemaVersion>, SchemaStoreError> {
+        match self.versions()?.last() {
+            Some(v) => self.read(*v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub fn read(&self, version: u64) -> Result<SchemaVersion, SchemaStoreError> {
+        let path = self.dir.join(version.to_string());
+        let text = fs::read_to_string(&path).map_err(|source| SchemaStoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let corrupt = |reason: String| SchemaStoreError::Corrupt {
+            path: path.clone(),
+            reason,
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(FORMAT_LINE) {
+            return Err(corrupt(format!("first line is not \"{FORMAT_LINE}\"")));
+        }
+        let entry: Entry = serde_json::from_str(lines.next().unwrap_or_default())
+            .map_err(|e| corrupt(e.to_string()))?;
+        Ok(SchemaVersion {
+            version,
+            data: Schema::from_spark_json(&entry.data_schema_json)
+                .map_err(|e| corrupt(e.to_string()))?,
+            partition: Schema::from_spark_json(&entry.partition_schema_json)
+                .map_err(|e| corrupt(e.to_string()))?,
+            info: entry.info,
+        })
+    }
+
+    /// Writes `version`, failing if it already exists (versions are never rewritten).
+    pub fn write(
+        &self,
+        version: u64,
+        data: &Schema,
+        partition: &Schema,
+        info: VersionInfo,
+    ) -> Result<SchemaVersion, SchemaStoreError> {
+        fs::create_dir_all(&self.dir).map_err(|source| SchemaStoreError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        let entry = Entry {
+            data_schema_json: data.to_spark_json(),
+            partition_schema_json: partition.to_spark_json(),
+            info: info.clone(),
+        };
+        let body = format!(
+            "{FORMAT_LINE}\n{}\n",
+            serde_json::to_string(&entry).expect("schema entries always serialize")
+        );
+        let path = self.dir.join(version.to_string());
+        let created = fsutil::write_new_atomic(&path, body.as_bytes()).map_err(|source| {
+            SchemaStoreError::Io {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        if !created {
+            return Err(SchemaStoreError::Exists { version, path });
+        }
+        Ok(SchemaVersion {
+            version,
+            data: data.clone(),
+            partition: partition.clone(),
+            info,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{DataType, Field};
+
+    #[test]
+    fn versions_are_create_only_and_latest_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SchemaStore::new(dir.path());
+        assert!(store.latest().unwrap().is_none());
+        let info = VersionInfo {
+            stream_id: "s".into(),
+            created_at_ms: 1,
+            reason: "inferred".into(),
+            sampled_files: Some(2),
+            sampled_records: Some(3),
+            sampled_bytes: Some(4),
+        };
+        let v0 = Schema::new(vec![Field::new("a", DataType::Long)]);
+        store
+            .write(0, &v0, &Schema::default(), info.clone())
+            .unwrap();
+        assert!(matches!(
+            store.write(0, &v0, &Schema::default(), info.clone()),
+            Err(SchemaStoreError::Exists { .. })
+        ));
+        let mut v1 = v0.clone();
+        v1.fields.push(Field::new("b", DataType::String));
+        store.write(1, &v1, &Schema::default(), info).unwrap();
+        let latest = store.latest().unwrap().unwrap();
+        assert_eq!(latest.version, 1);
+        assert_eq!(latest.data, v1);
+        let text = fs::read_to_string(dir.path().join("_schemas/0")).unwrap();
+        assert!(
+            text.starts_with("v1\n{\"dataSchemaJson\":\"{\\\"type\\\":\\\"struct\\\""),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! The Delta Lake table: created on first commit, appended to with delta-rs, one commit per
+//! batch carrying `txn(appId, batch)` so that a batch can never land twice.
+//!
+//! Commit ambiguity (the commit landed but reported an error) is resolved by re-reading the
+//! table's `txn` version for our app id before any retry.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{StructField, StructType, Transaction};
+use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
+use deltalake::{DeltaTable, DeltaTableError};
+use tracing::{info, warn};
+use url::Url;
+
+/// Target size of one Parquet file written to the table.
+const TARGET_FILE_BYTES: u64 = 128 << 20;
+const COMMIT_ATTEMPTS: u32 = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("Delta table {location}: {source}")]
+    Delta {
+        location: String,
+        source: Box<DeltaTableError>,
+    },
+    #[error("cannot create the table folder {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("Delta table {location}: {reason}")]
+    Incompatible { location: String, reason: String },
+}
+
+/// An open (or not yet created) Delta table.
+pub struct DeltaSink {
+    table: DeltaTable,
+    location: String,
+}
+
+impl DeltaSink {
+    /// Opens the table at `path`, which may not exist yet.
+    pub async fn open(path: &Path) -> Result<DeltaSink, SinkError> {
+        std::fs::create_dir_all(path).map_err(|source| SinkError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let abs = std::fs::canonicalize(path).map_err(|source| SinkError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let location = abs.display().to_string();
+        let url = Url::from_directory_path(&abs).map_err(|()| SinkError::Incompatible {
+            location: location.clone(),
+            reason: "not an absolute path".into(),
+        })?;
+        // Only load a table that has a log: loading an empty folder logs a spurious error.
+        let table = if abs.join("_delta_log").is_dir() {
+            DeltaTable::try_from_url(url).await
+        } else {
+            deltalake::DeltaTableBuilder::from_url(url).and_then(|b| b.build())
+        }
+        .map_err(|e| delta_err(&location, e))?;
+        Ok(DeltaSink { table, location })
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Whether the table has at least one version.
+    pub fn exists(&self) -> bool {
+        self.table.version().is_some()
+    }
+
+    pub fn version(&self) -> Option<u64> {
+        self.table.version()
+    }
+
+    /// Creates the table with this schema if it does not exist yet.
+    pub async fn ensure_created(
+        &mut self,
+        schema: &SchemaRef,
+        stream_id: &str,
+    ) -> Result<(), SinkError> {
+        if self.exists() {
+            return Ok(());
+        }
+        let structure: StructType =
+            schema
+                .as_ref()
+                .try_into_kernel_struct()
+                .map_err(|e| SinkError::Incompatible {
+                    location: self.location.clone(),
+                    reason: format!("schema cannot be stored in Delta: {e}"),
+                })?;
+        let columns: Vec<StructField> = structure.fields().cloned().collect();
+        let created = self
+            .table
+            .create()
+            .with_columns(columns)
+            .with_commit_properties(CommitProperties::default().with_metadata([(
+                "autoloader".to_string(),
+                serde_json::json!({ "streamId": stream_id }),
+            )]))
+            .await;
+        match created {
+            Ok(table) => self.table = table,
+            // Another stream created it meanwhile: load theirs.
+            Err(e) => {
+                self.table
+                    .load()
+                    .await
+                    .map_err(|_| delta_err(&self.location, e))?;
+            }
+        }
+        info!(table = %self.location, "Created Delta table.");
+        Ok(())
+    }
+
+    /// Re-reads the table's latest state.
+    pub async fn refresh(&mut self) -> Result<(), SinkError> {
+        if self.exists() {
+            self.table
+                .update_state()
+                .await
+                .map_err(|e| delta_err(&self.location, e))?;
+        } else {
+            match self.table.load().await {
+                Ok(()) | Err(DeltaTableError::NotATable(_)) => {}
+                Err(e) => return Err(delta_err(&self.location, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The last batch this app id committed, from the table's `txn` actions.
+    pub async fn committed_batch(&mut self, app_id: &str) -> Result<Option<i64>, SinkError> {
+        if !self.exists() {
+            return Ok(None);
+        }
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        state
+            .transaction_version(self.table.log_store().as_ref(), app_id)
+            .await
+            .map_err(|e| delta_err(&self.location, e))
+    }
+
+    /// The table's current Arrow schema.
+    pub fn arrow_schema(&self) -> Result<SchemaRef, SinkError> {
+        use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        let schema = state.schema();
+        let arrow: arrow_schema::Schema =
+            schema
+                .as_ref()
+                .try_into_arrow()
+                .map_err(|e| SinkError::Incompatible {
+                    location: self.location.clone(),
+                    reason: e.to_string(),
+                })?;
+        Ok(std::sync::Arc::new(arrow))
+    }
+
+    /// A writer for one batch. New columns in the batches widen the table schema.
+    pub fn writer(&self) -> Result<BatchWriter, SinkError> {
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(1).expect("level 1 is valid"),
+            ))
+            .set_max_row_group_row_count(Some(128 * 1024))
+            .build();
+        let writer = RecordBatchWriter::for_table(&self.table)
+            .map_err(|e| delta_err(&self.location, e))?
+            .with_writer_properties(props)
+            .with_target_file_size(TARGET_FILE_BYTES);
+        Ok(BatchWriter {
+            writer,
+            location: self.location.clone(),
+        })
+    }
+
+    /// Commits what `writer` holds as batch `batch` of `app_id`, exactly once.
+    ///
+    /// Returns the table version that holds the batch. When the commit reports an error,
+    /// the table is re-read: if it already holds `txn(app_id) >= batch`, that earlier
+    /// success is returned instead of committing again.
+    pub async fn commit(
+        &mut self,
+        mut writer: BatchWriter,
+        app_id: &str,
+        batch: u64,
+        info: serde_json::Value,
+    ) -> Result<u64, SinkError> {
+        let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
+        let props = CommitProperties::default()
+            .with_application_transaction(Transaction::new_with_last_update(
+                app_id,
+                batch_version,
+                Some(chrono::Utc::now().timestamp_millis()),
+            ))
+            .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
+        writer.writer = writer.writer.with_commit_properties(props);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            crate::failpoint::hit("before-delta-commit");
+            let result = writer.writer.flush_and_commit(&mut self.table).await;
+            crate::failpoint::hit("after-delta-commit");
+            match result {
+                Ok(version) => return Ok(version),
+                Err(e) => {
+                    warn!(table = %self.location, batch, attempt, error = %e, "Delta commit reported an error; checking whether it landed.");
+                    self.refresh().await?;
+                    if self
+                        .committed_batch(app_id)
+                        .await?
+                        .is_some_and(|v| v >= batch_version)
+                    {
+                        let version = self.table.version().unwrap_or_default();
+                        info!(table = %self.location, batch, version, "The batch had landed; not committing it again.");
+                        return Ok(version);
+                    }
+                    if attempt >= COMMIT_ATTEMPTS {
+                        return Err(delta_err(&self.location, e));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                }
+            }
+        }
+    }
+}
+
+/// Writes the batches of one stream batch; committed by [`DeltaSink::commit`].
+pub struct BatchWriter {
+    writer: RecordBatchWriter,
+    location: String,
+}
+
+impl BatchWriter {
+    pub async fn write(&mut self, batch: RecordBatch) -> Result<(), SinkError> {
+        self.writer
+            .write_with_mode(batch, WriteMode::MergeSchema)
+            .await
+            .map_err(|e| delta_err(&self.location, e))
+    }
+
+    /// Discards what was written (files left unreferenced until a VACUUM).
+    pub fn abort(mut self) {
+        self.writer.reset();
+    }
+}
+
+trait IntoKernelStruct {
+    fn try_into_kernel_struct(&self) -> Result<StructType, String>;
+}
+
+impl IntoKernelStruct for arrow_schema::Schema {
+    fn try_into_kernel_struct(&self) -> Result<StructType, String> {
+        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+        TryIntoKernel::<StructType>::try_into_kernel(self).map_err(|e| e.to_string())
+    }
+}
+
+fn delta_err(location: &str, e: DeltaTableError) -> SinkError {
+    SinkError::Delta {
+        location: location.to_string(),
+        source: Box::new(e),
+    }
+}

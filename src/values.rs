@@ -1,0 +1,306 @@
+//! Text to typed value conversions shared by inference and decoding, so that a value
+//! inferred as a type is always one the decoder accepts as that type.
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
+use chrono_tz::Tz;
+
+/// Days from 0001-01-01 (chrono's CE day 1) to 1970-01-01.
+const EPOCH_DAYS_FROM_CE: i32 = 719_163;
+
+/// Parses an ISO-8601 date-time: `YYYY-MM-DD[T| ]HH:MM[:SS[.fraction]][Z|±HH[:]MM]`.
+/// A value without a zone is read in `zone` (the `timeZone` option, UTC by default).
+/// Returns microseconds since the epoch.
+pub fn parse_timestamp(text: &str, zone: Tz) -> Option<i64> {
+    let s = text.trim();
+    if s.len() < 16 || !s.as_bytes()[0].is_ascii_digit() {
+        return None;
+    }
+    let sep = s.as_bytes()[10];
+    if sep != b'T' && sep != b't' && sep != b' ' {
+        return None;
+    }
+    let date = NaiveDate::parse_from_str(&s[..10], "%Y-%m-%d").ok()?;
+    let rest = &s[11..];
+    // Split off a zone suffix: Z, or +HH:MM / -HH:MM / +HHMM / +HH.
+    let (time_part, offset_secs) = split_zone(rest)?;
+    let time = parse_time(time_part)?;
+    let naive = NaiveDateTime::new(date, time);
+    let utc: DateTime<Utc> = match offset_secs {
+        Some(secs) => {
+            let offset = chrono::FixedOffset::east_opt(secs)?;
+            offset
+                .from_local_datetime(&naive)
+                .single()?
+                .with_timezone(&Utc)
+        }
+        None => zone
+            .from_local_datetime(&naive)
+            .earliest()?
+            .with_timezone(&Utc),
+    };
+    Some(utc.timestamp_micros())
+}
+
+fn split_zone(rest: &str) -> Option<(&str, Option<i32>)> {
+    if let Some(t) = rest.strip_suffix(['Z', 'z']) {
+        return Some((t, Some(0)));
+    }
+    if let Some(t) = rest.strip_suffix(" UTC") {
+        return Some((t, Some(0)));
+    }
+    // A sign after the HH:MM part starts an offset.
+    let bytes = rest.as_bytes();
+    if let Some(pos) = bytes.iter().skip(5).position(|b| *b == b'+' || *b == b'-') {
+        let pos = pos + 5;
+        let sign = if bytes[pos] == b'-' { -1 } else { 1 };
+        let digits: String = rest[pos + 1..].chars().filter(|c| *c != ':').collect();
+        if !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (h, m) = match digits.len() {
+            2 => (digits.parse::<i32>().ok()?, 0),
+            4 => (
+                digits[..2].parse::<i32>().ok()?,
+                digits[2..].parse::<i32>().ok()?,
+            ),
+            _ => return None,
+        };
+        if h > 18 || m > 59 {
+            return None;
+        }
+        return Some((&rest[..pos], Some(sign * (h * 3600 + m * 60))));
+    }
+    Some((rest, None))
+}
+
+fn parse_time(s: &str) -> Option<NaiveTime> {
+    let b = s.as_bytes();
+    if b.len() < 5 || b[2] != b':' {
+        return None;
+    }
+    let hour: u32 = s[0..2].parse().ok()?;
+    let minute: u32 = s[3..5].parse().ok()?;
+    let (second, nanos) = if b.len() == 5 {
+        (0, 0)
+    } else {
+        if b[5] != b':' || b.len() < 8 {
+            return None;
+        }
+        let second: u32 = s[6..8].parse().ok()?;
+        let nanos = if b.len() > 8 {
+            if b[8] != b'.' && b[8] != b',' {
+                return None;
+            }
+            let frac = &s[9..];
+            if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            let padded = format!("{frac:0<9}");
+            padded.parse::<u32>().ok()?
+        } else {
+            0
+        };
+        (second, nanos)
+    };
+    NaiveTime::from_hms_nano_opt(hour, minute, second, nanos)
+}
+
+/// Parses `YYYY-MM-DD` into days since the epoch.
+pub fn parse_date(text: &str) -> Option<i32> {
+    let s = text.trim();
+    if s.len() != 10 {
+        return None;
+    }
+    let date = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    Some(chrono::Datelike::num_days_from_ce(&date) - EPOCH_DAYS_FROM_CE)
+}
+
+/// The shape of a decimal number's text: sign, digits without the point, and scale.
+struct DecimalText {
+    negative: bool,
+    digits: String,
+    scale: i32,
+}
+
+fn decimal_text(text: &str) -> Option<DecimalText> {
+    let s = text.trim();
+    let (negative, s) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], s[i + 1..].parse::<i32>().ok()?),
+        None => (s, 0),
+    };
+    let (int_part, frac_part) = match mantissa.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (mantissa, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    if !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let mut digits = format!("{int_part}{frac_part}");
+    let trimmed = digits.trim_start_matches('0');
+    digits = if trimmed.is_empty() {
+        "0".into()
+    } else {
+        trimmed.to_string()
+    };
+    Some(DecimalText {
+        negative,
+        digits,
+        scale: frac_part.len() as i32 - exponent,
+    })
+}
+
+/// Parses a decimal number into the unscaled value of `DECIMAL(precision, scale)`, rounding
+/// half up when the text has more fractional digits; `None` when it does not fit.
+pub fn parse_decimal(text: &str, precision: u8, scale: i8) -> Option<i128> {
+    let d = decimal_text(text)?;
+    let target = i32::from(scale);
+    let mut digits = d.digits;
+    if d.scale < target {
+        let pad = usize::try_from(target - d.scale).ok()?;
+        if digits.len() + pad > 39 {
+            return None;
+        }
+        digits.push_str(&"0".repeat(pad));
+    }
+    let mut round_up = false;
+    if d.scale > target {
+        let drop = usize::try_from(d.scale - target).ok()?;
+        if drop >= digits.len() {
+            round_up = drop == digits.len() && digits.as_bytes()[0] >= b'5';
+            digits = "0".into();
+        } else {
+            round_up = digits.as_bytes()[digits.len() - drop] >= b'5';
+            digits.truncate(digits.len() - drop);
+        }
+    }
+    if digits.len() > 39 {
+        return None;
+    }
+    let mut value: i128 = digits.parse().ok()?;
+    if round_up {
+        value = value.checked_add(1)?;
+    }
+    if value != 0
+        && value.unsigned_abs().checked_ilog10().map_or(1, |l| l + 1) > u32::from(precision)
+    {
+        return None;
+    }
+    Some(if d.negative { -value } else { value })
+}
+
+/// `DECIMAL(p, 0)` for integer text too large for BIGINT, when it has at most 38 digits.
+pub fn big_integer_decimal(text: &str) -> Option<(u8, i8)> {
+    let digits = text.trim().trim_start_matches(['-', '+']);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0').len().max(1);
+    (significant <= 38).then(|| (u8::try_from(significant).unwrap_or(38), 0))
+}
+
+/// Parses a floating-point number, also accepting Spark's `NaN`, `Inf`, `-Inf`,
+/// `Infinity` and `-Infinity` tokens.
+pub fn parse_double(text: &str) -> Option<f64> {
+    let s = text.trim();
+    match s {
+        "NaN" => return Some(f64::NAN),
+        "Inf" | "+Inf" | "Infinity" | "+Infinity" => return Some(f64::INFINITY),
+        "-Inf" | "-Infinity" => return Some(f64::NEG_INFINITY),
+        _ => {}
+    }
+    let first = *s.as_bytes().first()?;
+    if !(first.is_ascii_digit() || first == b'-' || first == b'+' || first == b'.') {
+        return None;
+    }
+    if s.bytes()
+        .any(|b| b.is_ascii_alphabetic() && b != b'e' && b != b'E')
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses `true`/`false`, case-insensitively.
+pub fn parse_bool(text: &str) -> Option<bool> {
+    let s = text.trim();
+    if s.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if s.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Renders microseconds since the epoch as an RFC 3339 UTC string.
+pub fn format_timestamp(micros: i64) -> String {
+    DateTime::<Utc>::from_timestamp_micros(micros)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_parse_with_and_without_zone() {
+        let utc = parse_timestamp("2026-03-15T14:00:00Z", Tz::UTC).unwrap();
+        assert_eq!(format_timestamp(utc), "2026-03-15T14:00:00Z");
+        assert_eq!(parse_timestamp("2026-03-15 14:00:00", Tz::UTC), Some(utc));
+        assert_eq!(
+            parse_timestamp("2026-03-15T23:00:00+09:00", Tz::UTC),
+            Some(utc)
+        );
+        assert_eq!(
+            parse_timestamp("2026-03-15T23:00:00", Tz::Asia__Seoul),
+            Some(utc)
+        );
+        assert_eq!(
+            parse_timestamp("2026-03-15T14:00:00.5Z", Tz::UTC),
+            Some(utc + 500_000)
+        );
+        assert_eq!(parse_timestamp("2026-03-15T14:00", Tz::UTC), Some(utc));
+        assert_eq!(parse_timestamp("2026-03-15", Tz::UTC), None);
+        assert_eq!(parse_timestamp("5000원 - 750원 할인", Tz::UTC), None);
+        assert_eq!(parse_timestamp("2026-13-15T14:00:00Z", Tz::UTC), None);
+    }
+
+    #[test]
+    fn dates_parse() {
+        assert_eq!(parse_date("1970-01-02"), Some(1));
+        assert_eq!(parse_date("1969-12-31"), Some(-1));
+        assert_eq!(parse_date("2026-02-30"), None);
+    }
+
+    #[test]
+    fn decimals_scale_round_and_overflow() {
+        assert_eq!(parse_decimal("12.5", 12, 2), Some(1250));
+        assert_eq!(parse_decimal("-0.125", 12, 2), Some(-13));
+        assert_eq!(parse_decimal("1e3", 12, 2), Some(100_000));
+        assert_eq!(parse_decimal("12345678901", 12, 2), None);
+        assert_eq!(parse_decimal("0.004", 12, 2), Some(0));
+        assert_eq!(parse_decimal("0.005", 12, 2), Some(1));
+        assert_eq!(parse_decimal("abc", 12, 2), None);
+        assert_eq!(parse_decimal("5000원", 12, 2), None);
+    }
+
+    #[test]
+    fn doubles_accept_spark_tokens_only() {
+        assert_eq!(parse_double("3.5"), Some(3.5));
+        assert!(parse_double("NaN").unwrap().is_nan());
+        assert_eq!(parse_double("-Inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_double("inf"), None);
+        assert_eq!(parse_double("0x10"), None);
+    }
+}

@@ -1,0 +1,213 @@
+//! Helpers: run the real binary, lay out landing folders, read tables back.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use arrow_array::{Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// A scratch area with a landing folder and a table location.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn landing(&self) -> PathBuf {
+        let p = self.dir.path().join("landing");
+        fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    pub fn table(&self) -> PathBuf {
+        self.dir.path().join("table")
+    }
+
+    /// Writes a file under the landing folder (creating folders).
+    pub fn land(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.landing().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, content).unwrap();
+        p
+    }
+
+    /// Runs `autoloader ingest <landing> <table> --once` with options.
+    pub fn ingest(&self, options: &[&str]) -> Output {
+        self.ingest_with_env(options, &[])
+    }
+
+    pub fn ingest_with_env(&self, options: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut args: Vec<String> = vec![
+            "ingest".into(),
+            self.landing().display().to_string(),
+            self.table().display().to_string(),
+            "--once".into(),
+        ];
+        for o in options {
+            args.push("-o".into());
+            args.push((*o).to_string());
+        }
+        run(&args, env)
+    }
+}
+
+pub fn run(args: &[String], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+    cmd.args(args)
+        .env_remove("AUTOLOADER_FAILPOINT")
+        .env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the autoloader binary runs")
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "autoloader failed ({:?})\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    stdout
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A figure from the summary line (`ingested 3 files, 15 rows, ...`).
+pub fn summary_figure(stdout: &str, label: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("ingested "))
+        .unwrap_or_else(|| panic!("no summary line in {stdout}"));
+    line.split(", ")
+        .map(|part| part.trim_start_matches("ingested "))
+        .find_map(|part| part.strip_suffix(label).and_then(|n| n.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no \"{label}\" in {line}"))
+}
+
+/// Reads every row of the table's current version with delta-rs and the parquet reader.
+pub fn read_table(path: &Path) -> Vec<RecordBatch> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let url = url::Url::from_directory_path(fs::canonicalize(path).unwrap()).unwrap();
+        let table = deltalake::open_table(url).await.expect("the table opens");
+        let uris: Vec<String> = table.get_file_uris().unwrap().collect();
+        let mut batches = Vec::new();
+        for uri in uris {
+            // Local tables give plain paths, others file:// URIs.
+            let file_path = match url::Url::parse(&uri) {
+                Ok(u) => u.to_file_path().unwrap(),
+                Err(_) => PathBuf::from(&uri),
+            };
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(fs::File::open(file_path).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            for b in reader {
+                batches.push(b.unwrap());
+            }
+        }
+        batches
+    })
+}
+
+/// The table's Delta version and the txn version of every app id, from delta-rs.
+pub fn table_version_and_txns(path: &Path) -> (u64, BTreeMap<String, i64>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let url = url::Url::from_directory_path(fs::canonicalize(path).unwrap()).unwrap();
+        let table = deltalake::open_table(url).await.unwrap();
+        let version = table.version().unwrap();
+        let mut txns = BTreeMap::new();
+        // Scan the JSON commits for txn actions (independent of our own bookkeeping).
+        for v in 0..=version {
+            let text = fs::read_to_string(path.join(format!("_delta_log/{v:020}.json"))).unwrap();
+            for line in text.lines() {
+                let action: serde_json::Value = serde_json::from_str(line).unwrap();
+                if let Some(txn) = action.get("txn") {
+                    let app = txn["appId"].as_str().unwrap().to_string();
+                    let ver = txn["version"].as_i64().unwrap();
+                    let e = txns.entry(app).or_insert(ver);
+                    *e = (*e).max(ver);
+                }
+            }
+        }
+        (version, txns)
+    })
+}
+
+/// All values of a string or integer column, as strings (nulls as "null").
+pub fn column_strings(batches: &[RecordBatch], name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let col = b
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("no column {name}"));
+        let fmt = arrow_cast::display::ArrayFormatter::try_new(col.as_ref(), &Default::default())
+            .unwrap();
+        for i in 0..col.len() {
+            out.push(if col.is_null(i) {
+                "null".to_string()
+            } else {
+                fmt.value(i).to_string()
+            });
+        }
+    }
+    out
+}
+
+pub fn row_count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+/// Reads the table with Python `deltalake`, sorted by `key`.
+pub fn read_with_python(path: &Path, key: &str) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/common/read_delta.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(path)
+        .arg(key)
+        .output()
+        .expect("python3 runs (the deltalake package is installed by .ci/run)");
+    assert!(
+        out.status.success(),
+        "python deltalake failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("read_delta.py prints JSON")
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// JSON lines of simple orders with ids `from..to`.
+pub fn orders_jsonl(from: u64, to: u64) -> String {
+    (from..to)
+        .map(|i| {
+            format!(
+                "{{\"order_id\": {i}, \"amount\": {}, \"user_id\": \"u{i}\"}}\n",
+                1000 + i
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,343 @@
+//! `autoloader ingest --once`: the foundation's promises end to end.
+
+use std::fs;
+use std::path::Path;
+
+use crate::common::{self, Scratch, column_strings, ok, read_table, row_count, summary_figure};
+
+fn fixtures(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/orders")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn ingest_fixture(name: &str, table: &Path, options: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "ingest".to_string(),
+        fixtures(name),
+        table.display().to_string(),
+        "--once".to_string(),
+    ];
+    for o in options {
+        args.push("-o".into());
+        args.push((*o).to_string());
+    }
+    common::run(&args, &[])
+}
+
+#[test]
+fn readme_command_ingests_the_json_fixtures_and_python_reads_them() {
+    let s = Scratch::new();
+    let out = ok(&ingest_fixture("json", &s.table(), &[]));
+    assert_eq!(summary_figure(&out, "files"), 3);
+    assert_eq!(summary_figure(&out, "rows"), 15);
+    // An outside reader sees the same rows and types.
+    let py = common::read_with_python(&s.table(), "order_id");
+    assert_eq!(py["num_rows"], 15);
+    assert_eq!(
+        py["types"]["order_id"], "string",
+        "inferColumnTypes=false keeps JSON leaves STRING"
+    );
+    assert_eq!(py["types"]["address"], "struct<city: string, zip: string>");
+    assert_eq!(py["types"]["_rescued_data"], "string");
+    assert!(
+        py["types"]["_metadata"]
+            .as_str()
+            .unwrap()
+            .starts_with("struct<file_path: string")
+    );
+    let ids: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["order_id"].as_str().unwrap().to_string())
+        .collect();
+    let mut expected: Vec<String> = (1..=15).map(|i| i.to_string()).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    let gz_row = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["order_id"] == "11")
+        .unwrap();
+    assert_eq!(
+        gz_row["_metadata"]["file_name"], "orders-2026-03-15.json.gz",
+        "gzip input is read"
+    );
+    assert_eq!(
+        gz_row["address"]["zip"], "01441",
+        "leading zeros survive as STRING"
+    );
+
+    // A second run adds nothing.
+    let again = ok(&ingest_fixture("json", &s.table(), &[]));
+    assert_eq!(summary_figure(&again, "files"), 0);
+    assert_eq!(row_count(&read_table(&s.table())), 15);
+}
+
+#[test]
+fn typed_inference_hints_and_schema_versions() {
+    let s = Scratch::new();
+    ok(&ingest_fixture(
+        "json",
+        &s.table(),
+        &[
+            "cloudFiles.inferColumnTypes=true",
+            "cloudFiles.schemaHints=amount DECIMAL(12,2), phone STRING",
+        ],
+    ));
+    let schema0 = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
+    let mut lines = schema0.lines();
+    assert_eq!(lines.next(), Some("v1"));
+    let entry: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let data: serde_json::Value =
+        serde_json::from_str(entry["dataSchemaJson"].as_str().unwrap()).unwrap();
+    let types: Vec<(String, serde_json::Value)> = data["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap().to_string(), f["type"].clone()))
+        .collect();
+    assert_eq!(types[0], ("order_id".into(), "long".into()));
+    assert_eq!(types[2], ("amount".into(), "decimal(12,2)".into()));
+    assert_eq!(types[3], ("order_date".into(), "timestamp".into()));
+    assert_eq!(types.last().unwrap().0, "_rescued_data");
+    assert_eq!(
+        entry["partitionSchemaJson"],
+        r#"{"type":"struct","fields":[]}"#
+    );
+    assert_eq!(entry["sampledFiles"], 3);
+
+    let py = common::read_with_python(&s.table(), "order_id");
+    assert_eq!(py["types"]["order_id"], "int64");
+    assert_eq!(py["types"]["amount"], "decimal128(12, 2)");
+    assert_eq!(py["types"]["order_date"], "timestamp[us, tz=UTC]");
+    assert_eq!(
+        py["types"]["items"],
+        "list<element: struct<product_id: string, qty: int64, price: double>>"
+    );
+    assert_eq!(py["types"]["phone"], "string");
+    assert!(
+        !s.table().join("_autoloader/_schemas/1").exists(),
+        "a rerun does not re-infer"
+    );
+}
+
+#[test]
+fn csv_and_parquet_fixtures_ingest_with_their_types() {
+    let s = Scratch::new();
+    let out = ok(&ingest_fixture(
+        "csv",
+        &s.table(),
+        &[
+            "cloudFiles.inferColumnTypes=true",
+            "cloudFiles.schemaHints=zip STRING, phone STRING",
+        ],
+    ));
+    assert_eq!(summary_figure(&out, "rows"), 10);
+    let py = common::read_with_python(&s.table(), "order_id");
+    assert_eq!(
+        py["types"]["order_id"], "int32",
+        "CSV integers infer as INT when they fit"
+    );
+    assert_eq!(py["types"]["zip"], "string");
+    let first = &py["rows"][0];
+    assert_eq!(first["zip"], "00131");
+    assert_eq!(first["phone"], "01000007919");
+
+    let p = Scratch::new();
+    let out = ok(&ingest_fixture("parquet", &p.table(), &[]));
+    assert_eq!(summary_figure(&out, "rows"), 10);
+    let py = common::read_with_python(&p.table(), "order_id");
+    assert_eq!(
+        py["types"]["order_id"], "int64",
+        "INT and BIGINT files merge to the wider type"
+    );
+    assert_eq!(py["types"]["order_date"], "timestamp[us, tz=UTC]");
+}
+
+#[test]
+fn new_files_between_runs_are_ingested_once_each() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 10));
+    let out = ok(&s.ingest(&[]));
+    assert_eq!(summary_figure(&out, "rows"), 10);
+    s.land("b.json", common::orders_jsonl(10, 25));
+    s.land("sub/c.json", common::orders_jsonl(25, 30));
+    let out = ok(&s.ingest(&[]));
+    assert_eq!(summary_figure(&out, "files"), 2);
+    assert_eq!(summary_figure(&out, "rows"), 20);
+    ok(&s.ingest(&[]));
+    let batches = read_table(&s.table());
+    let mut ids: Vec<u64> = column_strings(&batches, "order_id")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..30).collect::<Vec<_>>());
+    let (_, txns) = common::table_version_and_txns(&s.table());
+    assert_eq!(txns.len(), 1, "one app id for the stream");
+    assert_eq!(
+        *txns.values().next().unwrap(),
+        1,
+        "two batches: txn versions 0 and 1"
+    );
+}
+
+#[test]
+fn batches_follow_max_files_per_trigger_and_each_commit_names_its_files() {
+    let s = Scratch::new();
+    for i in 0..5 {
+        s.land(
+            &format!("f{i}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+    }
+    let out = ok(&s.ingest(&["cloudFiles.maxFilesPerTrigger=2"]));
+    assert_eq!(summary_figure(&out, "batches"), 3);
+    let (version, txns) = common::table_version_and_txns(&s.table());
+    assert_eq!(version, 3, "create + 3 appends");
+    assert_eq!(*txns.values().next().unwrap(), 2);
+    let commit =
+        fs::read_to_string(s.table().join("_delta_log/00000000000000000003.json")).unwrap();
+    assert!(commit.contains("\"path\":\"f4.json\""), "{commit}");
+}
+
+#[test]
+fn filters_hidden_names_globs_and_partitions() {
+    let s = Scratch::new();
+    s.land(
+        "date=2026-03-15/region=kr/a.json",
+        common::orders_jsonl(0, 2),
+    );
+    s.land(
+        "date=2026-03-16/region=us/b.json",
+        common::orders_jsonl(2, 4),
+    );
+    s.land("date=2026-03-16/region=us/notes.txt", "not data");
+    s.land("date=2026-03-16/region=us/_SUCCESS", "");
+    s.land(
+        "date=2026-03-16/region=us/.c.json",
+        common::orders_jsonl(100, 101),
+    );
+    s.land("_tmp/d.json", common::orders_jsonl(200, 201));
+    let out = ok(&s.ingest(&["pathGlobFilter=*.{json,jsonl}"]));
+    assert_eq!(summary_figure(&out, "rows"), 4);
+    let batches = read_table(&s.table());
+    let mut pairs: Vec<(String, String, String)> = column_strings(&batches, "order_id")
+        .into_iter()
+        .zip(column_strings(&batches, "date"))
+        .zip(column_strings(&batches, "region"))
+        .map(|((a, b), c)| (a, b, c))
+        .collect();
+    pairs.sort();
+    assert_eq!(pairs[0], ("0".into(), "2026-03-15".into(), "kr".into()));
+    assert_eq!(pairs[3], ("3".into(), "2026-03-16".into(), "us".into()));
+}
+
+#[test]
+fn modified_after_skips_older_files() {
+    let s = Scratch::new();
+    let old = s.land("old.json", common::orders_jsonl(0, 1));
+    s.land("new.json", common::orders_jsonl(1, 2));
+    let past = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
+    let out = ok(&s.ingest(&["modifiedAfter=2021-01-01 00:00:00.000000 UTC+0"]));
+    assert_eq!(summary_figure(&out, "rows"), 1);
+    assert_eq!(
+        column_strings(&read_table(&s.table()), "order_id"),
+        vec!["1"]
+    );
+}
+
+#[test]
+fn include_existing_files_false_takes_only_later_files() {
+    let s = Scratch::new();
+    s.land("before.json", common::orders_jsonl(0, 3));
+    let out = ok(&s.ingest(&[
+        "cloudFiles.includeExistingFiles=false",
+        "cloudFiles.format=json",
+    ]));
+    assert_eq!(summary_figure(&out, "rows"), 0);
+    s.land("after.json", common::orders_jsonl(3, 5));
+    let out = ok(&s.ingest(&[
+        "cloudFiles.includeExistingFiles=false",
+        "cloudFiles.format=json",
+    ]));
+    assert_eq!(summary_figure(&out, "rows"), 2);
+}
+
+#[test]
+fn multiline_json_arrays_are_one_row_per_element() {
+    let s = Scratch::new();
+    s.land(
+        "doc.json",
+        "[\n  {\"id\": 1, \"tags\": [\"a\"]},\n  {\"id\": 2}\n]\n",
+    );
+    s.land("single.json", "{\n \"id\": 3\n}\n");
+    let out = ok(&s.ingest(&["multiLine=true", "cloudFiles.inferColumnTypes=true"]));
+    assert_eq!(summary_figure(&out, "rows"), 3);
+    let mut ids = column_strings(&read_table(&s.table()), "id");
+    ids.sort();
+    assert_eq!(ids, vec!["1", "2", "3"]);
+}
+
+#[test]
+fn type_mismatches_land_in_rescued_data_with_the_file() {
+    let s = Scratch::new();
+    s.land("1.json", "{\"order_id\": 1, \"amount\": 5000}\n");
+    ok(&s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    s.land(
+        "2.json",
+        "{\"order_id\": 2, \"amount\": \"5000원 - 750원 할인\"}\n",
+    );
+    let out = ok(&s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    assert_eq!(summary_figure(&out, "rescued rows"), 1);
+    let batches = read_table(&s.table());
+    let rescued: Vec<String> = column_strings(&batches, "_rescued_data")
+        .into_iter()
+        .filter(|v| v != "null")
+        .collect();
+    assert_eq!(rescued.len(), 1);
+    let r: serde_json::Value = serde_json::from_str(&rescued[0]).unwrap();
+    assert_eq!(r["amount"], "5000원 - 750원 할인");
+    assert!(
+        r["_file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/landing/2.json"),
+        "{r}"
+    );
+}
+
+#[test]
+fn options_are_validated_with_suggestions() {
+    let s = Scratch::new();
+    s.land("a.json", "{}\n");
+    let out = s.ingest(&["cloudFiles.inferColumTypes=true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("unknown option \"cloudFiles.inferColumTypes\"; did you mean \"cloudFiles.inferColumnTypes\"?"),
+        "{}",
+        common::stderr(&out)
+    );
+    let out = s.ingest(&["cloudFiles.maxFilesPerTrigger=many"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("cloudFiles.maxFilesPerTrigger"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert!(
+        !s.table().join("_delta_log").exists(),
+        "nothing is written on bad options"
+    );
+}

@@ -1,0 +1,8 @@
+//! The one integration-test binary (each test binary links deltalake, so there is one).
+//! Tests run the real `autoloader` binary on real files and read the Delta table back with
+//! delta-rs and, where noted, with Python `deltalake` as an outside reader.
+
+mod bad_input;
+mod common;
+mod crash;
+mod ingest_once;
