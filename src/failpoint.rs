@@ -24,6 +24,7 @@ pub const NAMES: &[&str] = &[
     "before-delta-commit",
     "after-delta-commit",
     "after-mark",
+    "after-schema-evolve",
 ];
 
 /// Kills the process if `name` is the armed failpoint and this is the armed hit.

@@ -19,8 +19,9 @@ use crate::checkpoint::{Checkpoint, CheckpointError, CommitSummary, Plan, Planne
 use crate::discovery::{self, DiscoveryError, ListedFile, Source};
 use crate::failpoint;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
-use crate::options::{Format, Settings};
+use crate::options::{EvolutionMode, Format, Settings};
 use crate::rows::{FileMeta, Layout, METADATA_COLUMN};
+use crate::schema::evolution::{self, AddedField, Outcome};
 use crate::schema::hints::{apply_hints, parse_hints};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaStoreError, SchemaVersion, VersionInfo};
@@ -41,6 +42,25 @@ pub enum IngestError {
     Decode(#[from] DecodeError),
     #[error("{0}")]
     Config(String),
+    #[error(
+        "new columns {} in {} (cloudFiles.schemaEvolutionMode=failOnNewColumns); nothing of this batch \
+         was committed: add them with cloudFiles.schemaHints or the schema option, or choose another mode",
+        added.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        files.join(", ")
+    )]
+    NewColumnsRejected {
+        files: Vec<String>,
+        added: Vec<AddedField>,
+    },
+    #[error(
+        "the schema changed: wrote version {version} adding {}; run again to continue \
+         (cloudFiles.stopOnSchemaChange=true)",
+        added.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    SchemaChanged {
+        version: u64,
+        added: Vec<AddedField>,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -66,6 +86,8 @@ pub struct Summary {
     pub schema_version: Option<u64>,
     pub seconds: f64,
     pub table_version: Option<u64>,
+    /// Schema versions this run wrote by evolution, described.
+    pub evolutions: Vec<String>,
 }
 
 /// Progress reporting hooks (a terminal bar in the CLI, nothing in tests).
@@ -145,9 +167,10 @@ pub async fn run_once(
             v
         }
     };
+    let version = reconcile(&store, version, settings, checkpoint.stream_id())?;
     summary.schema_version = Some(version.version);
-    let layout = Arc::new(layout_for(&version, settings));
-    sink.ensure_created(&layout.arrow_schema(), checkpoint.stream_id())
+    let mut state = StreamSchema::new(version, settings);
+    sink.ensure_created(&state.layout.arrow_schema(), checkpoint.stream_id())
         .await?;
 
     let batches = split_batches(&candidates, settings);
@@ -164,11 +187,10 @@ pub async fn run_once(
     let ctx = RunContext {
         req,
         opts: &opts,
-        layout: &layout,
         app_id: &app_id,
         checkpoint: &checkpoint,
+        store: &store,
         progress,
-        schema_version: version.version,
     };
     for plan in pending {
         sink.refresh().await?;
@@ -199,7 +221,7 @@ pub async fn run_once(
             files = plan.files.len(),
             "Re-running an unfinished batch exactly as planned."
         );
-        execute(&ctx, &mut sink, &plan, &mut summary).await?;
+        execute(&ctx, &mut state, &mut sink, &plan, &mut summary).await?;
     }
     let first = checkpoint.next_batch()?;
     for (batch, files) in (first..).zip(batches) {
@@ -210,9 +232,10 @@ pub async fn run_once(
         };
         checkpoint.write_plan(&plan)?;
         failpoint::hit("after-plan");
-        execute(&ctx, &mut sink, &plan, &mut summary).await?;
+        execute(&ctx, &mut state, &mut sink, &plan, &mut summary).await?;
     }
     progress.finish();
+    summary.schema_version = Some(state.version.version);
     summary.table_version = sink.version();
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
@@ -221,11 +244,90 @@ pub async fn run_once(
 struct RunContext<'a> {
     req: &'a IngestRequest,
     opts: &'a DecodeOptions,
-    layout: &'a Arc<Layout>,
     app_id: &'a str,
     checkpoint: &'a Checkpoint,
+    store: &'a SchemaStore,
     progress: &'a dyn Progress,
-    schema_version: u64,
+}
+
+/// The schema version batches are read with, and its table layout.
+struct StreamSchema {
+    version: SchemaVersion,
+    layout: Arc<Layout>,
+}
+
+impl StreamSchema {
+    fn new(version: SchemaVersion, settings: &Settings) -> Self {
+        let layout = Arc::new(layout_for(&version, settings));
+        StreamSchema { version, layout }
+    }
+}
+
+/// Columns that stay last in the data schema (rescued data, corrupt record).
+fn reserved(settings: &Settings) -> Vec<&str> {
+    [
+        &settings.rescued_data_column,
+        &settings.corrupt_record_column,
+    ]
+    .into_iter()
+    .flatten()
+    .map(String::as_str)
+    .collect()
+}
+
+/// Brings the stored schema up to date with the options of this run: columns that new
+/// hints (or a changed `schema` option) add, and a rescued-data or corrupt-record column
+/// configured since, become the next version. A change of an existing column's type cannot
+/// be applied to the table and is refused.
+fn reconcile(
+    store: &SchemaStore,
+    version: SchemaVersion,
+    settings: &Settings,
+    stream_id: &str,
+) -> Result<SchemaVersion, IngestError> {
+    let reserved = reserved(settings);
+    let (desired, reason) = if let Some(user) = &settings.user_schema {
+        (user.clone(), "provided")
+    } else if let Some(h) = &settings.schema_hints {
+        let hints = parse_hints(h).map_err(|e| IngestError::Config(e.to_string()))?;
+        let mut desired = version.data.clone();
+        apply_hints(&mut desired, &hints).map_err(IngestError::Config)?;
+        (desired, "hints")
+    } else {
+        (version.data.clone(), "options")
+    };
+    let conflicts = evolution::type_conflicts(&version.data, &desired);
+    if !conflicts.is_empty() {
+        return Err(IngestError::Config(format!(
+            "the options change the type of stored columns ({}) in {}; a Delta table cannot \
+             change a column's type: keep the stored types, or start a new table and checkpoint",
+            conflicts.join(", "),
+            store.dir().join(version.version.to_string()).display()
+        )));
+    }
+    let (mut merged, added) = evolution::merge(&version.data, &desired, &reserved);
+    let mut changes: Vec<String> = added.iter().map(ToString::to_string).collect();
+    for column in &reserved {
+        if merged.field(column).is_none() {
+            merged.fields.push(Field::new(*column, DataType::String));
+            changes.push(format!("{column} STRING"));
+        }
+    }
+    if changes.is_empty() {
+        return Ok(version);
+    }
+    let next = version.version + 1;
+    let info = VersionInfo {
+        stream_id: stream_id.to_string(),
+        created_at_ms: now_ms(),
+        reason: reason.to_string(),
+        sampled_files: None,
+        sampled_records: None,
+        sampled_bytes: None,
+    };
+    let v = store.write(next, &merged, &version.partition, info)?;
+    info!(version = next, added = %changes.join(", "), "Schema options add columns; wrote a new schema version.");
+    Ok(v)
 }
 
 fn now_ms() -> i64 {
@@ -539,12 +641,14 @@ enum Msg {
 /// Reads, writes and commits one planned batch, then marks it done.
 async fn execute(
     ctx: &RunContext<'_>,
+    state: &mut StreamSchema,
     sink: &mut DeltaSink,
     plan: &Plan,
     summary: &mut Summary,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
-    let partition_columns: Vec<String> = ctx.layout.partition.names().map(str::to_string).collect();
+    let partition_columns: Vec<String> =
+        state.layout.partition.names().map(str::to_string).collect();
     let files: Vec<SourceFile> = plan
         .files
         .iter()
@@ -562,10 +666,83 @@ async fn execute(
     let mut skipped_reasons: Vec<String> = Vec::new();
     // A file skipped under ignoreCorruptFiles/ignoreMissingFiles may have emitted rows
     // before it failed: the batch is then rewritten without it.
+    let settings = &ctx.req.settings;
     let (writer, stats) = loop {
         let mut writer = sink.writer()?;
-        match read_files(ctx, &files, &skip, &mut writer).await? {
-            Ok(stats) => break (writer, stats),
+        match read_files(ctx, &state.layout, &files, &skip, &mut writer).await? {
+            Ok(stats) => {
+                let evolving = matches!(
+                    settings.evolution_mode,
+                    EvolutionMode::AddNewColumns | EvolutionMode::FailOnNewColumns
+                );
+                if !evolving || !stats.iter().any(|s| s.new_fields) {
+                    break (writer, stats);
+                }
+                // Some file has fields the schema lacks: infer those files and decide.
+                let flagged: Vec<ListedFile> = plan
+                    .files
+                    .iter()
+                    .zip(&stats)
+                    .filter(|(_, s)| s.new_fields)
+                    .map(|(f, _)| ListedFile {
+                        key: f.key.clone(),
+                        size: f.size,
+                        mtime_ms: f.mtime_ms,
+                    })
+                    .collect();
+                let observed = infer_parallel(ctx.req, ctx.opts, &flagged)?.finish();
+                let reserved = reserved(settings);
+                match evolution::decide(
+                    &state.version.data,
+                    &observed,
+                    settings.evolution_mode,
+                    &reserved,
+                ) {
+                    Outcome::Unchanged => break (writer, stats),
+                    Outcome::Reject { added } => {
+                        writer.abort();
+                        return Err(IngestError::NewColumnsRejected {
+                            files: flagged.iter().map(|f| ctx.req.source.uri(&f.key)).collect(),
+                            added,
+                        });
+                    }
+                    Outcome::Evolve { schema, added } => {
+                        writer.abort();
+                        let next = state.version.version + 1;
+                        let info = VersionInfo {
+                            stream_id: ctx.checkpoint.stream_id().to_string(),
+                            created_at_ms: now_ms(),
+                            reason: "evolved".into(),
+                            sampled_files: Some(flagged.len() as u64),
+                            sampled_records: None,
+                            sampled_bytes: Some(flagged.iter().map(|f| f.size).sum()),
+                        };
+                        let v = ctx
+                            .store
+                            .write(next, &schema, &state.version.partition, info)?;
+                        failpoint::hit("after-schema-evolve");
+                        let added_text: Vec<String> =
+                            added.iter().map(ToString::to_string).collect();
+                        warn!(
+                            version = next, added = %added_text.join(", "),
+                            file = %ctx.req.source.uri(&flagged[0].key),
+                            "Schema evolved: new columns added."
+                        );
+                        summary
+                            .evolutions
+                            .push(format!("version {next}: +{}", added_text.join(", +")));
+                        *state = StreamSchema::new(v, settings);
+                        if settings.stop_on_schema_change {
+                            return Err(IngestError::SchemaChanged {
+                                version: next,
+                                added,
+                            });
+                        }
+                        // Read the batch again with the new schema.
+                        continue;
+                    }
+                }
+            }
             Err((index, error)) => {
                 writer.abort();
                 if skippable(&error, &ctx.req.settings) {
@@ -606,7 +783,7 @@ async fn execute(
     let info = json!({
         "streamId": ctx.checkpoint.stream_id(),
         "batch": plan.batch,
-        "schemaVersion": ctx.schema_version,
+        "schemaVersion": state.version.version,
         "rows": rows,
         "rescuedRows": rescued_rows,
         "files": plan.files.iter().zip(&skip).map(|(f, s)| json!({
@@ -619,7 +796,7 @@ async fn execute(
         rows,
         rescued_rows,
         bytes,
-        schema_version: ctx.schema_version,
+        schema_version: state.version.version,
         skipped: skipped_reasons,
     };
     ctx.checkpoint.mark_committed(plan, &commit)?;
@@ -648,6 +825,7 @@ async fn execute(
 /// first file that failed (the caller decides whether to skip it).
 async fn read_files(
     ctx: &RunContext<'_>,
+    layout: &Arc<Layout>,
     files: &[SourceFile],
     skip: &[bool],
     writer: &mut crate::sink::BatchWriter,
@@ -670,7 +848,7 @@ async fn read_files(
             Arc::clone(&skip_arc),
         );
         let opts = ctx.opts.clone();
-        let layout = Arc::clone(ctx.layout);
+        let layout = Arc::clone(layout);
         handles.push(tokio::task::spawn_blocking(move || {
             loop {
                 if stop.load(Ordering::SeqCst) {

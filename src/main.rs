@@ -15,6 +15,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 /// Exit code for invalid arguments or options.
 const EXIT_USAGE: u8 = 2;
+/// Exit code after writing a new schema version with `cloudFiles.stopOnSchemaChange=true`:
+/// run again to continue with it.
+const EXIT_SCHEMA_CHANGED: u8 = 3;
 /// Exit code when another process holds the checkpoint (EX_TEMPFAIL).
 const EXIT_LOCKED: u8 = 75;
 
@@ -75,10 +78,10 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(CheckpointError::Locked { .. }) = cause.downcast_ref::<CheckpointError>() {
             return EXIT_LOCKED;
         }
-        if let Some(IngestError::Checkpoint(CheckpointError::Locked { .. })) =
-            cause.downcast_ref::<IngestError>()
-        {
-            return EXIT_LOCKED;
+        match cause.downcast_ref::<IngestError>() {
+            Some(IngestError::Checkpoint(CheckpointError::Locked { .. })) => return EXIT_LOCKED,
+            Some(IngestError::SchemaChanged { .. }) => return EXIT_SCHEMA_CHANGED,
+            _ => {}
         }
     }
     1
@@ -151,6 +154,11 @@ fn summary_line(s: &Summary) -> String {
     let schema = s
         .schema_version
         .map_or_else(|| "none".to_string(), |v| v.to_string());
+    let schema = if s.evolutions.is_empty() {
+        schema
+    } else {
+        format!("{schema} (evolved: {})", s.evolutions.join("; "))
+    };
     let skipped = if s.skipped_files > 0 {
         format!(", {} skipped files", s.skipped_files)
     } else {

@@ -417,6 +417,9 @@ pub fn resolve(
         Some("") => None,
         Some(v) => Some(v.to_string()),
         None if user_schema.is_some() => None,
+        // Auto Loader's `none`: new columns are ignored, and nothing is rescued unless
+        // rescuedDataColumn is set explicitly.
+        None if evolution_mode == EvolutionMode::None => None,
         None => Some(RESCUED_DATA_COLUMN.to_string()),
     };
     let max_files_per_trigger = match get("cloudFiles.maxFilesPerTrigger") {

@@ -241,7 +241,7 @@ impl ColumnBuilder {
 
     /// Appends a JSON value. Returns false when any part of it did not fit (that part is
     /// null in the column; the caller rescues the original).
-    pub fn append_json(&mut self, v: &Value, ctx: &ReadContext) -> bool {
+    pub fn append_json(&mut self, v: &Value, ctx: &ReadContext, new_fields: &mut bool) -> bool {
         if v.is_null() {
             self.append_null();
             return true;
@@ -302,13 +302,21 @@ impl ColumnBuilder {
                         match lookup(obj, name, ctx) {
                             Some(value) => {
                                 matched += 1;
-                                ok &= child.append_json(value, ctx);
+                                ok &= child.append_json(value, ctx, new_fields);
                             }
                             None => child.append_null(),
                         }
                     }
                     validity.append_non_null();
-                    // A key the struct does not have: rescue the whole value.
+                    // A key the struct does not have: rescue the whole value, and note
+                    // whether it is a new field (not merely another letter case).
+                    if matched < obj.len()
+                        && obj
+                            .keys()
+                            .any(|k| !fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)))
+                    {
+                        *new_fields = true;
+                    }
                     ok && matched == obj.len()
                 }
                 _ => {
@@ -328,7 +336,7 @@ impl ColumnBuilder {
                 Value::Array(items) => {
                     let mut ok = true;
                     for item in items {
-                        ok &= element.append_json(item, ctx);
+                        ok &= element.append_json(item, ctx, new_fields);
                     }
                     let last = *offsets.last().expect("offsets start with 0");
                     offsets.push(last + i32::try_from(items.len()).unwrap_or(i32::MAX));
@@ -351,8 +359,8 @@ impl ColumnBuilder {
                 Value::Object(obj) => {
                     let mut ok = true;
                     for (k, val) in obj {
-                        ok &= keys.append_text(k, ctx);
-                        ok &= values.append_json(val, ctx);
+                        ok &= keys.append_text(k, ctx, new_fields);
+                        ok &= values.append_json(val, ctx, new_fields);
                     }
                     let last = *offsets.last().expect("offsets start with 0");
                     offsets.push(last + i32::try_from(obj.len()).unwrap_or(i32::MAX));
@@ -369,7 +377,7 @@ impl ColumnBuilder {
     }
 
     /// Appends a text value (a CSV cell). Nested columns accept JSON text.
-    pub fn append_text(&mut self, s: &str, ctx: &ReadContext) -> bool {
+    pub fn append_text(&mut self, s: &str, ctx: &ReadContext, new_fields: &mut bool) -> bool {
         match self {
             ColumnBuilder::String(b) => {
                 b.append_value(s);
@@ -392,7 +400,7 @@ impl ColumnBuilder {
             ColumnBuilder::Struct { .. }
             | ColumnBuilder::List { .. }
             | ColumnBuilder::Map { .. } => match serde_json::from_str::<Value>(s) {
-                Ok(v) => self.append_json(&v, ctx),
+                Ok(v) => self.append_json(&v, ctx, new_fields),
                 Err(_) => {
                     self.append_null();
                     false
@@ -539,6 +547,8 @@ pub struct RowBuilder {
     dropped_values: u64,
     /// Top-level names seen in the data but absent from the schema.
     unknown_names: Vec<String>,
+    /// Whether a struct value had a field its column type lacks.
+    nested_new_fields: bool,
 }
 
 impl RowBuilder {
@@ -558,6 +568,7 @@ impl RowBuilder {
             rescued_rows: 0,
             dropped_values: 0,
             unknown_names: Vec::new(),
+            nested_new_fields: false,
         }
     }
 
@@ -581,7 +592,7 @@ impl RowBuilder {
             match lookup(obj, name, &self.ctx) {
                 Some(v) => {
                     matched += 1;
-                    if !col.append_json(v, &self.ctx) {
+                    if !col.append_json(v, &self.ctx, &mut self.nested_new_fields) {
                         rescued.insert(name.clone(), v.clone());
                     }
                 }
@@ -628,7 +639,7 @@ impl RowBuilder {
                     match cell {
                         None => col.append_null(),
                         Some(text) => {
-                            if !col.append_text(text, &self.ctx) {
+                            if !col.append_text(text, &self.ctx, &mut self.nested_new_fields) {
                                 rescued.insert(name.clone(), Value::String((*text).to_string()));
                             }
                         }
@@ -695,6 +706,11 @@ impl RowBuilder {
 
     pub fn unknown_names(&self) -> &[String] {
         &self.unknown_names
+    }
+
+    /// Whether the data had fields the schema lacks, at the top level or inside structs.
+    pub fn saw_new_fields(&self) -> bool {
+        !self.unknown_names.is_empty() || self.nested_new_fields
     }
 
     /// Finishes the rows appended so far into a batch of the layout's schema, and resets.

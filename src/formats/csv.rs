@@ -216,6 +216,7 @@ pub fn decode(
         }
     }
     stats.dropped_values = rows.dropped_values();
+    stats.new_fields = !unknown.is_empty();
     stats.unknown_names = unknown;
     Ok(stats)
 }

@@ -252,5 +252,6 @@ pub fn decode(
     }
     stats.dropped_values = rows.dropped_values();
     stats.unknown_names = rows.unknown_names().to_vec();
+    stats.new_fields = rows.saw_new_fields();
     Ok(stats)
 }

@@ -83,6 +83,9 @@ pub struct FileStats {
     pub dropped_values: u64,
     /// Top-level names in the data that the schema does not have.
     pub unknown_names: Vec<String>,
+    /// Whether the file has fields the schema lacks (top level or nested): the trigger
+    /// for an evolution check.
+    pub new_fields: bool,
 }
 
 /// Per-decode parameters derived from settings.

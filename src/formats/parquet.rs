@@ -99,6 +99,10 @@ pub fn decode(
             let source = batch.column(idx);
             let fits = column_type(source.data_type()) == field.data_type
                 || field.data_type == DataType::String;
+            if !fits && field.data_type.is_nested() {
+                // Maybe new nested fields: the evolution check compares the footers.
+                stats.new_fields = true;
+            }
             let cast = if fits {
                 cast_with_options(
                     source,
@@ -177,6 +181,7 @@ pub fn decode(
             });
         }
     }
+    stats.new_fields |= !stats.unknown_names.is_empty();
     Ok(stats)
 }
 

@@ -5,6 +5,7 @@
 //! Every field is nullable, as in Auto Loader: a value that does not fit its column becomes
 //! null there and survives in the rescued-data column instead.
 
+pub mod evolution;
 pub mod hints;
 pub mod infer;
 pub mod store;

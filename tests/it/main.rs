@@ -5,4 +5,5 @@
 mod bad_input;
 mod common;
 mod crash;
+mod evolution;
 mod ingest_once;

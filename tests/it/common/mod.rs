@@ -5,7 +5,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use arrow_array::{Array, RecordBatch};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StructArray, new_null_array};
+use arrow_schema::{DataType, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// A scratch area with a landing folder and a table location.
@@ -106,6 +110,7 @@ pub fn read_table(path: &Path) -> Vec<RecordBatch> {
     rt.block_on(async {
         let url = url::Url::from_directory_path(fs::canonicalize(path).unwrap()).unwrap();
         let table = deltalake::open_table(url).await.expect("the table opens");
+        let schema = table_arrow_schema(&table);
         let uris: Vec<String> = table.get_file_uris().unwrap().collect();
         let mut batches = Vec::new();
         for uri in uris {
@@ -120,11 +125,64 @@ pub fn read_table(path: &Path) -> Vec<RecordBatch> {
                     .build()
                     .unwrap();
             for b in reader {
-                batches.push(b.unwrap());
+                batches.push(conform(&b.unwrap(), &schema));
             }
         }
         batches
     })
+}
+
+fn table_arrow_schema(table: &deltalake::DeltaTable) -> SchemaRef {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
+    let schema = table.snapshot().unwrap().schema();
+    let arrow: arrow_schema::Schema = schema.as_ref().try_into_arrow().unwrap();
+    Arc::new(arrow)
+}
+
+/// Projects a data file's batch onto the table's (possibly evolved) schema: columns and
+/// struct fields the file predates read as null, as a Delta reader shows them.
+fn conform(batch: &RecordBatch, schema: &SchemaRef) -> RecordBatch {
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) => conform_array(c, f.data_type()),
+            None => new_null_array(f.data_type(), batch.num_rows()),
+        })
+        .collect();
+    RecordBatch::try_new(schema.clone(), columns).unwrap()
+}
+
+fn conform_array(array: &ArrayRef, target: &DataType) -> ArrayRef {
+    match (array.data_type(), target) {
+        (DataType::Struct(_), DataType::Struct(fields)) => {
+            let s = array.as_struct();
+            let children: Vec<ArrayRef> = fields
+                .iter()
+                .map(|f| match s.column_by_name(f.name()) {
+                    Some(c) => conform_array(c, f.data_type()),
+                    None => new_null_array(f.data_type(), s.len()),
+                })
+                .collect();
+            Arc::new(StructArray::new(
+                fields.clone(),
+                children,
+                s.nulls().cloned(),
+            ))
+        }
+        (DataType::List(_), DataType::List(item)) => {
+            let l = array.as_list::<i32>();
+            let values = conform_array(l.values(), item.data_type());
+            Arc::new(ListArray::new(
+                item.clone(),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            ))
+        }
+        (from, to) if from == to => Arc::clone(array),
+        _ => arrow_cast::cast(array, target).unwrap(),
+    }
 }
 
 /// The table's Delta version and the txn version of every app id, from delta-rs.
@@ -210,4 +268,8 @@ pub fn orders_jsonl(from: u64, to: u64) -> String {
             )
         })
         .collect()
+}
+
+pub fn stdout_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
