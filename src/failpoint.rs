@@ -1,18 +1,37 @@
-//! Named crash points for tests: `AUTOLOADER_FAILPOINT=<name>` makes the process kill itself
-//! with SIGKILL when it reaches that point, exactly as `kill -9` would (no destructors, no
-//! flushes). `<name>@<n>` fires on the n-th hit (1-based). Unset, a hit costs one cached
-//! environment lookup.
+//! Named crash points for tests: `AUTOLOADER_FAILPOINT=<name>[@<n>][=<action>]` acts when
+//! the process reaches that point for the n-th time (default the first). The default action
+//! `kill` sends the process SIGKILL, exactly as `kill -9` would (no destructors, no
+//! flushes); `sleep(<ms>)` pauses there instead, to hold the process at a known step.
+//! Unset, a hit costs one cached environment lookup.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-static TARGET: LazyLock<Option<(String, u64)>> = LazyLock::new(|| {
+#[derive(Debug)]
+enum Action {
+    Kill,
+    Sleep(Duration),
+}
+
+static TARGET: LazyLock<Option<(String, u64, Action)>> = LazyLock::new(|| {
     let spec = std::env::var("AUTOLOADER_FAILPOINT").ok()?;
-    let (name, nth) = match spec.split_once('@') {
-        Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1)),
-        None => (spec, 1),
+    let (point, action) = match spec.split_once('=') {
+        Some((p, a)) => (p, a),
+        None => (spec.as_str(), "kill"),
     };
-    Some((name, nth))
+    let action = match action
+        .strip_prefix("sleep(")
+        .and_then(|a| a.strip_suffix(')'))
+    {
+        Some(ms) => Action::Sleep(Duration::from_millis(ms.parse().unwrap_or(1000))),
+        None => Action::Kill,
+    };
+    let (name, nth) = match point.split_once('@') {
+        Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1)),
+        None => (point.to_string(), 1),
+    };
+    Some((name, nth, action))
 });
 static HITS: AtomicU64 = AtomicU64::new(0);
 
@@ -27,16 +46,24 @@ pub const NAMES: &[&str] = &[
     "after-schema-evolve",
 ];
 
-/// Kills the process if `name` is the armed failpoint and this is the armed hit.
+/// Acts if `name` is the armed failpoint and this is the armed hit.
 pub fn hit(name: &str) {
-    if let Some((target, nth)) = TARGET.as_ref()
+    if let Some((target, nth, action)) = TARGET.as_ref()
         && target == name
         && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth
     {
-        eprintln!("failpoint {name} reached: killing the process");
-        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
+        match action {
+            Action::Kill => {
+                eprintln!("failpoint {name} reached: killing the process");
+                // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+            }
+            Action::Sleep(d) => {
+                eprintln!("failpoint {name} reached: sleeping {d:?}");
+                std::thread::sleep(*d);
+            }
         }
     }
 }

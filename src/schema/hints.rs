@@ -417,6 +417,14 @@ mod tests {
     }
 
     #[test]
+    fn hints_reach_into_map_keys_and_values() {
+        let mut schema = parse_schema("attrs MAP<STRING, STRUCT<content:BIGINT>>").unwrap();
+        let hints = parse_hints("attrs.key INT, attrs.value.content STRING").unwrap();
+        apply_hints(&mut schema, &hints).unwrap();
+        assert_eq!(schema.to_string(), "attrs MAP<INT, STRUCT<content: STRING>>");
+    }
+
+    #[test]
     fn hints_reach_into_arrays() {
         let mut schema = parse_schema("items ARRAY<STRUCT<price:DOUBLE, qty:BIGINT>>").unwrap();
         apply_hints(

@@ -108,3 +108,125 @@ fn a_crash_right_after_schema_evolution_resumes_with_the_new_version() {
         1
     );
 }
+
+#[test]
+fn a_second_process_is_refused_naming_the_holder_and_a_dead_holder_does_not_block() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 10));
+    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args([
+            "ingest",
+            s.landing().to_str().unwrap(),
+            s.table().to_str().unwrap(),
+            "--once",
+            "-q",
+        ])
+        .env("AUTOLOADER_FAILPOINT", "after-plan=sleep(20000)")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = s.table().join("_autoloader/lock");
+    let pid = format!("pid {}", holder.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&lock)
+        .unwrap_or_default()
+        .contains(&pid)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never took the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let started = std::time::Instant::now();
+    let refused = s.ingest(&[]);
+    let waited = started.elapsed();
+    assert_eq!(
+        refused.status.code(),
+        Some(75),
+        "{}",
+        common::stderr(&refused)
+    );
+    assert!(
+        common::stderr(&refused).contains(&pid),
+        "the holder is named: {}",
+        common::stderr(&refused)
+    );
+    assert!(
+        waited < std::time::Duration::from_secs(1),
+        "refused within a second, took {waited:?}"
+    );
+    // The holder dies without cleaning up: its lock goes with it.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    ok(&s.ingest(&[]));
+    assert_exactly_once(&s, 0..10, "after the holder died");
+}
+
+/// Kills the process at pseudo-random moments while it ingests, restarting each time,
+/// until a run completes; then every row must be there exactly once.
+#[test]
+fn random_sigkills_never_lose_or_duplicate_rows() {
+    let s = Scratch::new();
+    let files = 40u64;
+    let per_file = 5000u64;
+    for i in 0..files {
+        s.land(
+            &format!("f{i:02}.json"),
+            common::orders_jsonl(i * per_file, (i + 1) * per_file),
+        );
+    }
+    let mut seed: u64 = 0x5eed_1234;
+    let mut kills = 0;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = std::time::Duration::from_millis(5 + (seed >> 33) % 60);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args([
+                "ingest",
+                s.landing().to_str().unwrap(),
+                s.table().to_str().unwrap(),
+                "--once",
+                "-q",
+            ])
+            .args(["-o", "cloudFiles.maxFilesPerTrigger=3"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        match child.try_wait().unwrap() {
+            Some(status) => {
+                assert!(status.success(), "a run failed: {status:?}");
+                break;
+            }
+            None => {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                kills += 1;
+            }
+        }
+        assert!(kills < 200, "the stream never finished");
+    }
+    eprintln!("random_sigkills: {kills} kills before a run completed");
+    assert!(kills > 0, "no run was ever killed: the test proved nothing");
+    ok(&s.ingest(&[]));
+    assert_exactly_once(&s, 0..files * per_file, &format!("after {kills} kills"));
+}
+
+#[test]
+fn column_name_of_corrupt_record_keeps_raw_text_in_its_column() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\n{oops\n");
+    ok(&s.ingest(&["columnNameOfCorruptRecord=_corrupt_record"]));
+    let t = read_table(&s.table());
+    let corrupt = column_strings(&t, "_corrupt_record");
+    assert!(corrupt.contains(&"{oops".to_string()), "{corrupt:?}");
+    assert!(
+        column_strings(&t, "_rescued_data")
+            .iter()
+            .all(|r| r == "null")
+    );
+}

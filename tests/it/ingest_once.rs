@@ -341,3 +341,33 @@ fn options_are_validated_with_suggestions() {
         "nothing is written on bad options"
     );
 }
+
+#[test]
+fn time_zone_option_reads_zone_less_timestamps_in_that_zone() {
+    let s = Scratch::new();
+    s.land(
+        "a.csv",
+        "id,at\n1,2026-03-15 09:00:00\n2,2026-03-15T09:00:00Z\n",
+    );
+    ok(&s.ingest(&["cloudFiles.inferColumnTypes=true", "timeZone=Asia/Seoul"]));
+    let t = read_table(&s.table());
+    let ats = column_strings(&t, "at");
+    assert_eq!(ats, vec!["2026-03-15T00:00:00Z", "2026-03-15T09:00:00Z"]);
+}
+
+#[test]
+fn max_bytes_per_trigger_is_a_soft_limit() {
+    let s = Scratch::new();
+    for i in 0..3 {
+        s.land(
+            &format!("f{i}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+    }
+    let out = ok(&s.ingest(&["cloudFiles.maxBytesPerTrigger=1"]));
+    assert_eq!(
+        summary_figure(&out, "batches"),
+        3,
+        "each batch takes at least one file"
+    );
+}
