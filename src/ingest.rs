@@ -101,144 +101,286 @@ pub trait Progress: Send + Sync {
 pub struct NoProgress;
 impl Progress for NoProgress {}
 
-/// Runs the stream once over every file present now (Auto Loader's AvailableNow).
+/// Runs the stream once over every file present now (Auto Loader's AvailableNow), stopping
+/// between batches when `stop` is set.
 pub async fn run_once(
     req: &IngestRequest,
     progress: &dyn Progress,
+    stop: &StopFlag,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
-    let settings = &req.settings;
-    let checkpoint = Checkpoint::open(&req.checkpoint)?;
-    let app_id = checkpoint.app_id();
-    let mut sink = DeltaSink::open(&req.table).await?;
-    let store = SchemaStore::new(&settings.schema_location);
-    let mut summary = Summary::default();
+    let mut stream = Stream::open(req, progress).await?;
+    let files = stream.discover()?;
+    let total_files = files.len() as u64 + stream.pending_files();
+    let total_bytes = files.iter().map(|f| f.size).sum::<u64>() + stream.pending_bytes();
+    progress.start(total_files, total_bytes);
+    stream.ingest(files, stop).await?;
+    progress.finish();
+    let mut summary = stream.summary();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
 
-    let listed = req.source.list(settings)?;
-    let first_start = checkpoint.meta("initialized")?.is_none();
-    if first_start {
-        if !settings.include_existing_files && !listed.is_empty() {
-            let existing = Plan {
-                batch: u64::MAX,
-                files: planned(&listed),
-                created_at_ms: now_ms(),
-            };
-            checkpoint.mark_existing(&existing)?;
-            info!(
-                files = listed.len(),
-                "Not ingesting files present at the first start (cloudFiles.includeExistingFiles=false)."
-            );
-        }
-        checkpoint.set_meta("initialized", &now_ms().to_string())?;
+/// Set by a signal handler: the stream stops between batches (a batch in flight finishes).
+#[derive(Debug, Default, Clone)]
+pub struct StopFlag(Arc<StopInner>);
+
+#[derive(Debug, Default)]
+struct StopInner {
+    stopped: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl StopFlag {
+    pub fn new() -> Self {
+        StopFlag::default()
     }
 
-    let (_, pending) = checkpoint.pending_plans()?;
-    let candidates = {
-        let seen = checkpoint.seen_files()?;
-        let mut new = discovery::new_files(listed, &seen, settings)?;
-        // Files of unfinished plans are replayed with their plan, not planned again.
+    pub fn stop(&self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.0.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Completes once [`StopFlag::stop`] has been called.
+    pub async fn stopped(&self) {
+        let notified = self.0.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.is_stopped() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// One stream, open: its locked checkpoint, its table, and (once files have been seen)
+/// its format and schema.
+pub struct Stream<'a> {
+    req: &'a IngestRequest,
+    checkpoint: Checkpoint,
+    app_id: String,
+    sink: DeltaSink,
+    store: SchemaStore,
+    progress: &'a dyn Progress,
+    opts: Option<DecodeOptions>,
+    schema: Option<StreamSchema>,
+    /// Plans left unfinished by an earlier run; replayed before anything new.
+    pending: Vec<Plan>,
+    summary: Summary,
+}
+
+impl<'a> Stream<'a> {
+    /// Locks the checkpoint, opens the table, and records the first start.
+    pub async fn open(
+        req: &'a IngestRequest,
+        progress: &'a dyn Progress,
+    ) -> Result<Stream<'a>, IngestError> {
+        let settings = &req.settings;
+        let checkpoint = Checkpoint::open(&req.checkpoint)?;
+        let app_id = checkpoint.app_id();
+        let sink = DeltaSink::open(&req.table).await?;
+        let store = SchemaStore::new(&settings.schema_location);
+        if checkpoint.meta("initialized")?.is_none() {
+            if !settings.include_existing_files {
+                let listed = req.source.list(settings)?;
+                if !listed.is_empty() {
+                    let existing = Plan {
+                        batch: u64::MAX,
+                        files: planned(&listed),
+                        created_at_ms: now_ms(),
+                    };
+                    checkpoint.mark_existing(&existing)?;
+                    info!(
+                        files = listed.len(),
+                        "Not ingesting files present at the first start (cloudFiles.includeExistingFiles=false)."
+                    );
+                }
+            }
+            checkpoint.set_meta("initialized", &now_ms().to_string())?;
+        }
+        let (_, pending) = checkpoint.pending_plans()?;
+        let schema = store.latest()?.map(|v| v.version);
+        Ok(Stream {
+            req,
+            checkpoint,
+            app_id,
+            sink,
+            store,
+            progress,
+            opts: None,
+            schema: None,
+            pending,
+            summary: Summary {
+                schema_version: schema,
+                ..Summary::default()
+            },
+        })
+    }
+
+    /// The source's files that are neither ingested nor in an unfinished plan.
+    pub fn discover(&self) -> Result<Vec<ListedFile>, IngestError> {
+        let listed = self.req.source.list(&self.req.settings)?;
+        let seen = self.checkpoint.seen_files()?;
+        let mut new = discovery::new_files(listed, &seen, &self.req.settings)?;
         new.retain(|f| {
-            !pending
+            !self
+                .pending
                 .iter()
                 .any(|p| p.files.iter().any(|pf| pf.key == f.key))
         });
-        new
-    };
-
-    let format = resolve_format(&checkpoint, settings, &candidates, &pending)?;
-    let Some(format) = format else {
-        info!("No files to ingest and no schema yet.");
-        summary.seconds = started.elapsed().as_secs_f64();
-        return Ok(summary);
-    };
-    let opts = DecodeOptions::new(format, settings);
-
-    let version = match store.latest()? {
-        Some(v) => v,
-        None => {
-            let sample = inference_sample(&candidates, &pending, settings);
-            if sample.is_empty() && settings.user_schema.is_none() {
-                info!("No files to infer a schema from yet.");
-                summary.seconds = started.elapsed().as_secs_f64();
-                return Ok(summary);
-            }
-            let v = create_first_version(req, &checkpoint, &store, &opts, &sample)?;
-            failpoint::hit("after-schema-write");
-            v
-        }
-    };
-    let version = reconcile(&store, version, settings, checkpoint.stream_id())?;
-    summary.schema_version = Some(version.version);
-    let mut state = StreamSchema::new(version, settings);
-    sink.ensure_created(&state.layout.arrow_schema(), checkpoint.stream_id())
-        .await?;
-
-    let batches = split_batches(&candidates, settings);
-    let total_files =
-        pending.iter().map(|p| p.files.len() as u64).sum::<u64>() + candidates.len() as u64;
-    let total_bytes = pending
-        .iter()
-        .flat_map(|p| &p.files)
-        .map(|f| f.size)
-        .sum::<u64>()
-        + candidates.iter().map(|f| f.size).sum::<u64>();
-    progress.start(total_files, total_bytes);
-
-    let ctx = RunContext {
-        req,
-        opts: &opts,
-        app_id: &app_id,
-        checkpoint: &checkpoint,
-        store: &store,
-        progress,
-    };
-    for plan in pending {
-        sink.refresh().await?;
-        if sink
-            .committed_batch(&app_id)
-            .await?
-            .is_some_and(|v| v >= as_i64(plan.batch))
-        {
-            info!(
-                batch = plan.batch,
-                "Batch had been committed to the table before a restart; marking it done."
-            );
-            let table_version = sink.version().unwrap_or_default();
-            checkpoint.mark_committed(
-                &plan,
-                &CommitSummary {
-                    table_version,
-                    ..CommitSummary::default()
-                },
-            )?;
-            for f in &plan.files {
-                progress.file_done(f.size);
-            }
-            continue;
-        }
-        info!(
-            batch = plan.batch,
-            files = plan.files.len(),
-            "Re-running an unfinished batch exactly as planned."
-        );
-        execute(&ctx, &mut state, &mut sink, &plan, &mut summary).await?;
+        Ok(new)
     }
-    let first = checkpoint.next_batch()?;
-    for (batch, files) in (first..).zip(batches) {
-        let plan = Plan {
-            batch,
-            files: planned(files),
-            created_at_ms: now_ms(),
+
+    fn pending_files(&self) -> u64 {
+        self.pending.iter().map(|p| p.files.len() as u64).sum()
+    }
+
+    fn pending_bytes(&self) -> u64 {
+        self.pending
+            .iter()
+            .flat_map(|p| &p.files)
+            .map(|f| f.size)
+            .sum()
+    }
+
+    /// What the stream has done so far.
+    pub fn summary(&self) -> Summary {
+        let mut s = self.summary.clone();
+        s.schema_version = self
+            .schema
+            .as_ref()
+            .map(|st| st.version.version)
+            .or(s.schema_version);
+        s.table_version = self.sink.version();
+        s
+    }
+
+    /// Loads (or infers, from `files` and the pending plans) the format and schema.
+    /// Returns false when there is nothing to learn them from yet.
+    async fn ensure_schema(&mut self, files: &[ListedFile]) -> Result<bool, IngestError> {
+        if self.schema.is_some() {
+            return Ok(true);
+        }
+        let settings = &self.req.settings;
+        let Some(format) = resolve_format(&self.checkpoint, settings, files, &self.pending)? else {
+            return Ok(false);
         };
-        checkpoint.write_plan(&plan)?;
-        failpoint::hit("after-plan");
-        execute(&ctx, &mut state, &mut sink, &plan, &mut summary).await?;
+        let opts = DecodeOptions::new(format, settings);
+        let version = match self.store.latest()? {
+            Some(v) => v,
+            None => {
+                let sample = inference_sample(files, &self.pending, settings);
+                if sample.is_empty() && settings.user_schema.is_none() {
+                    return Ok(false);
+                }
+                let v =
+                    create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)?;
+                failpoint::hit("after-schema-write");
+                v
+            }
+        };
+        let version = reconcile(&self.store, version, settings, self.checkpoint.stream_id())?;
+        let state = StreamSchema::new(version, settings);
+        self.sink
+            .ensure_created(&state.layout.arrow_schema(), self.checkpoint.stream_id())
+            .await?;
+        self.opts = Some(opts);
+        self.schema = Some(state);
+        Ok(true)
     }
-    progress.finish();
-    summary.schema_version = Some(state.version.version);
-    summary.table_version = sink.version();
-    summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+
+    /// Replays unfinished plans, then ingests `files` in batches, checking `stop` between
+    /// batches (files not reached are left for the next run).
+    pub async fn ingest(
+        &mut self,
+        files: Vec<ListedFile>,
+        stop: &StopFlag,
+    ) -> Result<(), IngestError> {
+        if !self.ensure_schema(&files).await? {
+            if !files.is_empty() || !self.pending.is_empty() {
+                info!("No schema can be inferred from these files yet.");
+            }
+            return Ok(());
+        }
+        let opts = self.opts.clone().expect("ensure_schema sets the options");
+        let mut state = self.schema.take().expect("ensure_schema sets the schema");
+        let result = self.ingest_with(&opts, &mut state, files, stop).await;
+        self.schema = Some(state);
+        result
+    }
+
+    async fn ingest_with(
+        &mut self,
+        opts: &DecodeOptions,
+        state: &mut StreamSchema,
+        files: Vec<ListedFile>,
+        stop: &StopFlag,
+    ) -> Result<(), IngestError> {
+        let ctx = RunContext {
+            req: self.req,
+            opts,
+            app_id: &self.app_id,
+            checkpoint: &self.checkpoint,
+            store: &self.store,
+            progress: self.progress,
+        };
+        while let Some(plan) = self.pending.first().cloned() {
+            if stop.is_stopped() {
+                return Ok(());
+            }
+            self.sink.refresh().await?;
+            if self
+                .sink
+                .committed_batch(&self.app_id)
+                .await?
+                .is_some_and(|v| v >= as_i64(plan.batch))
+            {
+                info!(
+                    batch = plan.batch,
+                    "Batch had been committed to the table before a restart; marking it done."
+                );
+                let table_version = self.sink.version().unwrap_or_default();
+                self.checkpoint.mark_committed(
+                    &plan,
+                    &CommitSummary {
+                        table_version,
+                        ..CommitSummary::default()
+                    },
+                )?;
+                for f in &plan.files {
+                    self.progress.file_done(f.size);
+                }
+            } else {
+                info!(
+                    batch = plan.batch,
+                    files = plan.files.len(),
+                    "Re-running an unfinished batch exactly as planned."
+                );
+                execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+            }
+            self.pending.remove(0);
+        }
+        let first = self.checkpoint.next_batch()?;
+        for (batch, files) in (first..).zip(split_batches(&files, &self.req.settings)) {
+            if stop.is_stopped() {
+                info!("Stopping between batches; the remaining files are left for the next run.");
+                return Ok(());
+            }
+            let plan = Plan {
+                batch,
+                files: planned(files),
+                created_at_ms: now_ms(),
+            };
+            self.checkpoint.write_plan(&plan)?;
+            failpoint::hit("after-plan");
+            execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+        }
+        Ok(())
+    }
 }
 
 struct RunContext<'a> {

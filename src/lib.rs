@@ -13,3 +13,4 @@ pub mod rows;
 pub mod schema;
 pub mod sink;
 pub mod values;
+pub mod watch;

@@ -4,12 +4,14 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use autoloader::checkpoint::CheckpointError;
 use autoloader::discovery::Source;
-use autoloader::ingest::{self, IngestError, IngestRequest, Progress, Summary};
+use autoloader::ingest::{self, IngestError, IngestRequest, Progress, StopFlag, Summary};
 use autoloader::options::{self, OptionsError};
+use autoloader::watch::{WatchTiming, run_watch};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -47,8 +49,13 @@ enum Command {
         /// Delta table location (a directory, created on first commit).
         table: PathBuf,
         /// Take every file present now, in batches, then exit (Auto Loader's AvailableNow).
+        /// Without it, keep watching and ingest files as they land until SIGINT or SIGTERM.
         #[arg(long)]
         once: bool,
+        /// Watch mode: list the source at least this often, in seconds (file events wake
+        /// it sooner).
+        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        poll_interval: f64,
         /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true
         #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
         options: Vec<String>,
@@ -110,15 +117,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             source,
             table,
             once,
+            poll_interval,
             options: raw,
             checkpoint,
         } => {
-            if !once {
-                return Err(OptionsError::Conflict(
-                    "continuous watching is not available yet; run with --once to ingest what has landed".into(),
-                )
-                .into());
-            }
             let pairs = raw
                 .iter()
                 .map(|o| options::split_key_value(o))
@@ -140,11 +142,47 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .build()
                 .context("cannot start the async runtime")?;
             let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
-            let summary = runtime.block_on(ingest::run_once(&req, &progress))?;
+            let stop = StopFlag::new();
+            let summary = runtime.block_on(async {
+                listen_for_signals(stop.clone());
+                if once {
+                    ingest::run_once(&req, &progress, &stop).await
+                } else {
+                    let timing = WatchTiming {
+                        poll_interval: Duration::from_secs_f64(poll_interval.max(0.05)),
+                        settle: req.settings.settle_time,
+                    };
+                    run_watch(&req, &progress, &stop, timing).await
+                }
+            })?;
             println!("{}", summary_line(&summary));
             Ok(())
         }
     }
+}
+
+/// SIGINT or SIGTERM: finish the batch in flight, then stop (exit 0). A second signal
+/// exits at once; exactly-once holds either way.
+fn listen_for_signals(stop: StopFlag) {
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        for round in 0.. {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            if round > 0 {
+                eprintln!("Second signal: exiting now.");
+                std::process::exit(130);
+            }
+            tracing::info!("Stopping after the batch in flight.");
+            stop.stop();
+        }
+    });
 }
 
 /// The one line printed at the end of a run.

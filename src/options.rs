@@ -104,6 +104,11 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
         "longest accepted JSON line or record",
     ),
     (
+        "cloudFiles.settleTime",
+        "3s",
+        "watch: how long a file seen only by listing must keep its size and mtime",
+    ),
+    (
         "pathGlobFilter",
         "none",
         "glob on file names, {a,b} alternatives allowed",
@@ -327,6 +332,8 @@ pub struct Settings {
     pub time_zone: Tz,
     pub include_metadata: bool,
     pub max_record_bytes: usize,
+    /// Watch mode: how long a file seen only by listing must be unchanged.
+    pub settle_time: std::time::Duration,
 }
 
 /// Resolves a raw option list (later entries win) into settings. `checkpoint` is the
@@ -533,6 +540,10 @@ pub fn resolve(
         .transpose()?
         .map_or(64 << 20, |b| usize::try_from(b).unwrap_or(usize::MAX));
 
+    let settle_time = get("cloudFiles.settleTime")
+        .map(|v| parse_duration("cloudFiles.settleTime", v))
+        .transpose()?
+        .unwrap_or(std::time::Duration::from_secs(3));
     let settings = Settings {
         format,
         schema_location: get("cloudFiles.schemaLocation")
@@ -564,6 +575,7 @@ pub fn resolve(
         time_zone,
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
         max_record_bytes,
+        settle_time,
     };
     Ok((settings, warnings))
 }
@@ -660,6 +672,26 @@ pub fn parse_bytes(key: &str, value: &str) -> Result<u64, OptionsError> {
     };
     n.checked_mul(1 << shift)
         .ok_or_else(|| invalid(key, value, "too large"))
+}
+
+/// Parses `500ms`, `3s`, `2m`, `1h`, `3 seconds` (a bare number is seconds).
+pub fn parse_duration(key: &str, value: &str) -> Result<std::time::Duration, OptionsError> {
+    let v = value.trim().to_ascii_lowercase();
+    let digits_end = v
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(digits_end);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| invalid(key, value, "expected a duration such as 3s"))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => n,
+        "ms" | "millis" | "milliseconds" => n / 1000.0,
+        "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
+        "h" | "hour" | "hours" => n * 3600.0,
+        _ => return Err(invalid(key, value, "expected a duration such as 3s")),
+    };
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| invalid(key, value, "out of range"))
 }
 
 /// Parses `2021-01-01 00:00:00.000000 UTC+0` (Auto Loader's documented form), ISO-8601

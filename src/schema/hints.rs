@@ -421,7 +421,10 @@ mod tests {
         let mut schema = parse_schema("attrs MAP<STRING, STRUCT<content:BIGINT>>").unwrap();
         let hints = parse_hints("attrs.key INT, attrs.value.content STRING").unwrap();
         apply_hints(&mut schema, &hints).unwrap();
-        assert_eq!(schema.to_string(), "attrs MAP<INT, STRUCT<content: STRING>>");
+        assert_eq!(
+            schema.to_string(),
+            "attrs MAP<INT, STRUCT<content: STRING>>"
+        );
     }
 
     #[test]

@@ -177,12 +177,13 @@ fn random_sigkills_never_lose_or_duplicate_rows() {
         );
     }
     let mut seed: u64 = 0x5eed_1234;
-    let mut kills = 0;
+    let mut kills: u64 = 0;
     loop {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let delay = std::time::Duration::from_millis(5 + (seed >> 33) % 60);
+        // Later attempts get more time, so the run completes even on a loaded machine.
+        let delay = std::time::Duration::from_millis(5 + kills * 15 + (seed >> 33) % 60);
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
             .args([
                 "ingest",

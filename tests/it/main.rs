@@ -7,3 +7,4 @@ mod common;
 mod crash;
 mod evolution;
 mod ingest_once;
+mod watch;

@@ -1,0 +1,864 @@
+#!/usr/bin/env python3
+"""autoloader performance benchmark (issue 7).
+
+One command:  python3 bench/run.py            (full sizes, about 1 GiB per big set)
+              python3 bench/run.py --quick    (about 1/20 of the sizes)
+              python3 bench/run.py --only bulk,small
+
+It builds the release binary, generates deterministic data (cached under
+/tmp/autoloader-bench/data/<set>-<size>), then for each data set runs autoloader and,
+when installed, DuckDB -> Delta and Polars -> Delta, one measured process at a time.
+Each run gets a fresh table directory; every table is read back with Python `deltalake`
+in a separate process and its row count and sum(order_id) are checked against what was
+generated, so a fast wrong answer cannot win. Prints one table of figures and the
+targets of issue 7 with PASS/FAIL.
+
+Peak RSS is the child's ru_maxrss from os.wait4 (one child per measurement). Wall time
+is the whole process. For the competitors the Python interpreter start and imports are
+excluded from the throughput they are credited with (their in-process "work" time), which
+can only make our ratio smaller.
+"""
+
+import argparse
+import datetime as dt
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(REPO, "target", "release", "autoloader")
+ROOT = "/tmp/autoloader-bench"
+DATA = os.path.join(ROOT, "data")
+RUNS = os.path.join(ROOT, "runs")
+
+GEN_VERSION = 3  # bump when the generator changes: cached data is regenerated
+SEED = 20260307
+AVG_JSON_ROW = 502  # measured mean JSON line length of the generator (bytes, with newline)
+GIB = 1 << 30
+MIB = 1 << 20
+
+LOADS = []  # 1-minute load average just before each measured process
+OUR_TIMEOUT = 1800
+
+SETS = ["bulk", "csv", "drift", "small", "restart"]
+
+# (files, rows per file) per data set and size; bulk is ~1 GiB in 200 files.
+BULK_ROWS_PER_FILE = round(GIB / 200 / AVG_JSON_ROW)
+SIZES = {
+    "full": {
+        "bulk": (200, BULK_ROWS_PER_FILE),
+        "csv": (200, BULK_ROWS_PER_FILE),
+        "drift": (200, BULK_ROWS_PER_FILE),
+        "small": (20_000, 4),
+        "restart": (100_000, 1),
+    },
+    "quick": {
+        "bulk": (10, BULK_ROWS_PER_FILE),
+        "csv": (10, BULK_ROWS_PER_FILE),
+        "drift": (10, BULK_ROWS_PER_FILE),
+        "small": (1_000, 4),
+        "restart": (10_000, 1),
+    },
+}
+
+# ---------------------------------------------------------------------------------------
+# Deterministic order generator
+# ---------------------------------------------------------------------------------------
+
+FIRST = ["Minjun", "Seoyeon", "Jiho", "Haeun", "Olivia", "Liam", "Emma", "Noah", "Yuki",
+         "Hiroshi", "Sofia", "Lucas", "Mia", "Mateo", "Ava", "Ethan", "지민", "서준", "하윤"]
+LAST = ["Kim", "Lee", "Park", "Choi", "Jung", "Smith", "Garcia", "Müller", "Tanaka",
+        "Rossi", "Dubois", "Nguyen", "Brown", "Wilson", "김", "이", "박"]
+CITIES = [("Seoul", "KR"), ("Busan", "KR"), ("Incheon", "KR"), ("Daegu", "KR"),
+          ("Tokyo", "JP"), ("Osaka", "JP"), ("Berlin", "DE"), ("Paris", "FR"),
+          ("New York", "US"), ("Austin", "US"), ("Boston", "US")]
+STREETS = ["Gangnam-daero", "Teheran-ro", "Main St", "Oak Ave", "Hauptstraße",
+           "Rue de Rivoli", "Sakura-dori", "Sejong-daero", "Elm St", "Market St"]
+CURRENCIES = ["KRW"] * 6 + ["USD"] * 2 + ["EUR", "JPY"]
+STATUSES = ["pending", "paid", "paid", "shipped", "shipped", "delivered", "delivered",
+            "delivered", "cancelled", "refunded"]
+NOTES = ["Leave at the door", "Call before delivery, please", "Fragile", "No plastic bag",
+         "Deliver after 6 pm, thanks"]
+GIFTS = ["Happy birthday!", "Congratulations", "With love, from Seoul", "Thank you"]
+COUPONS = ["SPRING25", "WELCOME10", "VIP-2026", "FREESHIP"]
+T0 = int(dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc).timestamp())
+
+
+def ts(sec, ms):
+    d = dt.datetime.fromtimestamp(sec, dt.timezone.utc)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (d.year, d.month, d.day, d.hour,
+                                                   d.minute, d.second, ms)
+
+
+def gen_order(rng, order_id):
+    """One order as a dict of plain values (None = JSON null, missing key = absent)."""
+    city, country = rng.choice(CITIES)
+    n_items = rng.choice((1, 1, 2, 2, 2, 3, 3, 4, 5))
+    items = []
+    total = 0.0
+    for _ in range(n_items):
+        qty = rng.randint(1, 5)
+        price = rng.randrange(199, 99999) / 100
+        total += qty * price
+        items.append(("SKU-%06d" % rng.randrange(1_000_000), qty, price))
+    created = T0 + rng.randrange(30 * 86400)
+    status = rng.choice(STATUSES)
+    cust = rng.randrange(1, 400_000)
+    o = {
+        "order_id": order_id,
+        "user_id": "u%07d" % cust,
+        "amount": round(total + rng.choice((0, 0, 3.5, 4.99)), 2),
+        "currency": rng.choice(CURRENCIES),
+        "created_at": ts(created, rng.randrange(1000)),
+        "status": status,
+        "shipped_at": ts(created + rng.randrange(3600, 3 * 86400), rng.randrange(1000))
+        if status in ("shipped", "delivered") else None,
+        "note": rng.choice(NOTES) if rng.random() < 0.1 else None,
+        "customer_id": cust,
+        "customer_name": "%s %s" % (rng.choice(FIRST), rng.choice(LAST)),
+        "customer_email": "user%d@example.com" % cust if rng.random() < 0.85 else "ABSENT",
+        "street": "%d %s" % (rng.randrange(1, 999), rng.choice(STREETS)),
+        "city": city,
+        # Korean-style 5-digit zips: many start with 0, which a number would lose.
+        "zip": "%05d" % rng.randrange(1000, 64000),
+        "country": country,
+        "items": items,
+    }
+    if rng.random() < 0.05:
+        o["gift_message"] = rng.choice(GIFTS)
+    return o
+
+
+def js(s):
+    return "null" if s is None else json.dumps(s, ensure_ascii=False)
+
+
+def json_line(o, drift=None):
+    email = ("" if o["customer_email"] == "ABSENT"
+             else ', "email": "%s"' % o["customer_email"])
+    items = ", ".join('{"sku": "%s", "qty": %d, "price": %.2f}' % it for it in o["items"])
+    amount = "%.2f" % o["amount"]
+    extra = ""
+    if drift:
+        if drift.get("amount_text"):
+            amount = js(drift["amount_text"])
+        if "coupon_code" in drift:
+            extra = ', "coupon_code": "%s", "discount_rate": %.2f' % (
+                drift["coupon_code"], drift["discount_rate"])
+    gift = ', "gift_message": %s' % js(o["gift_message"]) if "gift_message" in o else ""
+    return (
+        '{"order_id": %d, "user_id": "%s", "amount": %s, "currency": "%s", '
+        '"created_at": "%s", "status": "%s", "shipped_at": %s, "note": %s, '
+        '"customer": {"id": %d, "name": %s%s, "address": {"street": "%s", "city": "%s", '
+        '"zip": "%s", "country": "%s"}}, "items": [%s]%s%s}\n'
+    ) % (o["order_id"], o["user_id"], amount, o["currency"], o["created_at"], o["status"],
+         js(o["shipped_at"]), js(o["note"]), o["customer_id"], js(o["customer_name"]), email,
+         o["street"], o["city"], o["zip"], o["country"], items, gift, extra)
+
+
+CSV_HEADER = ("order_id,user_id,amount,currency,created_at,status,shipped_at,note,"
+              "customer_id,customer_name,customer_email,customer_street,customer_city,"
+              "customer_zip,customer_country,item_count,items,gift_message\n")
+
+
+def csv_field(v):
+    if v is None or v == "ABSENT":
+        return ""
+    s = str(v)
+    return '"%s"' % s if ("," in s or '"' in s) else s
+
+
+def csv_line(o):
+    items = ";".join("%sx%d@%.2f" % it for it in o["items"])
+    vals = [o["order_id"], o["user_id"], "%.2f" % o["amount"], o["currency"],
+            o["created_at"], o["status"], o["shipped_at"], o["note"], o["customer_id"],
+            o["customer_name"], o["customer_email"], o["street"], o["city"], o["zip"],
+            o["country"], len(o["items"]), items, o.get("gift_message")]
+    return ",".join(csv_field(v) for v in vals) + "\n"
+
+
+def generate(name, size, path):
+    """Writes the data set into `path` (atomically) and returns its manifest."""
+    files, rows_per_file = SIZES[size][name]
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    ext = "csv" if name == "csv" else "json"
+    manifest = {"set": name, "size": size, "gen_version": GEN_VERSION, "files": files,
+                "rows": 0, "bytes": 0, "order_id_sum": 0, "rescued_expected": 0,
+                "note_count": 0, "gift_message_count": 0,
+                "parts": {}}
+    # Sets derived from the bulk stream share its orders: csv is bulk flattened, drift is
+    # bulk with drift in the second half. small/restart have their own streams.
+    stream = "bulk" if name in ("bulk", "csv", "drift") else name
+    order_id = {"bulk": 1, "small": 10_000_001, "restart": 20_000_001}[stream]
+    mtime0 = 1_772_323_200  # 2026-03-01; file i gets mtime0 + i, so ingestion order is fixed
+    t = time.time()
+    for i in range(files):
+        rng = random.Random("%d-%s-%d" % (SEED, stream, i))
+        part = ""
+        drift_rng = None
+        if name == "drift":
+            part = "part1" if i < files // 2 else "part2"
+            if part == "part2":
+                drift_rng = random.Random("%d-drift-%d" % (SEED, i))
+        d = os.path.join(tmp, "landing", part)
+        os.makedirs(d, exist_ok=True)
+        fname = os.path.join(d, "orders-%06d.%s" % (i, ext))
+        out = []
+        if ext == "csv":
+            out.append(CSV_HEADER)
+        for _ in range(rows_per_file):
+            o = gen_order(rng, order_id)
+            manifest["order_id_sum"] += order_id
+            manifest["note_count"] += o["note"] is not None
+            manifest["gift_message_count"] += "gift_message" in o
+            order_id += 1
+            if ext == "csv":
+                out.append(csv_line(o))
+            else:
+                drift = None
+                if drift_rng is not None:
+                    drift = {}
+                    if drift_rng.random() < 0.3:
+                        drift["coupon_code"] = drift_rng.choice(COUPONS)
+                        drift["discount_rate"] = drift_rng.randrange(5, 31) / 100
+                    if drift_rng.random() < 0.1:
+                        # "5000 KRW": the amount in won as text (the type mismatch).
+                        drift["amount_text"] = "%d KRW" % (round(o["amount"]) * 10)
+                        manifest["rescued_expected"] += 1
+                out.append(json_line(o, drift))
+        data = "".join(out).encode()
+        with open(fname, "wb") as f:
+            f.write(data)
+        os.utime(fname, (mtime0 + i, mtime0 + i))
+        manifest["rows"] += rows_per_file
+        manifest["bytes"] += len(data)
+        if part:
+            p = manifest["parts"].setdefault(part, {"files": 0, "rows": 0, "bytes": 0})
+            p["files"] += 1
+            p["rows"] += rows_per_file
+            p["bytes"] += len(data)
+        if (i + 1) % max(1, files // 10) == 0:
+            print("  generated %s-%s: %d/%d files, %.0f MB, %.0f s" % (
+                name, size, i + 1, files, manifest["bytes"] / 1e6, time.time() - t),
+                flush=True)
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    shutil.rmtree(path, ignore_errors=True)
+    os.rename(tmp, path)
+    return manifest
+
+
+def dataset(name, size):
+    path = os.path.join(DATA, "%s-%s" % (name, size))
+    mpath = os.path.join(path, "manifest.json")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            m = json.load(f)
+        if m.get("gen_version") == GEN_VERSION:
+            return path, m
+    print("generating %s-%s into %s" % (name, size, path), flush=True)
+    return path, generate(name, size, path)
+
+
+def data_files(path, sub=""):
+    d = os.path.join(path, "landing", sub)
+    out = []
+    for root, _, names in os.walk(d):
+        for n in names:
+            if n.endswith((".json", ".csv")):
+                out.append(os.path.join(root, n))
+    return sorted(out)
+
+
+def warm(files):
+    """Reads every input file once so the page cache is warm for the measured run."""
+    buf = bytearray(1 << 20)
+    for p in files:
+        with open(p, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
+
+
+# ---------------------------------------------------------------------------------------
+# Measured child processes
+# ---------------------------------------------------------------------------------------
+
+def measure(cmd, log_prefix, timeout):
+    """Runs one child; returns (exit code or 'timeout', wall s, peak RSS MiB, stdout, stderr)."""
+    out_path, err_path = log_prefix + ".out", log_prefix + ".err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        deadline = t0 + timeout
+        status = None
+        while True:
+            pid, st, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                status = st
+                break
+            if time.perf_counter() > deadline:
+                os.killpg(p.pid, signal.SIGKILL)
+                pid, st, ru = os.wait4(p.pid, 0)
+                status = "timeout"
+                break
+            time.sleep(0.002)
+        wall = time.perf_counter() - t0
+        p.returncode = 0  # reaped by wait4 already
+    rc = status if status == "timeout" else os.waitstatus_to_exitcode(status)
+    with open(out_path, errors="replace") as f:
+        stdout = f.read()
+    with open(err_path, errors="replace") as f:
+        stderr = f.read()
+    return rc, wall, ru.ru_maxrss / 1024.0, stdout, stderr
+
+
+def short(text, n=160):
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    # prefer the line that carries the exception / error message
+    for l in reversed(lines):
+        if re.search(r"error|exception|failed|panicked", l, re.I):
+            return l[:n]
+    return (lines[-1] if lines else "")[:n]
+
+
+def last_json(stdout):
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass
+    return None
+
+
+def readback(table, name):
+    rc, wall, rss, out, err = measure(
+        [sys.executable, os.path.abspath(__file__), "--readback", table],
+        os.path.join(RUNS, name + "-readback"), 600)
+    r = last_json(out)
+    if r is None:
+        return {"error": "readback failed (exit %s): %s" % (rc, short(err))}
+    return r
+
+
+def count_table_files(table):
+    parquet = 0
+    for root, dirs, names in os.walk(table):
+        dirs[:] = [d for d in dirs if not d.startswith("_")]
+        parquet += sum(1 for n in names if n.endswith(".parquet"))
+    log = os.path.join(table, "_delta_log")
+    commits = len([n for n in os.listdir(log) if n.endswith(".json")]) if os.path.isdir(log) else 0
+    return parquet, commits
+
+
+def autoloader_cmd(src, table, extra=()):
+    return [BIN, "ingest", src, table, "--once", "-o", "cloudFiles.inferColumnTypes=true",
+            *extra]
+
+
+SUMMARY = re.compile(r"ingested (\d+) files, (\d+) rows, (\d+) bytes, (\d+) rescued rows, "
+                     r"schema version (\d+)\b.*?, (\d+) batches")
+
+
+def run_ours(name, path, m, args):
+    """autoloader on a fresh table. drift runs in two phases (part2 lands after part1)."""
+    table = os.path.join(RUNS, name, "autoloader")
+    shutil.rmtree(os.path.join(RUNS, name), ignore_errors=True)
+    os.makedirs(os.path.join(RUNS, name))
+    res = {"tool": "autoloader", "wall": 0.0, "rss": 0.0, "phases": [], "rescued": 0}
+    if name == "drift":
+        # Stage hard links so that the second half appears after the first was ingested.
+        src = os.path.join(RUNS, name, "landing")
+        os.makedirs(src)
+        phases = ["part1", "part2"]
+    else:
+        src = os.path.join(path, "landing")
+        phases = [""]
+    for ph in phases:
+        if ph:
+            for f in data_files(path, ph):
+                os.link(f, os.path.join(src, os.path.basename(f)))
+        files = data_files(path, ph) if ph else data_files(path)
+        warm(files)
+        LOADS.append(os.getloadavg()[0])
+        rc, wall, rss, out, err = measure(autoloader_cmd(src, table),
+                                          os.path.join(RUNS, name, "autoloader" + ph), OUR_TIMEOUT)
+        inf = re.search(r"Inferred schema\..*?seconds=([0-9.]+)", err)
+        if inf:
+            res["infer_s"] = res.get("infer_s", 0.0) + float(inf.group(1))
+        res["wall"] += wall
+        res["rss"] = max(res["rss"], rss)
+        res["phases"].append(round(wall, 2))
+        s = SUMMARY.search(out)
+        if rc != 0 or not s:
+            res["error"] = "exit %s: %s" % (rc, short(err or out))
+            res["cmd"] = " ".join(autoloader_cmd(src, table))
+            return res
+        res["rescued"] += int(s.group(4))
+        res["schema_version"] = int(s.group(5))
+        res["batches"] = res.get("batches", 0) + int(s.group(6))
+    res["check"] = readback(table, name + "-autoloader")
+    res["parquet_files"], res["commits"] = count_table_files(table)
+    res["table"] = table
+    res["src"] = src
+    return res
+
+
+def run_competitor(tool, name, path, m, args):
+    table = os.path.join(RUNS, name, tool)
+    shutil.rmtree(table, ignore_errors=True)
+    fmt = "csv" if name == "csv" else "json"
+    ext = "." + fmt
+    if name == "drift":
+        phases = [os.path.join(path, "landing", p, "*" + ext) for p in ("part1", "part2")]
+    else:
+        phases = [os.path.join(path, "landing", "*" + ext)]
+    spec = {"tool": tool, "fmt": fmt, "table": table, "phases": phases}
+    spec_path = os.path.join(RUNS, name, tool + "-spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    warm(data_files(path))
+    LOADS.append(os.getloadavg()[0])
+    rc, wall, rss, out, err = measure(
+        [sys.executable, os.path.abspath(__file__), "--worker", spec_path],
+        os.path.join(RUNS, name, tool), args.timeout)
+    res = {"tool": tool, "wall": wall, "rss": rss}
+    r = last_json(out)
+    if rc == "timeout":
+        res["error"] = "timeout: capped at %d s" % args.timeout
+        return res
+    if r is None:
+        res["error"] = "exit %s: %s" % (rc, short(err or out))
+        return res
+    if not r.get("ok"):
+        res["error"] = r.get("error", "failed")[:160]
+        return res
+    res["work"] = r["work_s"]
+    res["phases"] = r.get("phase_s")
+    res["check"] = readback(table, name + "-" + tool)
+    return res
+
+
+def best_of(n, run):
+    """Runs a measurement n times; keeps the fastest successful one (a failure if all
+    fail), with the highest peak RSS seen over all of them."""
+    tries = [run() for _ in range(n)]
+    good = [t for t in tries if "error" not in t]
+    best = min(good, key=lambda t: t.get("work", t["wall"])) if good else tries[-1]
+    best["rss"] = max(t["rss"] for t in tries)
+    if n > 1:
+        best["tries"] = [round(t.get("work", t["wall"]), 2) for t in tries]
+    return best
+
+
+def git(*a):
+    r = subprocess.run(["git", "-C", REPO, *a], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def build(args):
+    """Builds the binary and copies it out of target/, so that a rebuild by someone else
+    during the run cannot swap it. Returns (binary path, description of what was built)."""
+    bindir = os.path.join(ROOT, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    if args.rev:
+        sha = git("rev-parse", "--verify", args.rev + "^{commit}")
+        if not sha:
+            sys.exit("unknown revision %r" % args.rev)
+        src = os.path.join(ROOT, "build", "src-" + sha[:12])
+        target = os.path.join(ROOT, "build", "target")
+        if not os.path.isdir(src):
+            # a plain export of the commit: read-only for the repository
+            os.makedirs(src + ".tmp", exist_ok=True)
+            arch = subprocess.Popen(["git", "-C", REPO, "archive", sha], stdout=subprocess.PIPE)
+            subprocess.run(["tar", "-x", "-C", src + ".tmp"], stdin=arch.stdout, check=True)
+            if arch.wait() != 0:
+                sys.exit("git archive failed")
+            # git archive stamps files with the commit time, older than the copied build
+            # artefacts, which cargo would then take as up to date: stamp them now.
+            subprocess.run(["find", src + ".tmp", "-exec", "touch", "{}", "+"], check=True)
+            os.rename(src + ".tmp", src)
+        if not os.path.isdir(target) and os.path.isdir(os.path.join(REPO, "target")):
+            print("copying target/ to reuse compiled dependencies", flush=True)
+            subprocess.run(["cp", "-a", os.path.join(REPO, "target"), target], check=True)
+        print("cargo build --release (commit %s)" % sha[:12], flush=True)
+        r = subprocess.run(["cargo", "build", "--release"], cwd=src,
+                           env={**os.environ, "CARGO_TARGET_DIR": target})
+        if r.returncode != 0:
+            sys.exit("cargo build --release failed")
+        built = os.path.join(target, "release", "autoloader")
+        note = "commit %s" % sha[:12]
+    else:
+        if not args.no_build:
+            print("cargo build --release", flush=True)
+            r = subprocess.run(["cargo", "build", "--release"], cwd=REPO)
+            if r.returncode != 0:
+                sys.exit("cargo build --release failed")
+        built = os.path.join(REPO, "target", "release", "autoloader")
+        if not os.path.exists(built):
+            sys.exit("no binary at %s" % built)
+        dirty = git("status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock")
+        note = "working tree at %s%s" % (git("rev-parse", "--short=12", "HEAD") or "?",
+                                         " + uncommitted changes" if dirty else "")
+    dest = os.path.join(bindir, "autoloader")
+    shutil.copy2(built, dest + ".tmp")
+    os.replace(dest + ".tmp", dest)
+    return dest, note
+
+
+def installed(mod):
+    r = subprocess.run([sys.executable, "-c", "import %s, os; print(%s.__version__, flush=True); os._exit(0)"
+                        % (mod, mod)], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+
+
+# ---------------------------------------------------------------------------------------
+# Worker modes (run in their own processes)
+# ---------------------------------------------------------------------------------------
+
+def sample_lines(glob_pattern, n):
+    """The first n lines of the files matching the pattern, in name order."""
+    import glob as globmod
+    out, count = [], 0
+    for p in sorted(globmod.glob(glob_pattern)):
+        with open(p, "rb") as f:
+            for line in f:
+                out.append(line)
+                count += 1
+                if count >= n:
+                    return b"".join(out)
+    return b"".join(out)
+
+
+def worker(spec_path):
+    with open(spec_path) as f:
+        spec = json.load(f)
+    code = 0
+    phase = 0
+    try:
+        t_imports = time.perf_counter()
+        if spec["tool"] == "duckdb":
+            import duckdb
+            from deltalake import write_deltalake
+        else:
+            import polars as pl
+        t0 = time.perf_counter()
+        phase_s = []
+        for i, glob in enumerate(spec["phases"]):
+            phase = i + 1
+            tp = time.perf_counter()
+            mode = "overwrite" if i == 0 else "append"
+            if spec["tool"] == "duckdb":
+                con = duckdb.connect()
+                fn = "read_csv_auto" if spec["fmt"] == "csv" else "read_json_auto"
+                rel = con.sql("SELECT * FROM %s('%s')" % (fn, glob))
+                reader = rel.to_arrow_reader(122_880)
+                kw = {"schema_mode": "merge"} if i > 0 else {}
+                write_deltalake(spec["table"], reader, mode=mode, **kw)
+                con.close()
+            else:
+                # Polars infers from the first 100 rows by default, which makes an
+                # all-null-so-far column Null and then fails to write it; DuckDB samples
+                # 20,480 rows, so give Polars a comparable 10,000.
+                # Its scan over many files takes the schema of the first file only, so
+                # for JSON the schema is inferred from the first 10,000 lines across files.
+                if spec["fmt"] == "csv":
+                    lf = pl.scan_csv(glob, infer_schema_length=10_000)
+                else:
+                    schema = pl.read_ndjson(io.BytesIO(sample_lines(glob, 10_000)),
+                                            infer_schema_length=None).schema
+                    lf = pl.scan_ndjson(glob, schema=schema)
+                lf.sink_delta(spec["table"], mode=mode,
+                              delta_write_options={"schema_mode": "merge"} if i > 0 else None)
+            phase_s.append(round(time.perf_counter() - tp, 3))
+        res = {"ok": True, "work_s": time.perf_counter() - t0, "phase_s": phase_s,
+               "import_s": t0 - t_imports}
+    except BaseException as e:  # noqa: BLE001 - report any failure as a result
+        msg = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+        if len(spec["phases"]) > 1:
+            msg = "phase %d of %d: %s" % (phase, len(spec["phases"]), msg)
+        res = {"ok": False, "error": msg}
+        code = 1
+    sys.stdout.write(json.dumps(res) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # deltalake + pyarrow may abort at interpreter exit (delta-rs#2184)
+
+
+def readback_main(table):
+    code = 0
+    try:
+        import pyarrow.compute as pc
+        from deltalake import DeltaTable
+        dt_ = DeltaTable(table)
+        ds = dt_.to_pyarrow_dataset()
+        names = ds.schema.names
+        sparse = [c for c in ("note", "gift_message") if c in names]
+        cols = ["order_id"] + sparse + (["_rescued_data"] if "_rescued_data" in names else [])
+        t = ds.to_table(columns=cols)
+        res = {"rows": t.num_rows,
+               "order_id_sum": int(pc.sum(pc.cast(t["order_id"], "int64")).as_py() or 0),
+               "columns": names, "version": dt_.version()}
+        for c in ("note", "gift_message"):
+            res[c + "_count"] = (t.num_rows - t[c].null_count) if c in names else 0
+        if "_rescued_data" in names:
+            res["rescued"] = t.num_rows - t["_rescued_data"].null_count
+    except BaseException as e:  # noqa: BLE001
+        res = {"error": "%s: %s" % (type(e).__name__, e)}
+        code = 1
+    sys.stdout.write(json.dumps(res) + "\n")
+    sys.stdout.flush()
+    os._exit(code)
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------
+
+def fmt_num(x, digits=1):
+    if x is None:
+        return "—"
+    if x >= 100:
+        return "{:,.0f}".format(x)
+    return "{:,.{}f}".format(x, digits)
+
+
+def check_ok(res, m):
+    c = res.get("check")
+    if not c or "error" in c:
+        return False, (c or {}).get("error", "no readback")
+    bad = []
+    for key in ("rows", "order_id_sum", "note_count", "gift_message_count"):
+        if c.get(key) != m[key]:
+            bad.append("%s %s (expected %s)" % (key, c.get(key), m[key]))
+    return not bad, ", ".join(bad)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="about 1/20 of the sizes")
+    ap.add_argument("--only", default=",".join(SETS),
+                    help="comma-separated data sets: %s" % ",".join(SETS))
+    ap.add_argument("--tools", default="autoloader,duckdb,polars",
+                    help="comma-separated tools (autoloader always runs)")
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="cap per competitor process, seconds (default 300)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure each tool N times, keep the fastest (default 1)")
+    ap.add_argument("--no-build", action="store_true",
+                    help="skip cargo build --release (use target/release/autoloader as it is)")
+    ap.add_argument("--rev", help="benchmark a git revision instead of the working tree: "
+                    "exported with git archive and built in /tmp/autoloader-bench/build")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--readback", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker)
+    if args.readback:
+        readback_main(args.readback)
+
+    size = "quick" if args.quick else "full"
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    for s in only:
+        if s not in SETS:
+            ap.error("unknown data set %r (choose from %s)" % (s, ", ".join(SETS)))
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    os.makedirs(DATA, exist_ok=True)
+    os.makedirs(RUNS, exist_ok=True)
+
+    global BIN
+    BIN, build_note = build(args)
+
+    versions = {"duckdb": installed("duckdb"), "polars": installed("polars"),
+                "deltalake": installed("deltalake"), "pyarrow": installed("pyarrow")}
+    if not versions["deltalake"]:
+        sys.exit("Python deltalake is needed to read tables back: "
+                 "python3 -m pip install -r bench/requirements.txt")
+    print("versions: %s" % ", ".join("%s %s" % (k, v or "n/a") for k, v in versions.items()),
+          flush=True)
+
+    rows = []     # table rows
+    results = {}  # set -> {tool -> res}
+    restart = {}
+    for name in only:
+        path, m = dataset(name, size)
+        results[name] = {}
+        print("\n== %s-%s: %d files, %d rows, %.1f MB" % (name, size, m["files"], m["rows"],
+                                                        m["bytes"] / 1e6), flush=True)
+        ours = best_of(args.repeat, lambda: run_ours(name, path, m, args))
+        results[name]["autoloader"] = ours
+        print("  autoloader: %.2f s, %.0f MiB%s" % (ours["wall"], ours["rss"],
+              (", " + ours["error"]) if "error" in ours else ""), flush=True)
+        if name in ("small", "restart") and "error" not in ours:
+            reruns = []
+            for _ in range(3):
+                warm(data_files(path))
+                LOADS.append(os.getloadavg()[0])
+                rc, wall, rss, out, err = measure(
+                    autoloader_cmd(ours["src"], ours["table"]),
+                    os.path.join(RUNS, name, "rerun"), OUR_TIMEOUT)
+                s = SUMMARY.search(out)
+                reruns.append({"rc": rc, "wall": wall, "rss": rss,
+                               "files": int(s.group(1)) if s else None,
+                               "error": None if rc == 0 else short(err)})
+            restart[name] = {"files": m["files"], "reruns": reruns}
+            print("  rerun, nothing new: %s s" % ", ".join("%.2f" % r["wall"] for r in reruns),
+                  flush=True)
+        if name != "restart":
+            for tool in ("duckdb", "polars"):
+                if tool not in tools:
+                    continue
+                if not versions[tool]:
+                    results[name][tool] = {"tool": tool, "na": True}
+                    continue
+                r = best_of(args.repeat, lambda: run_competitor(tool, name, path, m, args))
+                results[name][tool] = r
+                print("  %s: %.2f s (work %s s), %.0f MiB%s" % (
+                    tool, r["wall"], fmt_num(r.get("work"), 2), r["rss"],
+                    (", " + r["error"]) if "error" in r else ""), flush=True)
+
+    # ---- table
+    header = ["set", "tool", "wall s", "timed s", "MB/s", "rows/s", "files/s", "peak RSS MiB",
+              "rows ok?", "ratio ours/theirs", "notes"]
+    for name in only:
+        m = dataset(name, size)[1]
+        ours = results[name]["autoloader"]
+        our_thr = None
+        label = "%s (%d files, %.0f MB, %d rows)" % (name, m["files"], m["bytes"] / 1e6, m["rows"])
+        for tool in ("autoloader", "duckdb", "polars"):
+            r = results[name].get(tool)
+            if r is None:
+                continue
+            if r.get("na"):
+                rows.append([label, tool, "n/a", "", "", "", "", "", "", "", "not installed"])
+                continue
+            if "error" in r:
+                rows.append([label, tool, fmt_num(r["wall"], 2),
+                             "failed" if not r["error"].startswith("timeout") else "capped",
+                             "", "", "", fmt_num(r["rss"], 0), "—", "—", r["error"]])
+                continue
+            secs = r["wall"] if tool == "autoloader" else r["work"]
+            thr = m["bytes"] / secs / 1e6
+            ok, why = check_ok(r, m)
+            notes = []
+            if tool == "autoloader":
+                our_thr = thr if ok else None
+                c = r.get("check", {})
+                notes.append("%d parquet, %d commits" % (r["parquet_files"], r["commits"]))
+                if "infer_s" in r:
+                    notes.append("inference %.2f s" % r["infer_s"])
+                if name == "drift":
+                    notes.append("rescued %s (expected %d), schema v%s, phases %s s" % (
+                        c.get("rescued"), m["rescued_expected"], r.get("schema_version"),
+                        "+".join(str(p) for p in r["phases"])))
+                ratio = "—"
+            else:
+                ratio = ("%.2fx" % (our_thr / thr)) if (our_thr and ok) else "—"
+            if r.get("tries"):
+                notes.append("tries %s s" % "/".join(str(x) for x in r["tries"]))
+            if why:
+                notes.append(why)
+            rows.append([label, tool, fmt_num(r["wall"], 2), fmt_num(secs, 2), fmt_num(thr), fmt_num(m["rows"] / secs),
+                         fmt_num(m["files"] / secs), fmt_num(r["rss"], 0),
+                         "yes" if ok else "NO", ratio, "; ".join(notes)])
+    for name, rs in restart.items():
+        walls = [r["wall"] for r in rs["reruns"]]
+        bad = [r for r in rs["reruns"] if r["rc"] != 0 or r["files"] != 0]
+        rows.append(["%s rerun, nothing new (%d files)" % (name, rs["files"]), "autoloader",
+                     "/".join("%.2f" % w for w in walls), "", "", "", "", fmt_num(max(r["rss"] for r in rs["reruns"]), 0),
+                     "yes" if not bad else "NO", "—",
+                     "3 reruns" + ("" if not bad else "; %s" % bad[0])])
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+
+    # ---- targets
+    def ratio_of(setname, tool):
+        o, t = results.get(setname, {}).get("autoloader"), results.get(setname, {}).get(tool)
+        if not o or not t or "error" in o or "error" in t or t.get("na"):
+            return None
+        m = dataset(setname, size)[1]
+        if not (check_ok(o, m)[0] and check_ok(t, m)[0]):
+            return None
+        return (m["bytes"] / o["wall"]) / (m["bytes"] / t["work"])
+
+    targets = []
+
+    def target(desc, value, ok):
+        targets.append("| %s | %s | %s |" % (desc, value, "n/a" if ok is None else ("PASS" if ok else "FAIL")))
+
+    if "bulk" in results:
+        r = ratio_of("bulk", "duckdb")
+        target("bulk JSON >= 1.5x DuckDB->Delta throughput", "%.2fx" % r if r else "n/a",
+               None if r is None else r >= 1.5)
+    if "small" in results:
+        o = results["small"]["autoloader"]
+        m = dataset("small", size)[1]
+        fps = m["files"] / o["wall"] if "error" not in o and check_ok(o, m)[0] else None
+        target("small files >= 5,000 files/s", fmt_num(fps) + " files/s" if fps else "failed",
+               None if fps is None and "error" not in o else (fps or 0) >= 5000)
+    if "csv" in results:
+        r = ratio_of("csv", "polars")
+        target("CSV >= Polars CSV->Delta throughput", "%.2fx" % r if r else "n/a",
+               None if r is None else r >= 1.0)
+    if "drift" in results and "bulk" in results:
+        d, b = results["drift"]["autoloader"], results["bulk"]["autoloader"]
+        if "error" in d or "error" in b:
+            target("drift at most 30% slower than clean bulk", "failed", False)
+        else:
+            md, mb = dataset("drift", size)[1], dataset("bulk", size)[1]
+            # per row, so a different row count would not skew it (they are equal here)
+            slow = (d["wall"] / md["rows"]) / (b["wall"] / mb["rows"]) - 1
+            target("drift at most 30% slower than clean bulk", "%+.0f%% (%.2f s vs %.2f s)" % (
+                slow * 100, d["wall"], b["wall"]), slow <= 0.30)
+    peaks = [(n, results[n]["autoloader"]["rss"]) for n in results]
+    if peaks:
+        worst = max(peaks, key=lambda p: p[1])
+        target("peak RSS < 512 MiB for every data set (ours)",
+               "max %.0f MiB (%s)" % (worst[1], worst[0]), worst[1] < 512)
+    if "restart" in restart:
+        rs = restart["restart"]
+        w = max(r["wall"] for r in rs["reruns"])
+        ok = all(r["rc"] == 0 and r["files"] == 0 for r in rs["reruns"]) and w < 2.0
+        target("rerun over %s ingested files, nothing new, < 2 s%s" % (
+            "{:,}".format(rs["files"]), "" if rs["files"] >= 100_000 else " (quick: not the target size)"),
+            "%.2f s (worst of 3)" % w, ok)
+    bad = [n for n in results if "error" in results[n]["autoloader"]
+           or not check_ok(results[n]["autoloader"], dataset(n, size)[1])[0]]
+    target("autoloader row counts and sum(order_id) correct on every set",
+           "all correct" if not bad else "wrong/failed: " + ", ".join(bad), not bad)
+    if "drift" in results and "error" not in results["drift"]["autoloader"]:
+        md = dataset("drift", size)[1]
+        got = results["drift"]["autoloader"].get("check", {}).get("rescued")
+        target("drift: rescued rows = generated type mismatches",
+               "%s of %d" % (got, md["rescued_expected"]), got == md["rescued_expected"])
+
+    now = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    head = ("%s run%s, %s, autoloader built from %s, %d cores; duckdb %s, polars %s, deltalake %s, pyarrow %s; MB = 10^6 bytes; "
+            "1-min load average before the measured runs: %.1f to %.1f"
+            % (size, "" if args.repeat == 1 else " (best of %d)" % args.repeat, now, build_note, os.cpu_count(), versions["duckdb"], versions["polars"],
+               versions["deltalake"], versions["pyarrow"], min(LOADS or [0]), max(LOADS or [0])))
+    report = "\n".join([head, "", *lines, "", "| target | measured | result |", "|---|---|---|",
+                        *targets])
+    print("\n" + report)
+    with open(os.path.join(ROOT, "results-%s.md" % size), "w") as f:
+        f.write(report + "\n")
+    with open(os.path.join(ROOT, "results-%s.json" % size), "w") as f:
+        json.dump({"results": results, "restart": restart, "versions": versions}, f, indent=1,
+                  default=str)
+    print("\n(written to %s/results-%s.md and .json)" % (ROOT, size))
+
+
+if __name__ == "__main__":
+    main()

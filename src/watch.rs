@@ -1,0 +1,337 @@
+//! Continuous watching: ingest files as they land, until stopped.
+//!
+//! A periodic listing is the source of truth; `notify` (inotify) events only wake the loop
+//! early and say when a file is complete, so a lost or duplicated event can neither lose
+//! nor double a file. A file is taken when:
+//! - it was closed after writing, or renamed into the folder, and not written since
+//!   (inotify reports both); or
+//! - no event speaks for it (it predates the watcher, or events were lost) and its size
+//!   and modification time have not changed for the settle time.
+//!
+//! A file still open for writing (written, not yet closed) is never taken, however long
+//! its writer pauses, unless it stays untouched for ten settle times (a writer that died
+//! holding it open). Temporary names are never listed (see `discovery::is_hidden`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RenameMode};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::discovery::{ListedFile, Source};
+use crate::ingest::{IngestError, IngestRequest, Progress, StopFlag, Stream, Summary};
+
+/// What the events last said about a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    /// Written (or created) and not closed since.
+    Writing(Instant),
+    /// Closed after writing, or renamed into place.
+    Complete(Instant),
+}
+
+/// A file event, reduced to what readiness needs.
+#[derive(Debug, Clone)]
+pub struct FileEvent {
+    pub path: PathBuf,
+    complete: bool,
+}
+
+/// Decides which listed files are ready to ingest.
+#[derive(Debug)]
+pub struct SettleTracker {
+    settle: Duration,
+    signals: HashMap<String, Signal>,
+    /// First time a file was listed with its current (size, mtime).
+    observed: HashMap<String, (u64, i64, Instant)>,
+}
+
+impl SettleTracker {
+    pub fn new(settle: Duration) -> Self {
+        SettleTracker {
+            settle,
+            signals: HashMap::new(),
+            observed: HashMap::new(),
+        }
+    }
+
+    /// Records an event for a source key.
+    pub fn event(&mut self, key: String, complete: bool, at: Instant) {
+        let signal = if complete {
+            Signal::Complete(at)
+        } else {
+            Signal::Writing(at)
+        };
+        self.signals.insert(key, signal);
+    }
+
+    /// The listed new files that are ready; forgets files no longer listed. Also returns
+    /// when the next not-ready file could become ready by settling.
+    pub fn ready(
+        &mut self,
+        listed: Vec<ListedFile>,
+        now: Instant,
+        now_ms: i64,
+    ) -> (Vec<ListedFile>, Option<Duration>) {
+        let mut ready = Vec::new();
+        let mut next_check: Option<Duration> = None;
+        let mut keep_observed = HashMap::with_capacity(listed.len());
+        let mut keep_signals = HashMap::new();
+        for f in listed {
+            let first_seen = match self.observed.get(&f.key) {
+                Some((size, mtime, at)) if *size == f.size && *mtime == f.mtime_ms => *at,
+                _ => now,
+            };
+            let signal = self.signals.get(&f.key).copied();
+            let age_ms = u64::try_from(now_ms.saturating_sub(f.mtime_ms)).unwrap_or(0);
+            let stable_for = now
+                .duration_since(first_seen)
+                .max(Duration::from_millis(age_ms));
+            let (is_ready, wait) = match signal {
+                Some(Signal::Complete(_)) => (true, Duration::ZERO),
+                Some(Signal::Writing(at)) => {
+                    let quiet = now.duration_since(at).min(stable_for);
+                    let limit = self.settle * 10;
+                    (quiet >= limit, limit.saturating_sub(quiet))
+                }
+                None => (
+                    stable_for >= self.settle,
+                    self.settle.saturating_sub(stable_for),
+                ),
+            };
+            if is_ready {
+                ready.push(f);
+            } else {
+                next_check = Some(next_check.map_or(wait, |n: Duration| n.min(wait)));
+                if let Some(sig) = signal {
+                    keep_signals.insert(f.key.clone(), sig);
+                }
+                keep_observed.insert(f.key.clone(), (f.size, f.mtime_ms, first_seen));
+            }
+        }
+        // Events for files not listed yet (created, not visible to the listing) are kept.
+        for (k, sig) in self.signals.drain() {
+            let (Signal::Writing(at) | Signal::Complete(at)) = sig;
+            if !keep_observed.contains_key(&k)
+                && !ready.iter().any(|f| f.key == k)
+                && now.duration_since(at) < self.settle * 20
+            {
+                keep_signals.insert(k, sig);
+            }
+        }
+        self.signals = keep_signals;
+        self.observed = keep_observed;
+        (ready, next_check)
+    }
+
+    /// Number of files being tracked (bounded by the files listed but not yet ready).
+    pub fn tracked(&self) -> usize {
+        self.observed.len() + self.signals.len()
+    }
+}
+
+/// Reduces a notify event to file events.
+fn file_events(event: notify::Event) -> Vec<FileEvent> {
+    let complete = match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => true,
+        EventKind::Create(CreateKind::File | CreateKind::Any)
+        | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => false,
+        _ => return Vec::new(),
+    };
+    // A rename reports [from, to]: the destination is the last path.
+    let paths = if matches!(
+        event.kind,
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both))
+    ) {
+        event.paths.into_iter().last().into_iter().collect()
+    } else {
+        event.paths
+    };
+    paths
+        .into_iter()
+        .map(|path| FileEvent { path, complete })
+        .collect()
+}
+
+/// Starts an inotify watcher on a local source; events go to `tx` (dropped when full: the
+/// listing catches up). Returns `None` (and warns) when watching is not possible.
+fn start_watcher(root: &Path, tx: mpsc::Sender<FileEvent>) -> Option<notify::RecommendedWatcher> {
+    let handler = move |res: notify::Result<notify::Event>| {
+        if let Ok(event) = res {
+            for e in file_events(event) {
+                // Never block notify's thread; a dropped event is recovered by listing.
+                let _ = tx.try_send(e);
+            }
+        }
+    };
+    match notify::recommended_watcher(handler) {
+        Ok(mut w) => match w.watch(root, RecursiveMode::Recursive) {
+            Ok(()) => Some(w),
+            Err(e) => {
+                warn!(error = %e, "Cannot watch the source; relying on periodic listing.");
+                None
+            }
+        },
+        Err(e) => {
+            warn!(error = %e, "Cannot watch the source; relying on periodic listing.");
+            None
+        }
+    }
+}
+
+/// How the watch loop paces itself.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchTiming {
+    /// Full listing at least this often when idle.
+    pub poll_interval: Duration,
+    /// How long a file seen only by listing must be unchanged.
+    pub settle: Duration,
+}
+
+/// Ingests files as they land until `stop` is set; the batch in flight finishes first.
+pub async fn run_watch(
+    req: &IngestRequest,
+    progress: &dyn Progress,
+    stop: &StopFlag,
+    timing: WatchTiming,
+) -> Result<Summary, IngestError> {
+    let started = Instant::now();
+    let mut stream = Stream::open(req, progress).await?;
+    let (tx, mut rx) = mpsc::channel::<FileEvent>(4096);
+    let root = match &req.source {
+        Source::Local { root } => root.clone(),
+    };
+    let _watcher = start_watcher(&root, tx);
+    let mut tracker = SettleTracker::new(timing.settle);
+    info!(source = %req.source.describe(), table = %req.table.display(), "Watching for new files.");
+    loop {
+        if stop.is_stopped() {
+            break;
+        }
+        while let Ok(e) = rx.try_recv() {
+            record(&mut tracker, &root, e);
+        }
+        let listed = stream.discover()?;
+        let (ready, next_check) = tracker.ready(
+            listed,
+            Instant::now(),
+            chrono::Utc::now().timestamp_millis(),
+        );
+        if !ready.is_empty() {
+            debug!(files = ready.len(), "Files ready.");
+            stream.ingest(ready, stop).await?;
+            continue;
+        }
+        let wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
+        tokio::select! {
+            e = rx.recv() => {
+                if let Some(e) = e {
+                    record(&mut tracker, &root, e);
+                    // Let a burst of events arrive before listing.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            () = tokio::time::sleep(wait.max(Duration::from_millis(10))) => {}
+            () = stop.stopped() => {}
+        }
+    }
+    info!(tracked = tracker.tracked(), "Stopped watching.");
+    let mut summary = stream.summary();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn record(tracker: &mut SettleTracker, root: &Path, e: FileEvent) {
+    let Ok(rel) = e.path.strip_prefix(root) else {
+        return;
+    };
+    let Some(key) = rel.to_str() else { return };
+    // Temporary and hidden names are never ingested: no need to track them.
+    if rel
+        .iter()
+        .any(|part| crate::discovery::is_hidden(&part.to_string_lossy()))
+    {
+        return;
+    }
+    tracker.event(
+        key.replace(std::path::MAIN_SEPARATOR, "/"),
+        e.complete,
+        Instant::now(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(key: &str, size: u64, mtime_ms: i64) -> ListedFile {
+        ListedFile {
+            key: key.into(),
+            size,
+            mtime_ms,
+        }
+    }
+
+    const SETTLE: Duration = Duration::from_secs(2);
+
+    #[test]
+    fn closed_or_renamed_files_are_ready_at_once() {
+        let mut t = SettleTracker::new(SETTLE);
+        let now = Instant::now();
+        t.event("a.json".into(), true, now);
+        let (ready, _) = t.ready(vec![file("a.json", 10, 1_000_000)], now, 1_000_000);
+        assert_eq!(ready.len(), 1);
+    }
+
+    #[test]
+    fn files_open_for_writing_wait_for_their_close() {
+        let mut t = SettleTracker::new(SETTLE);
+        let t0 = Instant::now();
+        let now_ms = 1_000_000;
+        t.event("slow.json".into(), false, t0);
+        let (ready, _) = t.ready(vec![file("slow.json", 10, now_ms)], t0, now_ms);
+        assert!(ready.is_empty());
+        // A pause longer than the settle time does not make it ready.
+        let later = t0 + SETTLE * 3;
+        let (ready, _) = t.ready(vec![file("slow.json", 10, now_ms)], later, now_ms + 6000);
+        assert!(ready.is_empty(), "a paused writer's file is not taken");
+        t.event("slow.json".into(), true, later);
+        let (ready, _) = t.ready(
+            vec![file("slow.json", 20, now_ms + 6000)],
+            later,
+            now_ms + 6000,
+        );
+        assert_eq!(ready.len(), 1);
+    }
+
+    #[test]
+    fn files_without_events_settle_by_listing() {
+        let mut t = SettleTracker::new(SETTLE);
+        let t0 = Instant::now();
+        let now_ms = 1_000_000;
+        let (ready, next) = t.ready(vec![file("b.json", 10, now_ms)], t0, now_ms);
+        assert!(ready.is_empty());
+        assert_eq!(next, Some(SETTLE));
+        // It grew: the clock restarts.
+        let (ready, _) = t.ready(
+            vec![file("b.json", 20, now_ms + 1000)],
+            t0 + Duration::from_secs(1),
+            now_ms + 1000,
+        );
+        assert!(ready.is_empty());
+        let (ready, _) = t.ready(
+            vec![file("b.json", 20, now_ms + 1000)],
+            t0 + Duration::from_secs(4),
+            now_ms + 4000,
+        );
+        assert_eq!(ready.len(), 1);
+        // Old files (mtime long ago) are ready at once.
+        let (ready, _) = t.ready(vec![file("old.json", 5, 0)], t0, now_ms);
+        assert_eq!(ready.len(), 1);
+        assert_eq!(t.tracked(), 0, "nothing is kept for files already taken");
+    }
+}

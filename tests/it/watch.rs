@@ -1,0 +1,131 @@
+//! Watch mode: a real watcher process, real files landing (renamed in, written slowly in
+//! pieces), SIGTERM, restart.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{self, Scratch, column_strings, ok, read_table, summary_figure};
+
+fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+    cmd.args([
+        "ingest",
+        s.landing().to_str().unwrap(),
+        s.table().to_str().unwrap(),
+        "--poll-interval",
+        "0.5",
+    ]);
+    for o in options {
+        cmd.args(["-o", o]);
+    }
+    cmd.env("RUST_LOG", "autoloader=debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the table holds `rows` rows (or fails after a timeout).
+fn wait_for_rows(s: &Scratch, rows: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if s.table().join("_delta_log").exists()
+            && common::row_count(&read_table(&s.table())) >= rows
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the table never reached {rows} rows"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: kill(2) with a valid pid of our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+}
+
+#[test]
+fn watcher_ingests_files_as_they_land_and_stops_cleanly_on_sigterm() {
+    let s = Scratch::new();
+    let opts = ["cloudFiles.format=json", "cloudFiles.settleTime=1s"];
+    let child = start_watcher(&s, &opts);
+
+    // Written elsewhere, renamed in: complete at once.
+    let tmp = s.landing().join(".upload.tmp");
+    std::fs::write(&tmp, common::orders_jsonl(0, 10)).unwrap();
+    std::fs::rename(&tmp, s.landing().join("a.json")).unwrap();
+    wait_for_rows(&s, 10);
+
+    // Written slowly in pieces, pausing longer than the settle time: taken once, whole.
+    let mut slow = std::fs::File::create(s.landing().join("slow.json")).unwrap();
+    slow.write_all(common::orders_jsonl(10, 15).as_bytes())
+        .unwrap();
+    slow.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    slow.write_all(common::orders_jsonl(15, 20).as_bytes())
+        .unwrap();
+    drop(slow);
+    wait_for_rows(&s, 20);
+
+    // A file landing in a new sub-folder is found too.
+    s.land("2026/03/15/c.json", common::orders_jsonl(20, 25));
+    wait_for_rows(&s, 25);
+
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "SIGTERM exits 0: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(summary_figure(&stdout, "rows"), 25, "{stdout}");
+
+    let mut ids: Vec<u64> = column_strings(&read_table(&s.table()), "order_id")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (0..25).collect::<Vec<_>>(),
+        "every row once; the slow file was not taken half-written"
+    );
+    let again = ok(&s.ingest(&opts));
+    assert_eq!(
+        summary_figure(&again, "files"),
+        0,
+        "a restart finds nothing new"
+    );
+}
+
+#[test]
+fn overwritten_files_are_not_reread_unless_allowed() {
+    let s = Scratch::new();
+    let path = s.land("a.json", common::orders_jsonl(0, 3));
+    ok(&s.ingest(&[]));
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&path, common::orders_jsonl(0, 5)).unwrap();
+    let out = s.ingest(&[]);
+    let stdout = ok(&out);
+    assert_eq!(summary_figure(&stdout, "files"), 0);
+    assert!(
+        common::stderr(&out).contains("File changed after it was ingested"),
+        "{}",
+        common::stderr(&out)
+    );
+    let out = ok(&s.ingest(&["cloudFiles.allowOverwrites=true"]));
+    assert_eq!(
+        summary_figure(&out, "rows"),
+        5,
+        "the latest version is ingested again"
+    );
+    assert_eq!(common::row_count(&read_table(&s.table())), 8);
+}
