@@ -3,6 +3,7 @@
 //! Lake tables exactly once.
 
 pub mod checkpoint;
+pub mod config;
 pub mod discovery;
 pub mod failpoint;
 pub mod formats;

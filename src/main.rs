@@ -63,6 +63,20 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         checkpoint: Option<PathBuf>,
     },
+    /// Run every stream of a TOML config file concurrently (see schemas/config.schema.json).
+    Run {
+        /// The config file.
+        config: PathBuf,
+        /// Ingest what has landed, then exit.
+        #[arg(long)]
+        once: bool,
+        /// Run only this stream.
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
+        /// Watch mode: list each source at least this often, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        poll_interval: f64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -79,7 +93,11 @@ fn main() -> ExitCode {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.downcast_ref::<OptionsError>().is_some() {
+        if cause.downcast_ref::<OptionsError>().is_some()
+            || cause
+                .downcast_ref::<autoloader::config::ConfigError>()
+                .is_some()
+        {
             return EXIT_USAGE;
         }
         if let Some(CheckpointError::Locked { .. }) = cause.downcast_ref::<CheckpointError>() {
@@ -113,6 +131,12 @@ fn init_logging(verbose: u8, quiet: bool) {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Run {
+            config,
+            once,
+            stream,
+            poll_interval,
+        } => run_config(&config, once, stream.as_deref(), poll_interval),
         Command::Ingest {
             source,
             table,
@@ -158,6 +182,69 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", summary_line(&summary));
             Ok(())
         }
+    }
+}
+
+/// Runs the streams of a config file concurrently; each prints its own summary line.
+fn run_config(
+    config: &std::path::Path,
+    once: bool,
+    only: Option<&str>,
+    poll_interval: f64,
+) -> anyhow::Result<()> {
+    let streams = autoloader::config::load(config, only)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let stop = StopFlag::new();
+    let results = runtime.block_on(async {
+        listen_for_signals(stop.clone());
+        let mut tasks = Vec::new();
+        for s in streams {
+            let stop = stop.clone();
+            tasks.push(tokio::spawn(async move {
+                let req = s.request;
+                let result = if once {
+                    ingest::run_once(&req, &ingest::NoProgress, &stop).await
+                } else {
+                    let timing = WatchTiming {
+                        poll_interval: Duration::from_secs_f64(poll_interval.max(0.05)),
+                        settle: req.settings.settle_time,
+                    };
+                    run_watch(&req, &ingest::NoProgress, &stop, timing).await
+                };
+                (s.name, result)
+            }));
+        }
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(t.await);
+        }
+        results
+    });
+    let mut failed = Vec::new();
+    for r in results {
+        match r {
+            Ok((name, Ok(summary))) => println!("[{name}] {}", summary_line(&summary)),
+            Ok((name, Err(e))) => {
+                eprintln!("error: stream \"{name}\": {e}");
+                failed.push(name);
+            }
+            Err(e) => {
+                eprintln!("error: a stream task failed: {e}");
+                failed.push("?".into());
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "{} of the streams failed: {}",
+            failed.len(),
+            failed.join(", ")
+        ))
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod common;
+mod config;
 mod crash;
 mod evolution;
 mod ingest_once;

@@ -1,0 +1,368 @@
+//! Many streams from one TOML file (`autoloader run CONFIG.toml`).
+//!
+//! ```toml
+//! [defaults.options]            # applied to every stream, which may override them
+//! "cloudFiles.inferColumnTypes" = true
+//!
+//! [[stream]]
+//! name = "orders"
+//! source = "landing/orders"       # relative paths are relative to this file
+//! table = "bronze/orders"
+//! # checkpoint = "..."           # default: <table>/_autoloader/<name>
+//! [stream.options]
+//! "cloudFiles.format" = "json"
+//! ```
+//! Checked before anything runs: names unique, every option valid, and no two streams
+//! sharing a checkpoint or a schema location (several may share a table). The JSON Schema
+//! is `schemas/config.schema.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::discovery::Source;
+use crate::ingest::IngestRequest;
+use crate::options::{self, OptionsError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: stream \"{stream}\": {source}")]
+    Options {
+        path: PathBuf,
+        stream: String,
+        source: OptionsError,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    defaults: Defaults,
+    #[serde(default)]
+    stream: Vec<StreamConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Defaults {
+    #[serde(default)]
+    options: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamConfig {
+    name: String,
+    source: String,
+    table: String,
+    checkpoint: Option<String>,
+    #[serde(default)]
+    options: BTreeMap<String, toml::Value>,
+}
+
+/// One stream of a config file, resolved.
+#[derive(Debug, Clone)]
+pub struct NamedStream {
+    pub name: String,
+    pub request: IngestRequest,
+}
+
+fn option_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Boolean(b) => b.to_string(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Datetime(d) => d.to_string(),
+        // Arrays and tables are not option values; the option parser rejects the text.
+        other => format!("{other:?}"),
+    }
+}
+
+fn resolve_path(base: &Path, p: &str) -> PathBuf {
+    let path = Path::new(p);
+    if path.is_absolute() || p.contains("://") {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}
+
+/// Normalizes a path for comparison, whether or not it exists yet.
+fn normalized(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Reads and validates a config file. `only` keeps one stream by name.
+pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let parsed: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.into(),
+        message,
+    };
+    if parsed.stream.is_empty() {
+        return Err(invalid("no [[stream]] is declared".into()));
+    }
+    let base = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let mut out: Vec<NamedStream> = Vec::new();
+    for s in &parsed.stream {
+        if s.name.is_empty()
+            || !s
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(invalid(format!(
+                "stream name \"{}\" must be letters, digits, _ or -",
+                s.name
+            )));
+        }
+        if out.iter().any(|o| o.name == s.name) {
+            return Err(invalid(format!("two streams are named \"{}\"", s.name)));
+        }
+        let table = resolve_path(&base, &s.table);
+        let checkpoint = match &s.checkpoint {
+            Some(c) => resolve_path(&base, c),
+            None => table.join("_autoloader").join(&s.name),
+        };
+        let mut raw: Vec<(String, String)> = parsed
+            .defaults
+            .options
+            .iter()
+            .map(|(k, v)| (k.clone(), option_text(v)))
+            .collect();
+        raw.extend(s.options.iter().map(|(k, v)| (k.clone(), option_text(v))));
+        // A relative schema location is relative to the config file too.
+        for (k, v) in &mut raw {
+            if k.eq_ignore_ascii_case("cloudFiles.schemaLocation") {
+                *v = resolve_path(&base, v).display().to_string();
+            }
+        }
+        let (settings, warnings) =
+            options::resolve(&raw, &checkpoint).map_err(|source| ConfigError::Options {
+                path: path.into(),
+                stream: s.name.clone(),
+                source,
+            })?;
+        for w in warnings {
+            tracing::warn!(stream = %s.name, "{w}");
+        }
+        let source_path = resolve_path(&base, &s.source);
+        let source = Source::parse(&source_path.display().to_string())
+            .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+        out.push(NamedStream {
+            name: s.name.clone(),
+            request: IngestRequest {
+                source,
+                table,
+                checkpoint,
+                settings,
+            },
+        });
+    }
+    for (i, a) in out.iter().enumerate() {
+        for b in &out[i + 1..] {
+            if normalized(&a.request.checkpoint) == normalized(&b.request.checkpoint) {
+                return Err(invalid(format!(
+                    "streams \"{}\" and \"{}\" share the checkpoint {}; each stream needs its own",
+                    a.name,
+                    b.name,
+                    a.request.checkpoint.display()
+                )));
+            }
+            if normalized(&a.request.settings.schema_location)
+                == normalized(&b.request.settings.schema_location)
+            {
+                return Err(invalid(format!(
+                    "streams \"{}\" and \"{}\" share the schema location {}; each stream needs its own",
+                    a.name,
+                    b.name,
+                    a.request.settings.schema_location.display()
+                )));
+            }
+        }
+    }
+    if let Some(name) = only {
+        out.retain(|s| s.name == name);
+        if out.is_empty() {
+            let names: Vec<&str> = parsed.stream.iter().map(|s| s.name.as_str()).collect();
+            return Err(invalid(format!(
+                "no stream named \"{name}\" (streams: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        std::fs::create_dir_all(dir.join("land/a")).unwrap();
+        std::fs::create_dir_all(dir.join("land/b")).unwrap();
+        let p = dir.join("streams.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn streams_resolve_relative_paths_and_merge_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            r#"
+[defaults.options]
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "a"
+source = "land/a"
+table = "bronze/shared"
+
+[[stream]]
+name = "b"
+source = "land/b"
+table = "bronze/shared"
+[stream.options]
+"cloudFiles.inferColumnTypes" = false
+"cloudFiles.maxFilesPerTrigger" = 5
+"#,
+        );
+        let streams = load(&p, None).unwrap();
+        assert_eq!(streams.len(), 2);
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(
+            streams[0].request.checkpoint,
+            base.join("bronze/shared/_autoloader/a")
+        );
+        assert!(streams[0].request.settings.infer_column_types);
+        assert!(!streams[1].request.settings.infer_column_types);
+        assert_eq!(streams[1].request.settings.max_files_per_trigger, 5);
+        assert_eq!(load(&p, Some("b")).unwrap().len(), 1);
+        assert!(
+            load(&p, Some("zz"))
+                .unwrap_err()
+                .to_string()
+                .contains("streams: a, b")
+        );
+    }
+
+    #[test]
+    fn shared_checkpoints_and_schema_locations_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            r#"
+[[stream]]
+name = "a"
+source = "land/a"
+table = "t1"
+checkpoint = "ck"
+
+[[stream]]
+name = "b"
+source = "land/b"
+table = "t2"
+checkpoint = "./ck"
+"#,
+        );
+        assert!(
+            load(&p, None)
+                .unwrap_err()
+                .to_string()
+                .contains("share the checkpoint")
+        );
+        let p = write(
+            dir.path(),
+            r#"
+[[stream]]
+name = "a"
+source = "land/a"
+table = "t1"
+options = { "cloudFiles.schemaLocation" = "schemas" }
+
+[[stream]]
+name = "b"
+source = "land/b"
+table = "t2"
+options = { "cloudFiles.schemaLocation" = "schemas/" }
+"#,
+        );
+        assert!(
+            load(&p, None)
+                .unwrap_err()
+                .to_string()
+                .contains("share the schema location")
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_line_and_bad_options_the_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntabel = \"t\"\n",
+        );
+        let err = load(&p, None).unwrap_err().to_string();
+        assert!(err.contains("line 4"), "{err}");
+        assert!(err.contains("tabel"), "{err}");
+        let p = write(
+            dir.path(),
+            "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntable = \"t\"\noptions = { \"cloudFiles.inferColumTypes\" = true }\n",
+        );
+        let err = load(&p, None).unwrap_err().to_string();
+        assert!(
+            err.contains("stream \"a\"") && err.contains("did you mean"),
+            "{err}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    #[test]
+    fn json_schema_lists_every_option() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../schemas/config.schema.json")).unwrap();
+        let props = &schema["$defs"]["options"]["properties"];
+        for (key, _, _) in crate::options::OPTIONS {
+            assert!(
+                props.get(*key).is_some(),
+                "schemas/config.schema.json lacks {key}"
+            );
+        }
+    }
+}
