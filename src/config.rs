@@ -58,6 +58,8 @@ struct FileConfig {
 struct Defaults {
     #[serde(default)]
     options: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    alert_webhooks: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -69,6 +71,8 @@ struct StreamConfig {
     checkpoint: Option<String>,
     #[serde(default)]
     options: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    alert_webhooks: Vec<String>,
 }
 
 /// One stream of a config file, resolved.
@@ -76,6 +80,8 @@ struct StreamConfig {
 pub struct NamedStream {
     pub name: String,
     pub request: IngestRequest,
+    /// Alert webhooks of this stream (defaults and its own).
+    pub alert_webhooks: Vec<String>,
 }
 
 fn option_text(v: &toml::Value) -> String {
@@ -184,11 +190,19 @@ pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigE
         out.push(NamedStream {
             name: s.name.clone(),
             request: IngestRequest {
+                name: s.name.clone(),
                 source,
                 table,
                 checkpoint,
                 settings,
             },
+            alert_webhooks: parsed
+                .defaults
+                .alert_webhooks
+                .iter()
+                .chain(&s.alert_webhooks)
+                .cloned()
+                .collect(),
         });
     }
     for (i, a) in out.iter().enumerate() {

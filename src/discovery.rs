@@ -183,8 +183,9 @@ pub fn new_files(
     listed: Vec<ListedFile>,
     seen: &SeenFiles,
     settings: &Settings,
-) -> Result<Vec<ListedFile>, DiscoveryError> {
+) -> Result<(Vec<ListedFile>, Vec<ListedFile>), DiscoveryError> {
     let mut out = Vec::new();
+    let mut overwritten = Vec::new();
     for f in listed {
         match seen.get(&f.key)? {
             None => out.push(f),
@@ -197,11 +198,12 @@ pub fn new_files(
                         file = %f.key, old_size = s.size, new_size = f.size,
                         "File changed after it was ingested; not ingesting it again (set cloudFiles.allowOverwrites=true to re-ingest)."
                     );
+                    overwritten.push(f);
                 }
             }
         }
     }
-    Ok(out)
+    Ok((out, overwritten))
 }
 
 /// Hive-style `key=value` folders of a key, in order, values unescaped

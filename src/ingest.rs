@@ -15,11 +15,15 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use crate::alerts::{AlertSettings, Alerter};
 use crate::checkpoint::{Checkpoint, CheckpointError, CommitSummary, Plan, PlannedFile};
 use crate::discovery::{self, DiscoveryError, ListedFile, Source};
+use crate::events::{EventLog, Severity, kind};
 use crate::failpoint;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
+use crate::metrics::StreamMetrics;
 use crate::options::{EvolutionMode, Format, Settings};
+use crate::rows::RescueKind;
 use crate::rows::{FileMeta, Layout, METADATA_COLUMN};
 use crate::schema::evolution::{self, AddedField, Outcome};
 use crate::schema::hints::{apply_hints, parse_hints};
@@ -27,6 +31,33 @@ use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaStoreError, SchemaVersion, VersionInfo};
 use crate::schema::{DataType, Field, Schema};
 use crate::sink::{DeltaSink, SinkError};
+
+/// A stream's event log, alerts and metrics.
+pub struct Telemetry {
+    events: Arc<EventLog>,
+    alerter: Alerter,
+    metrics: Arc<StreamMetrics>,
+    /// Overwritten files already reported, so a watcher reports each once.
+    overwritten_reported: std::collections::HashSet<(String, u64, i64)>,
+}
+
+impl Telemetry {
+    fn start(req: &IngestRequest, hooks: &Hooks) -> Telemetry {
+        let events = Arc::new(EventLog::open(&req.checkpoint, &req.name));
+        Telemetry {
+            alerter: Alerter::start(hooks.alerts.clone(), Arc::clone(&events)),
+            events,
+            metrics: hooks.metrics.clone().unwrap_or_default(),
+            overwritten_reported: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Records an event and alerts on it when it is alert-worthy.
+    fn emit(&self, severity: Severity, kind: &str, fields: serde_json::Value) {
+        let event = self.events.emit(severity, kind, fields);
+        self.alerter.consider(&event);
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -68,6 +99,8 @@ pub enum IngestError {
 /// What one run should do.
 #[derive(Debug, Clone)]
 pub struct IngestRequest {
+    /// The stream's name in events, alerts and metrics.
+    pub name: String,
     pub source: Source,
     pub table: PathBuf,
     pub checkpoint: PathBuf,
@@ -90,6 +123,16 @@ pub struct Summary {
     pub evolutions: Vec<String>,
 }
 
+/// How long a finishing run waits for its queued alerts to be sent.
+const ALERT_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Where a stream reports besides its event log: alert webhooks and metrics.
+#[derive(Default, Clone)]
+pub struct Hooks {
+    pub alerts: AlertSettings,
+    pub metrics: Option<Arc<StreamMetrics>>,
+}
+
 /// Progress reporting hooks (a terminal bar in the CLI, nothing in tests).
 pub trait Progress: Send + Sync {
     fn start(&self, _files: u64, _bytes: u64) {}
@@ -107,18 +150,22 @@ pub async fn run_once(
     req: &IngestRequest,
     progress: &dyn Progress,
     stop: &StopFlag,
+    hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
-    let mut stream = Stream::open(req, progress).await?;
-    let files = stream.discover()?;
-    let total_files = files.len() as u64 + stream.pending_files();
-    let total_bytes = files.iter().map(|f| f.size).sum::<u64>() + stream.pending_bytes();
-    progress.start(total_files, total_bytes);
-    stream.ingest(files, stop).await?;
-    progress.finish();
-    let mut summary = stream.summary();
-    summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+    let mut stream = Stream::open(req, progress, hooks).await?;
+    let result = async {
+        let files = stream.discover()?;
+        let total_files = files.len() as u64 + stream.pending_files();
+        let total_bytes = files.iter().map(|f| f.size).sum::<u64>() + stream.pending_bytes();
+        stream.set_pending(total_files);
+        progress.start(total_files, total_bytes);
+        stream.ingest(files, stop).await?;
+        progress.finish();
+        Ok(())
+    }
+    .await;
+    stream.finish(result, started).await
 }
 
 /// Set by a signal handler: the stream stops between batches (a batch in flight finishes).
@@ -161,6 +208,7 @@ impl StopFlag {
 /// its format and schema.
 pub struct Stream<'a> {
     req: &'a IngestRequest,
+    telemetry: Telemetry,
     checkpoint: Checkpoint,
     app_id: String,
     sink: DeltaSink,
@@ -178,6 +226,7 @@ impl<'a> Stream<'a> {
     pub async fn open(
         req: &'a IngestRequest,
         progress: &'a dyn Progress,
+        hooks: &Hooks,
     ) -> Result<Stream<'a>, IngestError> {
         let settings = &req.settings;
         let checkpoint = Checkpoint::open(&req.checkpoint)?;
@@ -204,8 +253,24 @@ impl<'a> Stream<'a> {
         }
         let (_, pending) = checkpoint.pending_plans()?;
         let schema = store.latest()?.map(|v| v.version);
+        let telemetry = Telemetry::start(req, hooks);
+        telemetry.emit(
+            Severity::Info,
+            kind::STREAM_STARTED,
+            json!({
+                "source": req.source.describe(),
+                "table": req.table.display().to_string(),
+                "checkpoint": req.checkpoint.display().to_string(),
+                "streamId": checkpoint.stream_id(),
+                "schemaVersion": schema,
+            }),
+        );
+        if let Some(v) = schema {
+            telemetry.metrics.schema_version.store(v, Ordering::Relaxed);
+        }
         Ok(Stream {
             req,
+            telemetry,
             checkpoint,
             app_id,
             sink,
@@ -222,10 +287,24 @@ impl<'a> Stream<'a> {
     }
 
     /// The source's files that are neither ingested nor in an unfinished plan.
-    pub fn discover(&self) -> Result<Vec<ListedFile>, IngestError> {
+    pub fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
         let listed = self.req.source.list(&self.req.settings)?;
         let seen = self.checkpoint.seen_files()?;
-        let mut new = discovery::new_files(listed, &seen, &self.req.settings)?;
+        let (mut new, overwritten) = discovery::new_files(listed, &seen, &self.req.settings)?;
+        for f in overwritten {
+            // One event per file and content, however often it is listed.
+            if self
+                .telemetry
+                .overwritten_reported
+                .insert((f.key.clone(), f.size, f.mtime_ms))
+            {
+                self.telemetry.emit(
+                    Severity::Warning,
+                    kind::OVERWRITTEN_FILE_IGNORED,
+                    json!({ "file": self.req.source.uri(&f.key), "size": f.size, "mtimeMs": f.mtime_ms }),
+                );
+            }
+        }
         new.retain(|f| {
             !self
                 .pending
@@ -245,6 +324,57 @@ impl<'a> Stream<'a> {
             .flat_map(|p| &p.files)
             .map(|f| f.size)
             .sum()
+    }
+
+    /// Sets the files-pending gauge.
+    pub fn set_pending(&self, files: u64) {
+        self.telemetry
+            .metrics
+            .files_pending
+            .store(files, Ordering::Relaxed);
+    }
+
+    /// Ends a run: records `stream_stopped` or `stream_failed` and returns the summary.
+    pub async fn finish(
+        &self,
+        result: Result<(), IngestError>,
+        started: Instant,
+    ) -> Result<Summary, IngestError> {
+        let outcome = self.finish_events(result, started);
+        self.telemetry.alerter.close(ALERT_DRAIN).await;
+        outcome
+    }
+
+    fn finish_events(
+        &self,
+        result: Result<(), IngestError>,
+        started: Instant,
+    ) -> Result<Summary, IngestError> {
+        let mut summary = self.summary();
+        summary.seconds = started.elapsed().as_secs_f64();
+        match result {
+            Ok(()) => {
+                self.telemetry.emit(
+                    Severity::Info,
+                    kind::STREAM_STOPPED,
+                    json!({ "files": summary.files, "rows": summary.rows, "seconds": summary.seconds }),
+                );
+                Ok(summary)
+            }
+            Err(e) => {
+                let severity = if matches!(e, IngestError::SchemaChanged { .. }) {
+                    Severity::Warning
+                } else {
+                    Severity::Error
+                };
+                self.telemetry.emit(
+                    severity,
+                    kind::STREAM_FAILED,
+                    json!({ "error": e.to_string() }),
+                );
+                Err(e)
+            }
+        }
     }
 
     /// What the stream has done so far.
@@ -280,10 +410,39 @@ impl<'a> Stream<'a> {
                 let v =
                     create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)?;
                 failpoint::hit("after-schema-write");
+                self.telemetry.emit(
+                    Severity::Info,
+                    kind::SCHEMA_INFERRED,
+                    json!({
+                        "version": v.version,
+                        "reason": v.info.reason,
+                        "columns": v.data.fields.iter().map(|f| format!("{} {}", f.name, f.data_type)).collect::<Vec<_>>(),
+                        "partitionColumns": v.partition.names().collect::<Vec<_>>(),
+                        "sampledFiles": v.info.sampled_files,
+                        "sampledRecords": v.info.sampled_records,
+                    }),
+                );
                 v
             }
         };
+        let before = version.version;
         let version = reconcile(&self.store, version, settings, self.checkpoint.stream_id())?;
+        if version.version != before {
+            self.telemetry.emit(
+                Severity::Warning,
+                kind::SCHEMA_EVOLVED,
+                json!({
+                    "oldVersion": before,
+                    "newVersion": version.version,
+                    "reason": version.info.reason,
+                    "addedColumns": evolution::merge(&self.store.read(before)?.data, &version.data, &[]).1.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                }),
+            );
+        }
+        self.telemetry
+            .metrics
+            .schema_version
+            .store(version.version, Ordering::Relaxed);
         let state = StreamSchema::new(version, settings);
         self.sink
             .ensure_created(&state.layout.arrow_schema(), self.checkpoint.stream_id())
@@ -322,6 +481,7 @@ impl<'a> Stream<'a> {
     ) -> Result<(), IngestError> {
         let ctx = RunContext {
             req: self.req,
+            telemetry: &self.telemetry,
             opts,
             app_id: &self.app_id,
             checkpoint: &self.checkpoint,
@@ -385,6 +545,7 @@ impl<'a> Stream<'a> {
 
 struct RunContext<'a> {
     req: &'a IngestRequest,
+    telemetry: &'a Telemetry,
     opts: &'a DecodeOptions,
     app_id: &'a str,
     checkpoint: &'a Checkpoint,
@@ -843,10 +1004,18 @@ async fn execute(
                     Outcome::Unchanged => break (writer, stats),
                     Outcome::Reject { added } => {
                         writer.abort();
-                        return Err(IngestError::NewColumnsRejected {
-                            files: flagged.iter().map(|f| ctx.req.source.uri(&f.key)).collect(),
-                            added,
-                        });
+                        let files: Vec<String> =
+                            flagged.iter().map(|f| ctx.req.source.uri(&f.key)).collect();
+                        ctx.telemetry.emit(
+                            Severity::Error,
+                            kind::NEW_COLUMNS_REJECTED,
+                            json!({
+                                "version": state.version.version,
+                                "addedColumns": added.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                                "files": files,
+                            }),
+                        );
+                        return Err(IngestError::NewColumnsRejected { files, added });
                     }
                     Outcome::Evolve { schema, added } => {
                         writer.abort();
@@ -873,6 +1042,22 @@ async fn execute(
                         summary
                             .evolutions
                             .push(format!("version {next}: +{}", added_text.join(", +")));
+                        ctx.telemetry.emit(
+                            Severity::Warning,
+                            kind::SCHEMA_EVOLVED,
+                            json!({
+                                "oldVersion": state.version.version,
+                                "newVersion": next,
+                                "reason": "evolved",
+                                "addedColumns": added_text,
+                                "file": ctx.req.source.uri(&flagged[0].key),
+                                "batch": plan.batch,
+                            }),
+                        );
+                        ctx.telemetry
+                            .metrics
+                            .schema_version
+                            .store(next, Ordering::Relaxed);
                         *state = StreamSchema::new(v, settings);
                         if settings.stop_on_schema_change {
                             return Err(IngestError::SchemaChanged {
@@ -889,6 +1074,15 @@ async fn execute(
                 writer.abort();
                 if skippable(&error, &ctx.req.settings) {
                     warn!(error = %error, "Skipping file and rewriting the batch without it.");
+                    ctx.telemetry.emit(
+                        Severity::Warning,
+                        kind::CORRUPT_FILE_SKIPPED,
+                        json!({ "file": files[index].meta.path, "error": error.to_string(), "batch": plan.batch }),
+                    );
+                    ctx.telemetry
+                        .metrics
+                        .corrupt_files
+                        .fetch_add(1, Ordering::Relaxed);
                     skip[index] = true;
                     skipped_reasons.push(error.to_string());
                     continue;
@@ -954,6 +1148,21 @@ async fn execute(
         seconds = started.elapsed().as_secs_f64(),
         "Committed batch."
     );
+    let seconds = started.elapsed().as_secs_f64();
+    let files_done = plan.files.len() as u64 - skipped;
+    ctx.telemetry
+        .metrics
+        .batch(files_done, rows, bytes, rescued_rows, seconds);
+    ctx.telemetry.emit(
+        Severity::Info,
+        kind::BATCH_COMMITTED,
+        json!({
+            "batch": plan.batch, "files": files_done, "rows": rows, "bytes": bytes,
+            "rescuedRows": rescued_rows, "skippedFiles": skipped, "seconds": seconds,
+            "tableVersion": table_version, "schemaVersion": state.version.version,
+        }),
+    );
+    report_rescue(ctx, plan, &files, &stats, rows, rescued_rows, state);
     summary.batches += 1;
     summary.files += plan.files.len() as u64 - skipped;
     summary.skipped_files += skipped;
@@ -961,6 +1170,74 @@ async fn execute(
     summary.bytes += bytes;
     summary.rescued_rows += rescued_rows;
     Ok(())
+}
+
+/// Records what a batch rescued: one `rescued_data_seen` event (keys, share, first file)
+/// and one `type_mismatch` event per column whose values did not fit.
+fn report_rescue(
+    ctx: &RunContext<'_>,
+    plan: &Plan,
+    files: &[SourceFile],
+    stats: &[FileStats],
+    rows: u64,
+    rescued_rows: u64,
+    state: &StreamSchema,
+) {
+    let mut all = crate::rows::RescueStats::default();
+    for s in stats {
+        all.merge(&s.rescue);
+    }
+    if all.keys.is_empty() {
+        return;
+    }
+    let first_file = stats
+        .iter()
+        .position(|s| !s.rescue.keys.is_empty())
+        .map(|i| files[i].meta.path.clone());
+    let has_rescue_column = state.layout.rescued.is_some();
+    let mismatches = all.keys_of(RescueKind::TypeMismatch);
+    if rescued_rows > 0 {
+        ctx.telemetry.emit(
+            Severity::Warning,
+            kind::RESCUED_DATA_SEEN,
+            json!({
+                "batch": plan.batch,
+                "rows": rows,
+                "rescuedRows": rescued_rows,
+                "share": if rows == 0 { 0.0 } else { rescued_rows as f64 / rows as f64 },
+                "keys": all.keys.keys().collect::<Vec<_>>(),
+                "newColumns": all.keys_of(RescueKind::NewColumn),
+                "typeMismatches": mismatches,
+                "caseMismatches": all.keys_of(RescueKind::CaseMismatch),
+                "malformedRecords": all.keys.get(crate::options::CORRUPT_RECORD).map_or(0, |(_, n)| *n),
+                "file": first_file,
+            }),
+        );
+    }
+    for column in mismatches {
+        let n = all.keys.get(column).map_or(0, |(_, n)| *n);
+        let file = stats
+            .iter()
+            .position(|s| s.rescue.keys.contains_key(column))
+            .map(|i| files[i].meta.path.clone());
+        let expected = state
+            .version
+            .data
+            .field(column)
+            .map(|f| f.data_type.to_string());
+        ctx.telemetry.emit(
+            if has_rescue_column {
+                Severity::Warning
+            } else {
+                Severity::Error
+            },
+            kind::TYPE_MISMATCH,
+            json!({
+                "batch": plan.batch, "column": column, "expectedType": expected, "rows": n,
+                "rescued": has_rescue_column, "file": file,
+            }),
+        );
+    }
 }
 
 /// Decodes the files on blocking workers and writes their batches. The inner error is the

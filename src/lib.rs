@@ -2,14 +2,18 @@
 //! discovered, decoded with schema inference, versioning and rescue, and appended to Delta
 //! Lake tables exactly once.
 
+pub mod alerts;
 pub mod checkpoint;
 pub mod config;
 pub mod discovery;
+pub mod events;
 pub mod failpoint;
 pub mod formats;
 pub mod fsutil;
 pub mod ingest;
+pub mod metrics;
 pub mod options;
+pub mod reports;
 pub mod rows;
 pub mod schema;
 pub mod sink;

@@ -1,18 +1,21 @@
-//! The `autoloader` command line: argument parsing, logging, progress, the summary line and
-//! exit codes. Everything else lives in the library.
+//! The `autoloader` command line: argument parsing, logging, progress, output and exit
+//! codes. Everything else lives in the library.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use autoloader::alerts::{AlertSettings, parse_webhook};
 use autoloader::checkpoint::CheckpointError;
 use autoloader::discovery::Source;
-use autoloader::ingest::{self, IngestError, IngestRequest, Progress, StopFlag, Summary};
+use autoloader::ingest::{self, Hooks, IngestError, IngestRequest, Progress, StopFlag, Summary};
+use autoloader::metrics::Registry;
 use autoloader::options::{self, OptionsError};
+use autoloader::reports;
 use autoloader::watch::{WatchTiming, run_watch};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Exit code for invalid arguments or options.
@@ -40,6 +43,44 @@ struct Cli {
     command: Command,
 }
 
+/// Alerting and metrics flags shared by `ingest` and `run`.
+#[derive(Args, Clone)]
+struct Reporting {
+    /// POST alert-worthy events (schema evolved, columns rejected, rescued data, type
+    /// mismatches, failures) as JSON with a `text` field to this URL; repeatable.
+    #[arg(long = "alert-webhook", value_name = "URL")]
+    alert_webhooks: Vec<String>,
+    /// Alert on rescued data when a batch's rescued share exceeds this fraction.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    alert_rescued_share: f64,
+    /// One alert per incident in this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    alert_quiet_period: f64,
+    /// Allow webhooks on link-local or cloud metadata addresses (refused by default).
+    #[arg(long)]
+    alert_allow_link_local: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<String>,
+}
+
+impl Reporting {
+    fn alert_settings(&self, extra: &[String]) -> anyhow::Result<AlertSettings> {
+        let webhooks = self
+            .alert_webhooks
+            .iter()
+            .chain(extra)
+            .map(|u| parse_webhook(u, self.alert_allow_link_local))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(AlertSettings {
+            webhooks,
+            rescued_share: self.alert_rescued_share,
+            quiet_period: Duration::from_secs_f64(self.alert_quiet_period.max(0.0)),
+            allow_link_local: self.alert_allow_link_local,
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Ingest new files from SOURCE into the Delta table at TABLE.
@@ -62,6 +103,8 @@ enum Command {
         /// Where the stream keeps its progress [default: TABLE/_autoloader].
         #[arg(long, value_name = "DIR")]
         checkpoint: Option<PathBuf>,
+        #[command(flatten)]
+        reporting: Reporting,
     },
     /// Run every stream of a TOML config file concurrently (see schemas/config.schema.json).
     Run {
@@ -76,6 +119,65 @@ enum Command {
         /// Watch mode: list each source at least this often, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 10.0)]
         poll_interval: f64,
+        #[command(flatten)]
+        reporting: Reporting,
+    },
+    /// Print a stream's events (schema changes, rescued data, batches, failures).
+    Events {
+        /// The stream's checkpoint directory.
+        #[arg(long, value_name = "DIR")]
+        checkpoint: PathBuf,
+        /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
+        #[arg(long = "type", value_name = "TYPE")]
+        types: Vec<String>,
+        /// Only events at or after this time (2026-03-15T00:00:00Z) or this long ago (24h).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a stream has ingested, what is pending, and its last error.
+    Status {
+        /// The stream's checkpoint directory.
+        #[arg(long, value_name = "DIR")]
+        checkpoint: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Schema versions under a schema location.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+    /// Drift report from a table's rescued-data column: per day and per rescued key.
+    Drift {
+        /// The Delta table.
+        table: PathBuf,
+        /// Only rows ingested at or after this time, or this long ago (7d is 168h).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum SchemaCommand {
+    /// Every version with its time and the columns it added.
+    History {
+        /// The schema location (by default the checkpoint, TABLE/_autoloader).
+        location: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Columns added, removed or retyped between two versions.
+    Diff {
+        location: PathBuf,
+        a: u64,
+        b: u64,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -96,6 +198,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<OptionsError>().is_some()
             || cause
                 .downcast_ref::<autoloader::config::ConfigError>()
+                .is_some()
+            || cause
+                .downcast_ref::<autoloader::alerts::AlertError>()
                 .is_some()
         {
             return EXIT_USAGE;
@@ -129,14 +234,26 @@ fn init_logging(verbose: u8, quiet: bool) {
         .init();
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Parses `--since`: a timestamp, or a duration meaning that long ago.
+fn parse_since(text: Option<&str>) -> anyhow::Result<Option<i64>> {
+    let Some(text) = text else { return Ok(None) };
+    if let Ok(ms) = options::parse_instant("--since", text) {
+        return Ok(Some(ms));
+    }
+    let ago = options::parse_duration("--since", text)?;
+    let ms = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
+    Ok(Some(chrono::Utc::now().timestamp_millis() - ms))
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run {
-            config,
-            once,
-            stream,
-            poll_interval,
-        } => run_config(&config, once, stream.as_deref(), poll_interval),
         Command::Ingest {
             source,
             table,
@@ -144,6 +261,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             poll_interval,
             options: raw,
             checkpoint,
+            reporting,
         } => {
             let pairs = raw
                 .iter()
@@ -154,65 +272,201 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for w in warnings {
                 tracing::warn!("{w}");
             }
+            let alerts = reporting.alert_settings(&[])?;
+            let name = table.file_name().map_or_else(
+                || "stream".to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
             let source = Source::parse(&source)?;
             let req = IngestRequest {
+                name,
                 source,
                 table,
                 checkpoint,
                 settings,
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
             let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
             let stop = StopFlag::new();
-            let summary = runtime.block_on(async {
+            let summary = runtime()?.block_on(async {
                 listen_for_signals(stop.clone());
-                if once {
-                    ingest::run_once(&req, &progress, &stop).await
+                let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
+                let hooks = Hooks {
+                    alerts,
+                    metrics: registry.as_ref().map(|r| r.stream(&req.name)),
+                };
+                let summary = if once {
+                    ingest::run_once(&req, &progress, &stop, &hooks).await?
                 } else {
-                    let timing = WatchTiming {
-                        poll_interval: Duration::from_secs_f64(poll_interval.max(0.05)),
-                        settle: req.settings.settle_time,
-                    };
-                    run_watch(&req, &progress, &stop, timing).await
-                }
+                    run_watch(&req, &progress, &stop, timing(poll_interval, &req), &hooks).await?
+                };
+                anyhow::Ok(summary)
             })?;
             println!("{}", summary_line(&summary));
+            Ok(())
+        }
+        Command::Run {
+            config,
+            once,
+            stream,
+            poll_interval,
+            reporting,
+        } => run_config(&config, once, stream.as_deref(), poll_interval, &reporting),
+        Command::Events {
+            checkpoint,
+            types,
+            since,
+            json,
+        } => {
+            for t in &types {
+                if !autoloader::events::kind::ALL.contains(&t.as_str()) {
+                    return Err(OptionsError::Conflict(format!(
+                        "unknown event type {t}; types: {}",
+                        autoloader::events::kind::ALL.join(", ")
+                    ))
+                    .into());
+                }
+            }
+            let events =
+                reports::filtered_events(&checkpoint, &types, parse_since(since.as_deref())?)?;
+            for e in events {
+                if json {
+                    println!("{}", serde_json::to_string(&e)?);
+                } else {
+                    println!(
+                        "{}  {:<7}  {:<24}  {}",
+                        e.time,
+                        format!("{:?}", e.severity).to_lowercase(),
+                        e.kind,
+                        e.describe()
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Status { checkpoint, json } => {
+            let st = reports::status(&checkpoint)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&st)?);
+            } else {
+                print_status(&st);
+            }
+            Ok(())
+        }
+        Command::Schema {
+            command: SchemaCommand::History { location, json },
+        } => {
+            let history = reports::schema_history(&location)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&history)?);
+            } else {
+                for h in history {
+                    let added = if h.added.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  added: {}", h.added.join(", "))
+                    };
+                    println!(
+                        "_schemas/{:<3} {}  {:<9} {} columns{added}",
+                        h.version, h.created_at, h.reason, h.columns
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Schema {
+            command:
+                SchemaCommand::Diff {
+                    location,
+                    a,
+                    b,
+                    json,
+                },
+        } => {
+            let diff = reports::schema_diff(&location, a, b)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&diff)?);
+            } else {
+                for c in &diff.added {
+                    println!("+ {c}");
+                }
+                for c in &diff.removed {
+                    println!("- {c}");
+                }
+                for c in &diff.changed {
+                    println!("~ {c}");
+                }
+            }
+            Ok(())
+        }
+        Command::Drift { table, since, json } => {
+            let since = parse_since(since.as_deref())?;
+            let report = runtime()?.block_on(reports::drift(&table, since))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_drift(&report);
+            }
             Ok(())
         }
     }
 }
 
+fn timing(poll_interval: f64, req: &IngestRequest) -> WatchTiming {
+    WatchTiming {
+        poll_interval: Duration::from_secs_f64(poll_interval.max(0.05)),
+        settle: req.settings.settle_time,
+    }
+}
+
+async fn start_metrics(addr: Option<&str>) -> anyhow::Result<Option<Registry>> {
+    let Some(addr) = addr else { return Ok(None) };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot serve metrics on {addr}"))?;
+    let registry = Registry::new();
+    tracing::info!(addr = %listener.local_addr()?, "Serving metrics at /metrics.");
+    tokio::spawn(autoloader::metrics::serve(listener, registry.clone()));
+    Ok(Some(registry))
+}
+
 /// Runs the streams of a config file concurrently; each prints its own summary line.
 fn run_config(
-    config: &std::path::Path,
+    config: &Path,
     once: bool,
     only: Option<&str>,
     poll_interval: f64,
+    reporting: &Reporting,
 ) -> anyhow::Result<()> {
     let streams = autoloader::config::load(config, only)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let mut prepared = Vec::new();
+    for s in streams {
+        let alerts = reporting.alert_settings(&s.alert_webhooks)?;
+        prepared.push((s, alerts));
+    }
     let stop = StopFlag::new();
-    let results = runtime.block_on(async {
+    let results = runtime()?.block_on(async {
         listen_for_signals(stop.clone());
+        let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
         let mut tasks = Vec::new();
-        for s in streams {
+        for (s, alerts) in prepared {
             let stop = stop.clone();
+            let hooks = Hooks {
+                alerts,
+                metrics: registry.as_ref().map(|r| r.stream(&s.name)),
+            };
             tasks.push(tokio::spawn(async move {
                 let req = s.request;
                 let result = if once {
-                    ingest::run_once(&req, &ingest::NoProgress, &stop).await
+                    ingest::run_once(&req, &ingest::NoProgress, &stop, &hooks).await
                 } else {
-                    let timing = WatchTiming {
-                        poll_interval: Duration::from_secs_f64(poll_interval.max(0.05)),
-                        settle: req.settings.settle_time,
-                    };
-                    run_watch(&req, &ingest::NoProgress, &stop, timing).await
+                    run_watch(
+                        &req,
+                        &ingest::NoProgress,
+                        &stop,
+                        timing(poll_interval, &req),
+                        &hooks,
+                    )
+                    .await
                 };
                 (s.name, result)
             }));
@@ -221,8 +475,8 @@ fn run_config(
         for t in tasks {
             results.push(t.await);
         }
-        results
-    });
+        anyhow::Ok(results)
+    })?;
     let mut failed = Vec::new();
     for r in results {
         match r {
@@ -270,6 +524,65 @@ fn listen_for_signals(stop: StopFlag) {
             stop.stop();
         }
     });
+}
+
+fn print_status(st: &reports::Status) {
+    let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |n| n.to_string());
+    println!("stream id:      {}", st.stream_id.as_deref().unwrap_or("?"));
+    println!("source:         {}", st.source.as_deref().unwrap_or("?"));
+    println!("running:        {}", st.running.as_deref().unwrap_or("no"));
+    println!("schema version: {}", opt(st.schema_version));
+    println!(
+        "ingested:       {} files, {} batches, {} rows, {} rescued rows, {} bytes",
+        opt(st.files_ingested),
+        st.batches,
+        st.rows,
+        st.rescued_rows,
+        st.bytes
+    );
+    println!("pending:        {} files", opt(st.files_pending));
+    match &st.last_batch {
+        Some(b) => println!("last batch:     {}", b["time"].as_str().unwrap_or("?")),
+        None => println!("last batch:     none"),
+    }
+    match &st.last_error {
+        Some(e) => println!(
+            "last error:     {} {}",
+            e["time"].as_str().unwrap_or("?"),
+            e["error"].as_str().unwrap_or("?")
+        ),
+        None => println!("last error:     none"),
+    }
+}
+
+fn print_drift(r: &reports::DriftReport) {
+    println!(
+        "{:<12} {:>12} {:>12} {:>9}",
+        "day", "rows", "rescued", "share"
+    );
+    for d in &r.days {
+        println!(
+            "{:<12} {:>12} {:>12} {:>8.2}%",
+            d.day,
+            d.rows,
+            d.rescued_rows,
+            d.rescued_share * 100.0
+        );
+    }
+    println!();
+    println!(
+        "{:<24} {:>11} {:<21} {:<21} example file",
+        "rescued key", "occurrences", "first seen", "last seen"
+    );
+    for k in &r.keys {
+        println!(
+            "{:<24} {:>11} {:<21} {:<21} {}",
+            k.key, k.occurrences, k.first_seen, k.last_seen, k.example_file
+        );
+    }
+    if r.keys.is_empty() {
+        println!("(nothing rescued)");
+    }
 }
 
 /// The one line printed at the end of a run.

@@ -696,7 +696,7 @@ pub fn parse_duration(key: &str, value: &str) -> Result<std::time::Duration, Opt
 
 /// Parses `2021-01-01 00:00:00.000000 UTC+0` (Auto Loader's documented form), ISO-8601
 /// with or without offset (UTC when absent), or a bare date.
-fn parse_instant(key: &str, value: &str) -> Result<i64, OptionsError> {
+pub fn parse_instant(key: &str, value: &str) -> Result<i64, OptionsError> {
     let v = value.trim();
     let (body, offset) = match v.rsplit_once(" UTC") {
         Some((b, off)) => {

@@ -43,6 +43,70 @@ pub const METADATA_COLUMN: &str = "_metadata";
 /// Key of the source file inside every rescued object.
 pub const FILE_PATH_KEY: &str = "_file_path";
 
+/// Why a value went to the rescued data.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RescueKind {
+    /// The column exists; the value could not be read as its type.
+    TypeMismatch,
+    /// The schema has no such column.
+    NewColumn,
+    /// The schema has the column in another letter case (`readerCaseSensitive=true`).
+    CaseMismatch,
+    /// The record could not be parsed at all (`_corrupt_record`).
+    Malformed,
+}
+
+impl RescueKind {
+    /// Classifies a rescued key against the schema's column names.
+    pub fn of<'a>(key: &str, mut columns: impl Iterator<Item = &'a str>) -> RescueKind {
+        if key == CORRUPT_RECORD {
+            return RescueKind::Malformed;
+        }
+        let mut kind = RescueKind::NewColumn;
+        for c in columns.by_ref() {
+            if c == key {
+                return RescueKind::TypeMismatch;
+            }
+            if c.eq_ignore_ascii_case(key) {
+                kind = RescueKind::CaseMismatch;
+            }
+        }
+        kind
+    }
+}
+
+/// Rows rescued per key, with why: what drift reports and alerts are made of.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RescueStats {
+    pub keys: std::collections::BTreeMap<String, (RescueKind, u64)>,
+}
+
+impl RescueStats {
+    pub fn note(&mut self, key: &str, kind: RescueKind) {
+        let e = self.keys.entry(key.to_string()).or_insert((kind, 0));
+        e.1 += 1;
+    }
+
+    pub fn merge(&mut self, other: &RescueStats) {
+        for (k, (kind, n)) in &other.keys {
+            let e = self.keys.entry(k.clone()).or_insert((*kind, 0));
+            e.1 += n;
+        }
+    }
+
+    /// Keys rescued for the given reason.
+    pub fn keys_of(&self, kind: RescueKind) -> Vec<&str> {
+        self.keys
+            .iter()
+            .filter(|(_, (k, _))| *k == kind)
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+}
+
 /// How values are matched and read.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadContext {
@@ -549,6 +613,7 @@ pub struct RowBuilder {
     unknown_names: Vec<String>,
     /// Whether a struct value had a field its column type lacks.
     nested_new_fields: bool,
+    rescue_stats: RescueStats,
 }
 
 impl RowBuilder {
@@ -569,6 +634,7 @@ impl RowBuilder {
             dropped_values: 0,
             unknown_names: Vec::new(),
             nested_new_fields: false,
+            rescue_stats: RescueStats::default(),
         }
     }
 
@@ -669,6 +735,14 @@ impl RowBuilder {
     }
 
     fn finish_row(&mut self, mut rescued: Map<String, Value>, corrupt: Option<String>) {
+        if corrupt.is_some() {
+            self.rescue_stats
+                .note(CORRUPT_RECORD, RescueKind::Malformed);
+        }
+        for key in rescued.keys() {
+            let kind = RescueKind::of(key, self.columns.iter().map(|(n, _)| n.as_str()));
+            self.rescue_stats.note(key, kind);
+        }
         match (&mut self.corrupt, corrupt) {
             (Some(b), Some(raw)) => b.append_value(raw),
             (Some(b), None) => b.append_null(),
@@ -706,6 +780,11 @@ impl RowBuilder {
 
     pub fn unknown_names(&self) -> &[String] {
         &self.unknown_names
+    }
+
+    /// What was rescued so far in this file, per key.
+    pub fn rescue_stats(&self) -> &RescueStats {
+        &self.rescue_stats
     }
 
     /// Whether the data had fields the schema lacks, at the top level or inside structs.

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::discovery::{ListedFile, Source};
-use crate::ingest::{IngestError, IngestRequest, Progress, StopFlag, Stream, Summary};
+use crate::ingest::{Hooks, IngestError, IngestRequest, Progress, StopFlag, Stream, Summary};
 
 /// What the events last said about a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,9 +198,20 @@ pub async fn run_watch(
     progress: &dyn Progress,
     stop: &StopFlag,
     timing: WatchTiming,
+    hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
-    let mut stream = Stream::open(req, progress).await?;
+    let mut stream = Stream::open(req, progress, hooks).await?;
+    let result = watch_loop(req, &mut stream, stop, timing).await;
+    stream.finish(result, started).await
+}
+
+async fn watch_loop(
+    req: &IngestRequest,
+    stream: &mut Stream<'_>,
+    stop: &StopFlag,
+    timing: WatchTiming,
+) -> Result<(), IngestError> {
     let (tx, mut rx) = mpsc::channel::<FileEvent>(4096);
     let root = match &req.source {
         Source::Local { root } => root.clone(),
@@ -216,6 +227,7 @@ pub async fn run_watch(
             record(&mut tracker, &root, e);
         }
         let listed = stream.discover()?;
+        stream.set_pending(listed.len() as u64);
         let (ready, next_check) = tracker.ready(
             listed,
             Instant::now(),
@@ -240,9 +252,7 @@ pub async fn run_watch(
         }
     }
     info!(tracked = tracker.tracked(), "Stopped watching.");
-    let mut summary = stream.summary();
-    summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+    Ok(())
 }
 
 fn record(tracker: &mut SettleTracker, root: &Path, e: FileEvent) {

@@ -217,6 +217,7 @@ pub fn decode(
     }
     stats.dropped_values = rows.dropped_values();
     stats.new_fields = !unknown.is_empty();
+    stats.rescue = rows.rescue_stats().clone();
     stats.unknown_names = unknown;
     Ok(stats)
 }

@@ -253,5 +253,6 @@ pub fn decode(
     stats.dropped_values = rows.dropped_values();
     stats.unknown_names = rows.unknown_names().to_vec();
     stats.new_fields = rows.saw_new_fields();
+    stats.rescue = rows.rescue_stats().clone();
     Ok(stats)
 }

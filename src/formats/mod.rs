@@ -86,6 +86,8 @@ pub struct FileStats {
     /// Whether the file has fields the schema lacks (top level or nested): the trigger
     /// for an evolution check.
     pub new_fields: bool,
+    /// What was rescued, per key and reason.
+    pub rescue: crate::rows::RescueStats,
 }
 
 /// Per-decode parameters derived from settings.

@@ -13,7 +13,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
 
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
-use crate::rows::{FILE_PATH_KEY, Layout, push_file_columns};
+use crate::rows::{FILE_PATH_KEY, Layout, RescueKind, push_file_columns};
 use crate::schema::DataType;
 use crate::schema::infer::{Inferred, SchemaInferrer};
 
@@ -140,6 +140,12 @@ pub fn decode(
                 let source = batch.column(idx);
                 let present: Vec<usize> = (0..n).filter(|&r| source.is_valid(r)).collect();
                 rescue_values(f, source, &present, &mut rescued, path)?;
+            }
+        }
+        for m in &rescued {
+            for key in m.keys() {
+                let kind = RescueKind::of(key, value_fields.iter().map(|f| f.name.as_str()));
+                stats.rescue.note(key, kind);
             }
         }
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(out_schema.fields().len());

@@ -2,6 +2,7 @@
 //! Tests run the real `autoloader` binary on real files and read the Delta table back with
 //! delta-rs and, where noted, with Python `deltalake` as an outside reader.
 
+mod alerts;
 mod bad_input;
 mod common;
 mod config;

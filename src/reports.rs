@@ -1,0 +1,394 @@
+//! Reports for people on call: schema history and diffs, drift from the table's
+//! rescued-data column, and a stream's status.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, StringArray};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::events::{self, Event, kind};
+use crate::options::RESCUED_DATA_COLUMN;
+use crate::rows::FILE_PATH_KEY;
+use crate::schema::evolution;
+use crate::schema::store::{SchemaStore, SchemaStoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Schema(#[from] SchemaStoreError),
+    #[error("no schema versions under {0}")]
+    NoSchemas(String),
+    #[error("schema version {0} does not exist")]
+    NoVersion(u64),
+    #[error("cannot read the table {path}: {reason}")]
+    Table { path: String, reason: String },
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// One schema version and what it changed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub version: u64,
+    pub created_at: String,
+    pub reason: String,
+    /// Columns added since the previous version (`name TYPE`).
+    pub added: Vec<String>,
+    pub columns: usize,
+}
+
+fn time_of(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+/// Every `_schemas/N` with its time and what it added.
+pub fn schema_history(location: &Path) -> Result<Vec<HistoryEntry>, ReportError> {
+    let store = SchemaStore::new(location);
+    let versions = store.versions()?;
+    if versions.is_empty() {
+        return Err(ReportError::NoSchemas(store.dir().display().to_string()));
+    }
+    let mut out = Vec::new();
+    let mut previous: Option<crate::schema::Schema> = None;
+    for v in versions {
+        let sv = store.read(v)?;
+        let added = match &previous {
+            None => Vec::new(),
+            Some(prev) => evolution::merge(prev, &sv.data, &[])
+                .1
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        };
+        out.push(HistoryEntry {
+            version: v,
+            created_at: time_of(sv.info.created_at_ms),
+            reason: sv.info.reason.clone(),
+            added,
+            columns: sv.data.fields.len(),
+        });
+        previous = Some(sv.data);
+    }
+    Ok(out)
+}
+
+/// Differences between two versions.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct SchemaDiff {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+}
+
+pub fn schema_diff(location: &Path, a: u64, b: u64) -> Result<SchemaDiff, ReportError> {
+    let store = SchemaStore::new(location);
+    let versions = store.versions()?;
+    for v in [a, b] {
+        if !versions.contains(&v) {
+            return Err(ReportError::NoVersion(v));
+        }
+    }
+    let (old, new) = (store.read(a)?.data, store.read(b)?.data);
+    Ok(SchemaDiff {
+        added: evolution::merge(&old, &new, &[])
+            .1
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        removed: evolution::merge(&new, &old, &[])
+            .1
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        changed: evolution::type_conflicts(&old, &new),
+    })
+}
+
+/// The drift report: per day, rows and rescued rows; per rescued key, occurrences, first
+/// and last seen, and an example file. Days and times are when rows were ingested (the
+/// Delta commit of their data file).
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftReport {
+    pub days: Vec<DayDrift>,
+    pub keys: Vec<KeyDrift>,
+}
+
+#[derive(Debug, Default, Serialize, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct DayDrift {
+    pub day: String,
+    pub rows: u64,
+    pub rescued_rows: u64,
+    pub rescued_share: f64,
+}
+
+#[derive(Debug, Default, Serialize, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyDrift {
+    pub key: String,
+    pub occurrences: u64,
+    pub first_seen: String,
+    pub last_seen: String,
+    pub example_file: String,
+}
+
+/// Builds the drift report from the table's rescued-data column.
+pub async fn drift(table: &Path, since_ms: Option<i64>) -> Result<DriftReport, ReportError> {
+    let table_err = |reason: String| ReportError::Table {
+        path: table.display().to_string(),
+        reason,
+    };
+    let abs = fs::canonicalize(table).map_err(|e| table_err(e.to_string()))?;
+    let url = url::Url::from_directory_path(&abs).map_err(|()| table_err("not a path".into()))?;
+    let dt = deltalake::open_table(url)
+        .await
+        .map_err(|e| table_err(e.to_string()))?;
+    let state = dt.snapshot().map_err(|e| table_err(e.to_string()))?;
+    let files: Vec<(String, i64)> = state
+        .log_data()
+        .into_iter()
+        .map(|f| (f.object_store_path().to_string(), f.modification_time()))
+        .collect();
+    let mut days: BTreeMap<String, DayDrift> = BTreeMap::new();
+    let mut keys: BTreeMap<String, (KeyDrift, i64, i64)> = BTreeMap::new();
+    for (path, ingested_ms) in files {
+        if since_ms.is_some_and(|s| ingested_ms < s) {
+            continue;
+        }
+        let file_path = abs.join(&path);
+        let file = fs::File::open(&file_path).map_err(|source| ReportError::Io {
+            path: file_path.display().to_string(),
+            source,
+        })?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| table_err(e.to_string()))?;
+        let schema = builder.parquet_schema();
+        let column = schema
+            .columns()
+            .iter()
+            .position(|c| c.path().string() == RESCUED_DATA_COLUMN);
+        let total = u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+        let day = time_of(ingested_ms)[..10].to_string();
+        let entry = days.entry(day.clone()).or_insert_with(|| DayDrift {
+            day,
+            ..DayDrift::default()
+        });
+        entry.rows += total;
+        let Some(column) = column else { continue };
+        let mask = ProjectionMask::leaves(schema, [column]);
+        let reader = builder
+            .with_projection(mask)
+            .build()
+            .map_err(|e| table_err(e.to_string()))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| table_err(e.to_string()))?;
+            let texts: &StringArray = batch.column(0).as_string::<i32>();
+            for i in 0..texts.len() {
+                if texts.is_null(i) {
+                    continue;
+                }
+                entry.rescued_rows += 1;
+                let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(texts.value(i)) else {
+                    continue;
+                };
+                let example = obj
+                    .get(FILE_PATH_KEY)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                for key in obj.keys().filter(|k| *k != FILE_PATH_KEY) {
+                    let k = keys.entry(key.clone()).or_insert_with(|| {
+                        (
+                            KeyDrift {
+                                key: key.clone(),
+                                example_file: example.clone(),
+                                ..KeyDrift::default()
+                            },
+                            i64::MAX,
+                            i64::MIN,
+                        )
+                    });
+                    k.0.occurrences += 1;
+                    if ingested_ms < k.1 {
+                        k.1 = ingested_ms;
+                        k.0.example_file.clone_from(&example);
+                    }
+                    k.2 = k.2.max(ingested_ms);
+                }
+            }
+        }
+    }
+    let mut report = DriftReport::default();
+    for (_, mut d) in days {
+        d.rescued_share = if d.rows == 0 {
+            0.0
+        } else {
+            d.rescued_rows as f64 / d.rows as f64
+        };
+        report.days.push(d);
+    }
+    let mut key_rows: Vec<KeyDrift> = keys
+        .into_values()
+        .map(|(mut k, first, last)| {
+            k.first_seen = time_of(first);
+            k.last_seen = time_of(last);
+            k
+        })
+        .collect();
+    key_rows.sort_by(|a, b| b.occurrences.cmp(&a.occurrences).then(a.key.cmp(&b.key)));
+    report.keys = key_rows;
+    Ok(report)
+}
+
+/// Events of a checkpoint, filtered by type and time.
+pub fn filtered_events(
+    checkpoint: &Path,
+    kinds: &[String],
+    since_ms: Option<i64>,
+) -> Result<Vec<Event>, ReportError> {
+    let all = events::read_events(checkpoint).map_err(|source| ReportError::Io {
+        path: checkpoint.display().to_string(),
+        source,
+    })?;
+    Ok(all
+        .into_iter()
+        .filter(|e| kinds.is_empty() || kinds.contains(&e.kind))
+        .filter(|e| {
+            since_ms.is_none_or(|s| {
+                chrono::DateTime::parse_from_rfc3339(&e.time)
+                    .is_ok_and(|t| t.timestamp_millis() >= s)
+            })
+        })
+        .collect())
+}
+
+/// A stream's status, from its checkpoint and event log.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub running: Option<String>,
+    pub stream_id: Option<String>,
+    pub source: Option<String>,
+    pub files_ingested: Option<u64>,
+    pub files_pending: Option<u64>,
+    pub batches: u64,
+    pub rows: u64,
+    pub rescued_rows: u64,
+    pub bytes: u64,
+    pub schema_version: Option<u64>,
+    pub last_batch: Option<Value>,
+    pub last_error: Option<Value>,
+}
+
+/// Reads what a checkpoint says. When no process holds it, the file index is read and the
+/// pending files listed; while a stream runs, figures come from its event log.
+pub fn status(checkpoint: &Path) -> Result<Status, ReportError> {
+    let io = |source| ReportError::Io {
+        path: checkpoint.display().to_string(),
+        source,
+    };
+    if !checkpoint.join("lock").exists() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "not a checkpoint (no lock file)",
+        )));
+    }
+    let mut st = Status::default();
+    let all = events::read_events(checkpoint).map_err(io)?;
+    for e in &all {
+        match e.kind.as_str() {
+            kind::BATCH_COMMITTED => {
+                st.last_batch = Some(serde_json::to_value(e).unwrap_or_default());
+                st.schema_version = e
+                    .fields
+                    .get("schemaVersion")
+                    .and_then(Value::as_u64)
+                    .or(st.schema_version);
+            }
+            kind::STREAM_FAILED => {
+                st.last_error = Some(serde_json::to_value(e).unwrap_or_default())
+            }
+            kind::STREAM_STARTED => {
+                st.source = e
+                    .fields
+                    .get("source")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                st.stream_id = e
+                    .fields
+                    .get("streamId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+            }
+            kind::SCHEMA_EVOLVED => {
+                st.schema_version = e.fields.get("newVersion").and_then(Value::as_u64)
+            }
+            kind::SCHEMA_INFERRED => {
+                st.schema_version = e.fields.get("version").and_then(Value::as_u64)
+            }
+            _ => {}
+        }
+    }
+    match crate::checkpoint::Checkpoint::open(checkpoint) {
+        Ok(c) => {
+            st.stream_id = Some(c.stream_id().to_string());
+            let commits = c
+                .commits()
+                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            st.batches = commits.len() as u64;
+            for (_, s) in &commits {
+                st.rows += s.rows;
+                st.rescued_rows += s.rescued_rows;
+                st.bytes += s.bytes;
+            }
+            let seen = c
+                .seen_files()
+                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            st.files_ingested = Some(seen.len());
+            if let Some(source) = &st.source
+                && let Ok(src) = crate::discovery::Source::parse(source)
+            {
+                let settings = crate::options::resolve(&[], checkpoint)
+                    .map(|(s, _)| s)
+                    .ok();
+                if let Some(settings) = settings
+                    && let Ok(listed) = src.list(&settings)
+                {
+                    let pending = listed
+                        .iter()
+                        .filter(|f| seen.get(&f.key).ok().flatten().is_none())
+                        .count();
+                    st.files_pending = Some(pending as u64);
+                }
+            }
+        }
+        Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
+            st.running = Some(holder);
+            for e in all.iter().filter(|e| e.kind == kind::BATCH_COMMITTED) {
+                st.batches += 1;
+                st.rows += e.fields.get("rows").and_then(Value::as_u64).unwrap_or(0);
+                st.rescued_rows += e
+                    .fields
+                    .get("rescuedRows")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                st.bytes += e.fields.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+            }
+        }
+        Err(e) => return Err(io(std::io::Error::other(e.to_string()))),
+    }
+    Ok(st)
+}
