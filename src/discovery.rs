@@ -6,6 +6,10 @@
 //! into the same [`ListedFile`] shape, keyed by the path relative to the source root.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
 
 use tracing::warn;
 use url::Url;
@@ -22,8 +26,10 @@ pub enum DiscoveryError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("unsupported source {0}: use a local directory (s3:// comes with the watch issue)")]
+    #[error("unsupported source {0}: use a local directory or s3://bucket/prefix")]
     Unsupported(String),
+    #[error("cannot use {url}: {reason}")]
+    ObjectStore { url: String, reason: String },
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
 }
@@ -31,7 +37,27 @@ pub enum DiscoveryError {
 /// Where files land.
 #[derive(Debug, Clone)]
 pub enum Source {
-    Local { root: PathBuf },
+    Local {
+        root: PathBuf,
+    },
+    /// An S3 (or S3-compatible) prefix; credentials and endpoint from the standard AWS
+    /// environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`). An object is complete once it is listed.
+    S3 {
+        /// `s3://bucket/prefix/`, for display and lineage.
+        url: String,
+        store: Arc<dyn ObjectStore>,
+        prefix: ObjectPath,
+    },
+}
+
+/// An object to read: where to get it from, and the runtime to fetch it with (decoders run
+/// on plain threads).
+#[derive(Debug, Clone)]
+pub struct RemoteObject {
+    pub store: Arc<dyn ObjectStore>,
+    pub location: ObjectPath,
+    pub handle: Option<tokio::runtime::Handle>,
 }
 
 /// A file found by listing.
@@ -49,6 +75,9 @@ impl Source {
         if let Some(rest) = arg.strip_prefix("file://") {
             return Source::local(Path::new(rest));
         }
+        if arg.starts_with("s3://") || arg.starts_with("s3a://") {
+            return Source::s3(arg);
+        }
         if arg.contains("://") {
             return Err(DiscoveryError::Unsupported(arg.to_string()));
         }
@@ -65,17 +94,61 @@ impl Source {
         Ok(Source::Local { root })
     }
 
+    fn s3(arg: &str) -> Result<Source, DiscoveryError> {
+        let err = |reason: String| DiscoveryError::ObjectStore {
+            url: arg.to_string(),
+            reason,
+        };
+        let url = Url::parse(arg).map_err(|e| err(e.to_string()))?;
+        let bucket = url
+            .host_str()
+            .ok_or_else(|| err("no bucket".into()))?
+            .to_string();
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(&bucket)
+            .build()
+            .map_err(|e| err(e.to_string()))?;
+        let prefix = url.path().trim_matches('/').to_string();
+        let display = if prefix.is_empty() {
+            format!("s3://{bucket}/")
+        } else {
+            format!("s3://{bucket}/{prefix}/")
+        };
+        Ok(Source::S3 {
+            url: display,
+            store: Arc::new(store),
+            prefix: ObjectPath::from(prefix),
+        })
+    }
+
     /// A display form of the source.
     pub fn describe(&self) -> String {
         match self {
             Source::Local { root } => root.display().to_string(),
+            Source::S3 { url, .. } => url.clone(),
         }
     }
 
-    /// Where a key can be read from locally.
-    pub fn local_path(&self, key: &str) -> PathBuf {
+    /// Where a key can be read: a local path, or an object to fetch first.
+    pub fn locate(&self, key: &str) -> (PathBuf, Option<RemoteObject>) {
         match self {
-            Source::Local { root } => root.join(key),
+            Source::Local { root } => (root.join(key), None),
+            Source::S3 { store, prefix, .. } => {
+                let location = if prefix.as_ref().is_empty() {
+                    ObjectPath::from(key)
+                } else {
+                    ObjectPath::from(format!("{prefix}/{key}"))
+                };
+                let handle = tokio::runtime::Handle::try_current().ok();
+                (
+                    PathBuf::new(),
+                    Some(RemoteObject {
+                        store: Arc::clone(store),
+                        location,
+                        handle,
+                    }),
+                )
+            }
         }
     }
 
@@ -84,19 +157,59 @@ impl Source {
         match self {
             Source::Local { root } => Url::from_file_path(root.join(key))
                 .map_or_else(|()| root.join(key).display().to_string(), |u| u.to_string()),
+            Source::S3 { url, .. } => format!("{url}{key}"),
         }
     }
 
     /// Lists every candidate file under the source, filtered by the settings, sorted by
     /// (modification time, key) so batches are deterministic.
-    pub fn list(&self, settings: &Settings) -> Result<Vec<ListedFile>, DiscoveryError> {
+    pub async fn list(&self, settings: &Settings) -> Result<Vec<ListedFile>, DiscoveryError> {
         let mut files = match self {
             Source::Local { root } => list_local(root)?,
+            Source::S3 { url, store, prefix } => {
+                list_object_store(url, store.as_ref(), prefix).await?
+            }
         };
         files.retain(|f| accept(f, settings));
         files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
         Ok(files)
     }
+}
+
+/// Lists objects under a prefix: paginated and streamed by object_store, keyed relative to
+/// the prefix, hidden and temporary names skipped.
+async fn list_object_store(
+    url: &str,
+    store: &dyn ObjectStore,
+    prefix: &ObjectPath,
+) -> Result<Vec<ListedFile>, DiscoveryError> {
+    use futures::StreamExt;
+    let mut out = Vec::new();
+    let base = if prefix.as_ref().is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    };
+    let mut stream = store.list(Some(prefix));
+    while let Some(item) = stream.next().await {
+        let meta = item.map_err(|e| DiscoveryError::ObjectStore {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+        let full = meta.location.to_string();
+        let Some(key) = full.strip_prefix(&base) else {
+            continue;
+        };
+        if key.is_empty() || key.split('/').any(is_hidden) {
+            continue;
+        }
+        out.push(ListedFile {
+            key: key.to_string(),
+            size: meta.size,
+            mtime_ms: meta.last_modified.timestamp_millis(),
+        });
+    }
+    Ok(out)
 }
 
 fn list_local(root: &Path) -> Result<Vec<ListedFile>, DiscoveryError> {

@@ -155,7 +155,7 @@ pub async fn run_once(
     let started = Instant::now();
     let mut stream = Stream::open(req, progress, hooks).await?;
     let result = async {
-        let files = stream.discover()?;
+        let files = stream.discover().await?;
         let total_files = files.len() as u64 + stream.pending_files();
         let total_bytes = files.iter().map(|f| f.size).sum::<u64>() + stream.pending_bytes();
         stream.set_pending(total_files);
@@ -229,13 +229,26 @@ impl<'a> Stream<'a> {
         hooks: &Hooks,
     ) -> Result<Stream<'a>, IngestError> {
         let settings = &req.settings;
+        for (what, path) in [
+            ("--checkpoint", &req.checkpoint),
+            ("cloudFiles.schemaLocation", &settings.schema_location),
+        ] {
+            if path.to_str().is_some_and(|p| p.contains("://")) {
+                return Err(IngestError::Config(format!(
+                    "{what} {} is not a local directory: checkpoints and schema locations on object \
+                     stores are not supported yet; give a local --checkpoint (the table and the source \
+                     may be on S3)",
+                    path.display()
+                )));
+            }
+        }
         let checkpoint = Checkpoint::open(&req.checkpoint)?;
         let app_id = checkpoint.app_id();
         let sink = DeltaSink::open(&req.table).await?;
         let store = SchemaStore::new(&settings.schema_location);
         if checkpoint.meta("initialized")?.is_none() {
             if !settings.include_existing_files {
-                let listed = req.source.list(settings)?;
+                let listed = req.source.list(settings).await?;
                 if !listed.is_empty() {
                     let existing = Plan {
                         batch: u64::MAX,
@@ -287,8 +300,8 @@ impl<'a> Stream<'a> {
     }
 
     /// The source's files that are neither ingested nor in an unfinished plan.
-    pub fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
-        let listed = self.req.source.list(&self.req.settings)?;
+    pub async fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
+        let listed = self.req.source.list(&self.req.settings).await?;
         let seen = self.checkpoint.seen_files()?;
         let (mut new, overwritten) = discovery::new_files(listed, &seen, &self.req.settings)?;
         for f in overwritten {
@@ -743,7 +756,8 @@ fn source_file(
     partition_columns: &[String],
 ) -> SourceFile {
     SourceFile {
-        local_path: source.local_path(key),
+        local_path: source.locate(key).0,
+        remote: source.locate(key).1,
         meta: Arc::new(FileMeta {
             path: source.uri(key),
             name: key.rsplit('/').next().unwrap_or(key).to_string(),
@@ -849,24 +863,38 @@ fn infer_parallel(
     let results: Mutex<Vec<Option<Result<SchemaInferrer, DecodeError>>>> =
         Mutex::new((0..sample.len()).map(|_| None).collect());
     let typed = req.settings.infer_column_types;
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(f) = sample.get(i) else { break };
-                    let file = source_file(&req.source, &f.key, f.size, f.mtime_ms, &[]);
-                    let mut inferrer = SchemaInferrer::new();
-                    let r = formats::infer_file(&file, opts, typed, &mut inferrer).map(|records| {
-                        inferrer.records = records;
-                        inferrer
-                    });
-                    results
-                        .lock()
-                        .expect("no worker panics while holding the lock")[i] = Some(r);
-                }
-            });
+    let handle = tokio::runtime::Handle::try_current().ok();
+    // These threads may fetch objects on the runtime: let it move its other work off the
+    // worker that waits here.
+    let in_place = |f: &mut dyn FnMut()| match &handle {
+        Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f);
         }
+        _ => f(),
+    };
+    in_place(&mut || {
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    // Object-store sources fetch on this runtime from these plain threads.
+                    let _runtime = handle.as_ref().map(tokio::runtime::Handle::enter);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(f) = sample.get(i) else { break };
+                        let file = source_file(&req.source, &f.key, f.size, f.mtime_ms, &[]);
+                        let mut inferrer = SchemaInferrer::new();
+                        let r =
+                            formats::infer_file(&file, opts, typed, &mut inferrer).map(|records| {
+                                inferrer.records = records;
+                                inferrer
+                            });
+                        results
+                            .lock()
+                            .expect("no worker panics while holding the lock")[i] = Some(r);
+                    }
+                });
+            }
+        })
     });
     let mut merged = SchemaInferrer::new();
     for r in results

@@ -344,7 +344,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Status { checkpoint, json } => {
-            let st = reports::status(&checkpoint)?;
+            let st = runtime()?.block_on(reports::status(&checkpoint))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&st)?);
             } else {

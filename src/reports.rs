@@ -295,7 +295,7 @@ pub struct Status {
 
 /// Reads what a checkpoint says. When no process holds it, the file index is read and the
 /// pending files listed; while a stream runs, figures come from its event log.
-pub fn status(checkpoint: &Path) -> Result<Status, ReportError> {
+pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
     let io = |source| ReportError::Io {
         path: checkpoint.display().to_string(),
         source,
@@ -365,7 +365,7 @@ pub fn status(checkpoint: &Path) -> Result<Status, ReportError> {
                     .map(|(s, _)| s)
                     .ok();
                 if let Some(settings) = settings
-                    && let Ok(listed) = src.list(&settings)
+                    && let Ok(listed) = src.list(&settings).await
                 {
                     let pending = listed
                         .iter()

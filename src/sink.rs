@@ -48,6 +48,9 @@ pub struct DeltaSink {
 impl DeltaSink {
     /// Opens the table at `path`, which may not exist yet.
     pub async fn open(path: &Path) -> Result<DeltaSink, SinkError> {
+        if let Some(url) = path.to_str().filter(|p| is_object_store_url(p)) {
+            return DeltaSink::open_url(url).await;
+        }
         std::fs::create_dir_all(path).map_err(|source| SinkError::Io {
             path: path.to_path_buf(),
             source,
@@ -68,6 +71,30 @@ impl DeltaSink {
             deltalake::DeltaTableBuilder::from_url(url).and_then(|b| b.build())
         }
         .map_err(|e| delta_err(&location, e))?;
+        Ok(DeltaSink { table, location })
+    }
+
+    /// Opens a table on S3 (credentials and endpoint from the AWS environment; commits use
+    /// S3 conditional writes, so concurrent writers cannot overwrite each other's commits).
+    async fn open_url(text: &str) -> Result<DeltaSink, SinkError> {
+        static REGISTER: std::sync::Once = std::sync::Once::new();
+        REGISTER.call_once(|| deltalake::aws::register_handlers(None));
+        let location = text.trim_end_matches('/').to_string();
+        let url = Url::parse(&format!("{location}/")).map_err(|e| SinkError::Incompatible {
+            location: location.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut table = deltalake::DeltaTableBuilder::from_url(url)
+            .and_then(|b| b.build())
+            .map_err(|e| delta_err(&location, e))?;
+        // Only load a table that has a log: loading an empty location logs a spurious error.
+        let exists = table
+            .verify_deltatable_existence()
+            .await
+            .map_err(|e| delta_err(&location, e))?;
+        if exists {
+            table.load().await.map_err(|e| delta_err(&location, e))?;
+        }
         Ok(DeltaSink { table, location })
     }
 
@@ -273,6 +300,11 @@ impl IntoKernelStruct for arrow_schema::Schema {
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
         TryIntoKernel::<StructType>::try_into_kernel(self).map_err(|e| e.to_string())
     }
+}
+
+/// Whether a table location is an object-store URL rather than a local path.
+pub fn is_object_store_url(location: &str) -> bool {
+    location.starts_with("s3://") || location.starts_with("s3a://")
 }
 
 fn delta_err(location: &str, e: DeltaTableError) -> SinkError {

@@ -213,10 +213,15 @@ async fn watch_loop(
     timing: WatchTiming,
 ) -> Result<(), IngestError> {
     let (tx, mut rx) = mpsc::channel::<FileEvent>(4096);
+    // Local folders get file events; an object store is listed (an object is complete once
+    // it is listed).
     let root = match &req.source {
-        Source::Local { root } => root.clone(),
+        Source::Local { root } => Some(root.clone()),
+        Source::S3 { .. } => None,
     };
-    let _watcher = start_watcher(&root, tx);
+    let _watcher = root.as_ref().and_then(|r| start_watcher(r, tx));
+    let root = root.unwrap_or_default();
+    let is_object_store = matches!(req.source, Source::S3 { .. });
     let mut tracker = SettleTracker::new(timing.settle);
     info!(source = %req.source.describe(), table = %req.table.display(), "Watching for new files.");
     loop {
@@ -226,13 +231,17 @@ async fn watch_loop(
         while let Ok(e) = rx.try_recv() {
             record(&mut tracker, &root, e);
         }
-        let listed = stream.discover()?;
+        let listed = stream.discover().await?;
         stream.set_pending(listed.len() as u64);
-        let (ready, next_check) = tracker.ready(
-            listed,
-            Instant::now(),
-            chrono::Utc::now().timestamp_millis(),
-        );
+        let (ready, next_check) = if is_object_store {
+            (listed, None)
+        } else {
+            tracker.ready(
+                listed,
+                Instant::now(),
+                chrono::Utc::now().timestamp_millis(),
+            )
+        };
         if !ready.is_empty() {
             debug!(files = ready.len(), "Files ready.");
             stream.ingest(ready, stop).await?;

@@ -71,6 +71,8 @@ impl DecodeError {
 #[derive(Debug, Clone)]
 pub struct SourceFile {
     pub local_path: PathBuf,
+    /// Set for object-store sources: the object is fetched to a temporary file first.
+    pub remote: Option<crate::discovery::RemoteObject>,
     pub meta: Arc<FileMeta>,
 }
 
@@ -173,6 +175,65 @@ pub(crate) fn read_error(path: &str, e: io::Error, line: Option<u64>) -> DecodeE
     }
 }
 
+/// A fetched copy of a remote object, removed when dropped.
+struct TempCopy(PathBuf);
+
+impl Drop for TempCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// For a remote object, streams it to a temporary file (memory stays bounded) and returns a
+/// `SourceFile` pointing there; a local file is returned as it is.
+fn materialize(file: &SourceFile) -> Result<(SourceFile, Option<TempCopy>), DecodeError> {
+    let Some(remote) = &file.remote else {
+        return Ok((file.clone(), None));
+    };
+    let display = file.meta.path.clone();
+    let io = |e: std::io::Error| DecodeError::Io {
+        path: display.clone(),
+        source: e,
+    };
+    let handle = remote.handle.clone().ok_or_else(|| {
+        io(std::io::Error::other(
+            "no async runtime to fetch the object with",
+        ))
+    })?;
+    let dir = std::env::temp_dir().join(format!("autoloader-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let path = dir.join(uuid::Uuid::new_v4().to_string());
+    let copy = TempCopy(path.clone());
+    handle.block_on(async {
+        use futures::StreamExt;
+        use object_store::ObjectStoreExt;
+        use tokio::io::AsyncWriteExt;
+        let got = remote
+            .store
+            .get(&remote.location)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => DecodeError::Missing {
+                    path: display.clone(),
+                },
+                other => io(std::io::Error::other(other.to_string())),
+            })?;
+        let mut stream = got.into_stream();
+        let mut out = tokio::fs::File::create(&path).await.map_err(io)?;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            out.write_all(&chunk).await.map_err(io)?;
+        }
+        out.flush().await.map_err(io)
+    })?;
+    let local = SourceFile {
+        local_path: path,
+        remote: None,
+        meta: Arc::clone(&file.meta),
+    };
+    Ok((local, Some(copy)))
+}
+
 /// Observes one file for schema inference. Returns the records (rows) it looked at.
 pub fn infer_file(
     file: &SourceFile,
@@ -180,6 +241,8 @@ pub fn infer_file(
     typed: bool,
     inferrer: &mut SchemaInferrer,
 ) -> Result<u64, DecodeError> {
+    let (file, _copy) = materialize(file)?;
+    let file = &file;
     match opts.format {
         Format::Json => json::infer(file, opts, typed, inferrer),
         Format::Csv => csv::infer(file, opts, typed, inferrer),
@@ -194,6 +257,8 @@ pub fn decode_file(
     layout: &Arc<Layout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
+    let (file, _copy) = materialize(file)?;
+    let file = &file;
     match opts.format {
         Format::Json => json::decode(file, opts, layout, emit),
         Format::Csv => csv::decode(file, opts, layout, emit),

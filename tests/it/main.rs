@@ -9,4 +9,5 @@ mod config;
 mod crash;
 mod evolution;
 mod ingest_once;
+mod s3;
 mod watch;

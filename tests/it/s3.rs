@@ -1,0 +1,316 @@
+//! S3: a real S3 endpoint (the `moto` server from PyPI, started here on 127.0.0.1), a landing
+//! prefix and a Delta table in a bucket, read back by Python `deltalake`.
+
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use object_store::{ObjectStoreExt, PutPayload};
+
+use crate::common::{self, Scratch, ok, summary_figure};
+
+/// A secret that must never appear in any output.
+const CANARY: &str = "canary-secret-7f3a9c";
+
+/// A moto S3 server on a free loopback port, killed when dropped.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "moto server starts (python3 -m pip install 'moto[server]'; .ci/run installs it)",
+            );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "moto did not start on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Moto { child, port }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", CANARY.into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+
+    fn create_bucket(&self, bucket: &str) {
+        use std::io::{Read, Write};
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(s, "PUT /{bucket} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n", self.port).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    }
+
+    fn put(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key(CANARY)
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let body: Vec<u8> = body.into();
+        rt.block_on(store.put(&key.into(), PutPayload::from(body)))
+            .unwrap();
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run_with(moto: &Moto, args: &[String]) -> std::process::Output {
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    common::run(args, &env)
+}
+
+fn python_rows(moto: &Moto, table: &str) -> serde_json::Value {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/common/read_delta.py");
+    let out = Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
+        .arg(script)
+        .arg(table)
+        .arg("order_id")
+        .envs(moto.env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python deltalake on S3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn bucket_to_bucket_exactly_once_and_no_secret_in_any_output() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    moto.put("lake", "landing/orders/a.json", common::orders_jsonl(0, 10));
+    moto.put(
+        "lake",
+        "landing/orders/sub/b.json",
+        common::orders_jsonl(10, 20),
+    );
+    moto.put(
+        "lake",
+        "landing/orders/_tmp/c.json",
+        common::orders_jsonl(100, 101),
+    );
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let args = |verbose: bool| {
+        let mut a: Vec<String> = vec![
+            "ingest".into(),
+            "s3://lake/landing/orders".into(),
+            "s3://lake/bronze/orders".into(),
+            "--once".into(),
+            "--checkpoint".into(),
+            ckpt.display().to_string(),
+            "-o".into(),
+            "cloudFiles.inferColumnTypes=true".into(),
+        ];
+        if verbose {
+            a.insert(0, "-vv".into());
+        }
+        a
+    };
+    let out = run_with(&moto, &args(true));
+    let stdout = ok(&out);
+    assert_eq!(summary_figure(&stdout, "rows"), 20);
+    let py = python_rows(&moto, "s3://lake/bronze/orders");
+    assert_eq!(py["num_rows"], 20);
+    assert_eq!(py["types"]["order_id"], "int64");
+    assert!(
+        py["rows"][0]["_metadata"]["file_path"]
+            .as_str()
+            .unwrap()
+            .starts_with("s3://lake/landing/orders/")
+    );
+
+    // Nothing twice; a new object once.
+    assert_eq!(
+        summary_figure(&ok(&run_with(&moto, &args(false))), "files"),
+        0
+    );
+    moto.put(
+        "lake",
+        "landing/orders/d.json",
+        common::orders_jsonl(20, 25),
+    );
+    assert_eq!(
+        summary_figure(&ok(&run_with(&moto, &args(false))), "rows"),
+        5
+    );
+    assert_eq!(
+        python_rows(&moto, "s3://lake/bronze/orders")["num_rows"],
+        25
+    );
+
+    // The secret never shows: not in debug logs, output, events or the schema files.
+    let mut seen = String::from_utf8_lossy(&out.stderr).into_owned() + &stdout;
+    seen += &std::fs::read_to_string(ckpt.join("events.jsonl")).unwrap();
+    seen += &std::fs::read_to_string(ckpt.join("_schemas/0")).unwrap();
+    assert!(seen.len() > 1000, "debug logging was on");
+    assert!(!seen.contains(CANARY), "the secret leaked");
+
+    // A checkpoint on S3 is refused with a clear message.
+    let mut a = args(false);
+    a[5] = "s3://lake/ckpt".into();
+    let out = run_with(&moto, &a);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        common::stderr(&out).contains("not a local directory"),
+        "{}",
+        common::stderr(&out)
+    );
+}
+
+#[test]
+fn two_streams_append_to_one_s3_table_concurrently() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    for i in 0..3u64 {
+        moto.put(
+            "lake",
+            &format!("a/{i}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+        moto.put(
+            "lake",
+            &format!("b/{i}.json"),
+            common::orders_jsonl(1000 + i * 10, 1000 + i * 10 + 10),
+        );
+    }
+    let s = Scratch::new();
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[defaults.options]
+"cloudFiles.maxFilesPerTrigger" = 1
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "a"
+source = "s3://lake/a"
+table = "s3://lake/shared"
+checkpoint = "ck/a"
+
+[[stream]]
+name = "b"
+source = "s3://lake/b"
+table = "s3://lake/shared"
+checkpoint = "ck/b"
+"#,
+    )
+    .unwrap();
+    let stdout = ok(&run_with(
+        &moto,
+        &["run".into(), config.display().to_string(), "--once".into()],
+    ));
+    assert!(
+        stdout.contains("[a] ingested 3 files, 30 rows")
+            && stdout.contains("[b] ingested 3 files, 30 rows"),
+        "{stdout}"
+    );
+    let py = python_rows(&moto, "s3://lake/shared");
+    assert_eq!(py["num_rows"], 60, "no commit of either stream was lost");
+    let mut ids: Vec<i64> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["order_id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 60, "and none doubled");
+}
+
+#[test]
+fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let child = Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args([
+            "ingest",
+            "s3://lake/in",
+            "s3://lake/out",
+            "--poll-interval",
+            "0.3",
+            "--checkpoint",
+        ])
+        .arg(&ckpt)
+        .args(["-o", "cloudFiles.format=json"])
+        .envs(moto.env())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    moto.put("lake", "in/1.json", common::orders_jsonl(0, 7));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = std::fs::read_to_string(ckpt.join("events.jsonl")).unwrap_or_default();
+        if events.contains("batch_committed") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the watcher never committed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        summary_figure(&String::from_utf8_lossy(&out.stdout), "rows"),
+        7
+    );
+    assert_eq!(python_rows(&moto, "s3://lake/out")["num_rows"], 7);
+}
