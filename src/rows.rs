@@ -351,7 +351,7 @@ impl ColumnBuilder {
             ColumnBuilder::Decimal(b, p, s) => append_opt(
                 b,
                 match v {
-                    Value::Number(n) => values::parse_decimal(&n.to_string(), *p, *s),
+                    Value::Number(n) => values::parse_decimal(n.as_str(), *p, *s),
                     Value::String(text) => values::parse_decimal(text, *p, *s),
                     _ => None,
                 },
@@ -565,7 +565,7 @@ fn append_opt<T, B: AppendOpt<T>>(b: &mut B, v: Option<T>) -> bool {
 }
 
 fn is_integer(v: &Value) -> bool {
-    matches!(v, Value::Number(n) if !n.to_string().contains(['.', 'e', 'E']))
+    matches!(v, Value::Number(n) if !n.as_str().contains(['.', 'e', 'E']))
 }
 
 fn int_of(v: &Value) -> Option<i64> {

@@ -19,7 +19,7 @@ pub fn parse_timestamp(text: &str, zone: Tz) -> Option<i64> {
     if sep != b'T' && sep != b't' && sep != b' ' {
         return None;
     }
-    let date = NaiveDate::parse_from_str(&s[..10], "%Y-%m-%d").ok()?;
+    let date = ymd(&s[..10])?;
     let rest = &s[11..];
     // Split off a zone suffix: Z, or +HH:MM / -HH:MM / +HHMM / +HH.
     let (time_part, offset_secs) = split_zone(rest)?;
@@ -105,13 +105,27 @@ fn parse_time(s: &str) -> Option<NaiveTime> {
     NaiveTime::from_hms_nano_opt(hour, minute, second, nanos)
 }
 
+/// `YYYY-MM-DD`, parsed by hand: this runs for every string during inference.
+fn ymd(s: &str) -> Option<NaiveDate> {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        b[r].iter().try_fold(0u32, |acc, c| {
+            c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+        })
+    };
+    NaiveDate::from_ymd_opt(i32::try_from(num(0..4)?).ok()?, num(5..7)?, num(8..10)?)
+}
+
 /// Parses `YYYY-MM-DD` into days since the epoch.
 pub fn parse_date(text: &str) -> Option<i32> {
     let s = text.trim();
     if s.len() != 10 {
         return None;
     }
-    let date = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    let date = ymd(s)?;
     Some(chrono::Datelike::num_days_from_ce(&date) - EPOCH_DAYS_FROM_CE)
 }
 

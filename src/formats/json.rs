@@ -23,22 +23,21 @@ use crate::schema::infer::SchemaInferrer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Calls `on_record` with each record of the file and its line number (1-based; for a
-/// multi-line document, the document's line). Malformed lines come as `Err(raw text)`.
-fn for_each_record(
-    file: &SourceFile,
-    opts: &DecodeOptions,
-    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+/// Calls `on_line` with each non-blank line of a JSON-lines file (BOM and `\r` removed)
+/// and its 1-based number; an over-long line is an error naming the file and line.
+/// Receives a line and its number.
+type OnLine<'a> = dyn FnMut(&[u8], u64) -> Result<(), DecodeError> + 'a;
+
+fn for_each_line(
+    reader: &mut dyn std::io::BufRead,
+    path: &str,
+    max_record_bytes: usize,
+    on_line: &mut OnLine<'_>,
 ) -> Result<(), DecodeError> {
-    let path = file.meta.path.as_str();
-    let mut reader = open(&file.local_path, path)?;
-    if opts.multi_line {
-        return for_each_document_record(&mut *reader, path, on_record);
-    }
     let mut buf = Vec::new();
     let mut line_no = 0u64;
     loop {
-        let read = read_line_bounded(&mut *reader, &mut buf, opts.max_record_bytes)
+        let read = read_line_bounded(reader, &mut buf, max_record_bytes)
             .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
         line_no += 1;
         let line = match read {
@@ -47,7 +46,7 @@ fn for_each_record(
                 return Err(DecodeError::RecordTooLong {
                     path: path.into(),
                     line: line_no,
-                    limit: opts.max_record_bytes,
+                    limit: max_record_bytes,
                 });
             }
             Some(true) => {
@@ -61,27 +60,48 @@ fn for_each_record(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let bytes = line.len();
-        match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Array(items)) => {
-                for item in items {
-                    let item = match item {
-                        Value::Object(_) => Ok(item),
-                        other => Err(other.to_string()),
-                    };
-                    on_record(item, line_no, bytes)?;
+        on_line(line, line_no)?;
+    }
+}
+
+/// Calls `on_record` with each record of the file and its line number (1-based; for a
+/// multi-line document, the document's line). Malformed lines come as `Err(raw text)`.
+fn for_each_record(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    let path = file.meta.path.as_str();
+    let mut reader = open(&file.local_path, path)?;
+    if opts.multi_line {
+        return for_each_document_record(&mut *reader, path, on_record);
+    }
+    for_each_line(
+        &mut *reader,
+        path,
+        opts.max_record_bytes,
+        &mut |line, line_no| {
+            let bytes = line.len();
+            match serde_json::from_slice::<Value>(line) {
+                Ok(Value::Array(items)) => {
+                    for item in items {
+                        let item = match item {
+                            Value::Object(_) => Ok(item),
+                            other => Err(other.to_string()),
+                        };
+                        on_record(item, line_no, bytes)?;
+                    }
+                    Ok(())
                 }
-            }
-            Ok(v @ Value::Object(_)) => on_record(Ok(v), line_no, bytes)?,
-            Ok(_) | Err(_) => {
-                on_record(
+                Ok(v @ Value::Object(_)) => on_record(Ok(v), line_no, bytes),
+                Ok(_) | Err(_) => on_record(
                     Err(String::from_utf8_lossy(line).into_owned()),
                     line_no,
                     bytes,
-                )?;
+                ),
             }
-        }
-    }
+        },
+    )
 }
 
 /// Streams the records of a whole-file JSON document.
@@ -195,6 +215,17 @@ pub fn infer(
     inferrer: &mut SchemaInferrer,
 ) -> Result<u64, DecodeError> {
     let infer_opts = opts.infer_options(typed);
+    if !opts.multi_line {
+        // The fast path: types straight from the text, no values built.
+        let path = file.meta.path.as_str();
+        let mut reader = open(&file.local_path, path)?;
+        let before = inferrer.records;
+        for_each_line(&mut *reader, path, opts.max_record_bytes, &mut |line, _| {
+            inferrer.add_json_text(line, infer_opts);
+            Ok(())
+        })?;
+        return Ok(inferrer.records - before);
+    }
     let mut records = 0u64;
     for_each_record(file, opts, &mut |rec, _, _| {
         if let Ok(v) = rec {

@@ -62,7 +62,7 @@ impl Inferred {
             )),
             _ if !opts.typed => Inferred::Leaf(DataType::String),
             Value::Bool(_) => Inferred::Leaf(DataType::Boolean),
-            Value::Number(n) => Inferred::Leaf(number_type(&n.to_string())),
+            Value::Number(n) => Inferred::Leaf(number_type(n.as_str())),
             Value::String(s) if s.is_empty() => Inferred::Null,
             Value::String(s) => {
                 if values::parse_timestamp(s, opts.zone).is_some() {
@@ -237,6 +237,164 @@ pub fn merge_leaf(a: DataType, b: DataType) -> DataType {
     }
 }
 
+/// Merges one observation into an accumulated type, in place.
+fn merge_into(acc: &mut Inferred, t: Inferred) {
+    // The common case, a value of the type already seen, changes nothing.
+    if let (Inferred::Leaf(a), Inferred::Leaf(b)) = (&*acc, &t)
+        && a == b
+    {
+        return;
+    }
+    let old = std::mem::replace(acc, Inferred::Null);
+    *acc = old.merge(t);
+}
+
+/// serde_json (with `arbitrary_precision`) hands numbers to visitors as a one-entry map
+/// under this key, holding the number's text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Infers straight from JSON text into an accumulated type, without building a
+/// `serde_json::Value`: the same rules as [`Inferred::of_json`] followed by [`Inferred::merge`].
+struct InferSeed<'a> {
+    acc: &'a mut Inferred,
+    opts: InferOptions,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for InferSeed<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl InferSeed<'_> {
+    fn leaf(self, t: DataType) {
+        let t = if self.opts.typed { t } else { DataType::String };
+        merge_into(self.acc, Inferred::Leaf(t));
+    }
+
+    fn string(self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        if self.opts.typed && values::parse_timestamp(s, self.opts.zone).is_some() {
+            self.leaf(DataType::Timestamp);
+        } else {
+            self.leaf(DataType::String);
+        }
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for InferSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        self.leaf(DataType::Boolean);
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        self.leaf(DataType::Long);
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.leaf(number_type(&v.to_string()));
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        self.leaf(DataType::Double);
+        Ok(())
+    }
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        self.string(s);
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        match self.acc {
+            Inferred::Null => *self.acc = Inferred::Array(Box::new(Inferred::Null)),
+            Inferred::Array(_) => {}
+            // A conflict makes it STRING whatever the contents.
+            other => {
+                *other = Inferred::Leaf(DataType::String);
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                return Ok(());
+            }
+        }
+        let Inferred::Array(element) = self.acc else {
+            unreachable!("set above")
+        };
+        while seq
+            .next_element_seed(InferSeed {
+                acc: element,
+                opts: self.opts,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let Some(first) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
+            // `{}` is an empty struct.
+            if matches!(self.acc, Inferred::Null) {
+                *self.acc = Inferred::Struct(Vec::new());
+            } else if !matches!(self.acc, Inferred::Struct(_)) {
+                merge_into(self.acc, Inferred::Struct(Vec::new()));
+            }
+            return Ok(());
+        };
+        if first == NUMBER_TOKEN {
+            let text: String = map.next_value()?;
+            self.leaf(number_type(&text));
+            return Ok(());
+        }
+        match self.acc {
+            Inferred::Null => *self.acc = Inferred::Struct(Vec::new()),
+            Inferred::Struct(_) => {}
+            other => {
+                *other = Inferred::Leaf(DataType::String);
+                map.next_value::<serde::de::IgnoredAny>()?;
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                return Ok(());
+            }
+        }
+        let Inferred::Struct(fields) = self.acc else {
+            unreachable!("set above")
+        };
+        let mut key = Some(first);
+        while let Some(k) = key.take().map_or_else(
+            || map.next_key::<std::borrow::Cow<'de, str>>(),
+            |k| Ok(Some(k)),
+        )? {
+            let idx = match fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(&k)) {
+                Some(i) => i,
+                None => {
+                    fields.push((k.into_owned(), Inferred::Null));
+                    fields.len() - 1
+                }
+            };
+            map.next_value_seed(InferSeed {
+                acc: &mut fields[idx].1,
+                opts: self.opts,
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// Accumulates observations of top-level columns, in first-seen order.
 #[derive(Debug, Default)]
 pub struct SchemaInferrer {
@@ -259,6 +417,58 @@ impl SchemaInferrer {
                 merge_field(&mut self.fields, k, Inferred::of_json(v, opts));
             }
         }
+    }
+
+    /// Observes one JSON-lines record from its text, without building a value (the fast
+    /// path of [`SchemaInferrer::add_json`]). A line that is not valid JSON, or not an object
+    /// or array of objects, adds nothing and returns false.
+    pub fn add_json_text(&mut self, line: &[u8], opts: InferOptions) -> bool {
+        // Validate first (cheap, allocation-free), so a broken line contributes nothing.
+        let Ok(first) = line
+            .iter()
+            .copied()
+            .find(|b| !b.is_ascii_whitespace())
+            .ok_or(())
+        else {
+            return false;
+        };
+        if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
+            return false;
+        }
+        let mut top = Inferred::Struct(std::mem::take(&mut self.fields));
+        let ok = match first {
+            b'{' => {
+                self.records += 1;
+                let mut de = serde_json::Deserializer::from_slice(line);
+                serde::de::DeserializeSeed::deserialize(
+                    InferSeed {
+                        acc: &mut top,
+                        opts,
+                    },
+                    &mut de,
+                )
+                .is_ok()
+            }
+            b'[' => {
+                // One record per object element, as the decoder reads such a line (rare:
+                // the value path is good enough).
+                self.fields = match top {
+                    Inferred::Struct(f) => f,
+                    _ => Vec::new(),
+                };
+                if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(line) {
+                    for item in items.iter().filter(|i| i.is_object()) {
+                        self.add_json(item, opts);
+                    }
+                }
+                return true;
+            }
+            _ => false,
+        };
+        if let Inferred::Struct(fields) = top {
+            self.fields = fields;
+        }
+        ok
     }
 
     /// Observes a column's existence (a CSV header name) without a value.
@@ -317,6 +527,40 @@ mod tests {
 
     fn parse(text: &str) -> Value {
         serde_json::from_str(text).unwrap()
+    }
+
+    /// The fast text path infers exactly what the value path does.
+    #[test]
+    fn text_path_matches_value_path() {
+        let lines = [
+            r#"{"a": 1, "b": {"c": true, "d": [1, 2.5]}, "e": "2026-03-15T14:00:00Z", "f": null}"#,
+            r#"{"a": 92233720368547758070, "b": {"c": "x", "g": {}}, "e": "", "h": [[1], ["s"]]}"#,
+            r#"{"A": 1.5, "b": null, "i": [], "j": {"k": [{"l": 1}, {"m": "n"}]}}"#,
+            r#"[{"z": 1}, {"z": 2.5}, 3]"#,
+            r#"{"broken": "#,
+            r#"17"#,
+            r#"{"a": "text", "b": [1]}"#,
+        ];
+        for opts in [TYPED, UNTYPED] {
+            let mut by_value = SchemaInferrer::new();
+            let mut by_text = SchemaInferrer::new();
+            for line in lines {
+                if let Ok(v) = serde_json::from_str::<Value>(line) {
+                    match v {
+                        Value::Array(items) => {
+                            for i in items.into_iter().filter(Value::is_object) {
+                                by_value.add_json(&i, opts);
+                            }
+                        }
+                        v @ Value::Object(_) => by_value.add_json(&v, opts),
+                        _ => {}
+                    }
+                }
+                by_text.add_json_text(line.as_bytes(), opts);
+            }
+            assert_eq!(by_text.records, by_value.records);
+            assert_eq!(by_text.finish(), by_value.finish(), "typed={}", opts.typed);
+        }
     }
 
     #[test]
