@@ -151,7 +151,24 @@ impl Checkpoint {
             path: state_path.clone(),
             reason: e.to_string(),
         };
-        let db = Database::create(&state_path).map_err(|e| store_err(&e))?;
+        let db = match open_state(&state_path) {
+            Ok(db) => db,
+            // A damaged state file (truncated, garbage) is set aside, not trusted: the stream
+            // starts a fresh one and rebuilds it from the table's commit history.
+            Err(e) if state_path.exists() => {
+                let aside = dir.join(format!(
+                    "{STATE_FILE}.damaged-{}",
+                    chrono::Utc::now().timestamp_millis()
+                ));
+                tracing::warn!(
+                    path = %state_path.display(), error = %e, moved_to = %aside.display(),
+                    "Checkpoint state is damaged; setting it aside and rebuilding it from the table."
+                );
+                fs::rename(&state_path, &aside).map_err(io_err(&state_path))?;
+                Database::create(&state_path).map_err(|e| store_err(&e))?
+            }
+            Err(e) => return Err(store_err(&e)),
+        };
         let txn = db.begin_write().map_err(|e| store_err(&e))?;
         let stream_id = {
             let mut meta = txn.open_table(META).map_err(|e| store_err(&e))?;
@@ -188,6 +205,33 @@ impl Checkpoint {
     /// The stream's id, fixed when the checkpoint was created.
     pub fn stream_id(&self) -> &str {
         &self.stream_id
+    }
+
+    /// Whether the checkpoint holds no progress at all (new, or rebuilt after damage).
+    pub fn is_fresh(&self) -> Result<bool, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let plans = txn.open_table(PLANS).map_err(|e| self.store_err(&e))?;
+        let files = txn.open_table(FILES).map_err(|e| self.store_err(&e))?;
+        Ok(plans.is_empty().map_err(|e| self.store_err(&e))?
+            && files.is_empty().map_err(|e| self.store_err(&e))?)
+    }
+
+    /// Takes over an earlier identity of this stream (found in the table's history), so
+    /// its `txn` versions continue where they were.
+    pub fn adopt_stream_id(&mut self, id: &str) -> Result<(), CheckpointError> {
+        self.set_meta("streamId", id)?;
+        self.stream_id = id.to_string();
+        Ok(())
+    }
+
+    /// Records a batch found in the table's history as planned and committed.
+    pub fn restore_batch(
+        &self,
+        plan: &Plan,
+        summary: &CommitSummary,
+    ) -> Result<(), CheckpointError> {
+        self.write_plan(plan)?;
+        self.mark_committed(plan, summary)
     }
 
     /// The Delta `txn` application id of this stream.
@@ -333,6 +377,20 @@ impl Checkpoint {
             .last()
             .map_err(|e| self.store_err(&e))?
             .map_or(0, |(k, _)| k.value() + 1))
+    }
+}
+
+/// Opens the state store. redb panics on some damaged files (a truncated one fails an
+/// internal assertion): that is turned into an error, so damage is handled, not fatal.
+fn open_state(path: &Path) -> Result<Database, String> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Database::create(path)));
+    std::panic::set_hook(previous);
+    match result {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the state file is damaged (the store refused to open it)".into()),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Named crash points for tests: `AUTOLOADER_FAILPOINT=<name>[@<n>][=<action>]` acts when
 //! the process reaches that point for the n-th time (default the first). The default action
 //! `kill` sends the process SIGKILL, exactly as `kill -9` would (no destructors, no
-//! flushes); `sleep(<ms>)` pauses there instead, to hold the process at a known step.
+//! flushes); `sleep(<ms>)` pauses there instead, to hold the process at a known step;
+//! `error` makes a step that supports it (see [`fails`]) report an error after its effect.
 //! Unset, a hit costs one cached environment lookup.
 
 use std::sync::LazyLock;
@@ -12,6 +13,8 @@ use std::time::Duration;
 enum Action {
     Kill,
     Sleep(Duration),
+    /// Only for [`fails`]: the step reports an error.
+    Error,
 }
 
 static TARGET: LazyLock<Option<(String, u64, Action)>> = LazyLock::new(|| {
@@ -25,6 +28,7 @@ static TARGET: LazyLock<Option<(String, u64, Action)>> = LazyLock::new(|| {
         .and_then(|a| a.strip_suffix(')'))
     {
         Some(ms) => Action::Sleep(Duration::from_millis(ms.parse().unwrap_or(1000))),
+        None if action == "error" => Action::Error,
         None => Action::Kill,
     };
     let (name, nth) = match point.split_once('@') {
@@ -46,6 +50,13 @@ pub const NAMES: &[&str] = &[
     "after-schema-evolve",
 ];
 
+/// Whether the step `name` should report an injected error (`<name>=error`), for the
+/// armed hit. Steps that can fail after their effect (a commit that landed) use this.
+pub fn fails(name: &str) -> bool {
+    matches!(TARGET.as_ref(), Some((target, nth, Action::Error))
+        if target == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth)
+}
+
 /// Acts if `name` is the armed failpoint and this is the armed hit.
 pub fn hit(name: &str) {
     if let Some((target, nth, action)) = TARGET.as_ref()
@@ -64,6 +75,7 @@ pub fn hit(name: &str) {
                 eprintln!("failpoint {name} reached: sleeping {d:?}");
                 std::thread::sleep(*d);
             }
+            Action::Error => {}
         }
     }
 }

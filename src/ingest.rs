@@ -242,10 +242,13 @@ impl<'a> Stream<'a> {
                 )));
             }
         }
-        let checkpoint = Checkpoint::open(&req.checkpoint)?;
-        let app_id = checkpoint.app_id();
+        let mut checkpoint = Checkpoint::open(&req.checkpoint)?;
         let sink = DeltaSink::open(&req.table).await?;
         let store = SchemaStore::new(&settings.schema_location);
+        if checkpoint.is_fresh()? && sink.exists() {
+            recover_from_table(req, &mut checkpoint, &sink, &store).await?;
+        }
+        let app_id = checkpoint.app_id();
         if checkpoint.meta("initialized")?.is_none() {
             if !settings.include_existing_files {
                 let listed = req.source.list(settings).await?;
@@ -554,6 +557,100 @@ impl<'a> Stream<'a> {
         }
         Ok(())
     }
+}
+
+/// Rebuilds a lost or damaged checkpoint from the table: finds this stream's earlier
+/// identity (the stream id in the surviving `_schemas/N`, else the commits whose recorded
+/// source is this source), adopts it so `txn` versions continue, and marks every file those
+/// commits hold as ingested. Nothing is ingested twice.
+async fn recover_from_table(
+    req: &IngestRequest,
+    checkpoint: &mut Checkpoint,
+    sink: &DeltaSink,
+    store: &SchemaStore,
+) -> Result<(), IngestError> {
+    let commits = sink.autoloader_commits().await?;
+    if commits.is_empty() {
+        return Ok(());
+    }
+    let from_schema = store.latest()?.map(|v| v.info.stream_id);
+    let source = req.source.describe();
+    let stream_of = |c: &serde_json::Value| {
+        c.get("streamId")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    let ours: Vec<String> = match &from_schema {
+        Some(id)
+            if commits
+                .iter()
+                .any(|(_, c)| stream_of(c).as_deref() == Some(id)) =>
+        {
+            vec![id.clone()]
+        }
+        _ => {
+            let mut ids: Vec<String> = commits
+                .iter()
+                .filter(|(_, c)| {
+                    c.get("source").and_then(serde_json::Value::as_str) == Some(source.as_str())
+                })
+                .filter_map(|(_, c)| stream_of(c))
+                .collect();
+            ids.dedup();
+            ids
+        }
+    };
+    let Some(adopt) = ours.last().cloned() else {
+        return Ok(());
+    };
+    let mut files = 0usize;
+    let mut batches = 0usize;
+    for (_, c) in &commits {
+        let Some(id) = stream_of(c) else { continue };
+        if !ours.contains(&id) {
+            continue;
+        }
+        // The table's creation commit names the stream but holds no batch.
+        let Some(batch) = c.get("batch").and_then(serde_json::Value::as_u64) else {
+            continue;
+        };
+        let planned: Vec<PlannedFile> = c
+            .get("files")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| {
+                Some(PlannedFile {
+                    key: f.get("path")?.as_str()?.to_string(),
+                    size: f.get("size")?.as_u64()?,
+                    mtime_ms: f.get("mtimeMs")?.as_i64()?,
+                })
+            })
+            .collect();
+        files += planned.len();
+        batches += 1;
+        let plan = Plan {
+            batch,
+            files: planned,
+            created_at_ms: now_ms(),
+        };
+        // Batches of an older identity are only needed for their files.
+        if id == adopt {
+            checkpoint.restore_batch(&plan, &CommitSummary::default())?;
+        } else {
+            checkpoint.mark_existing(&Plan {
+                batch: u64::MAX,
+                ..plan
+            })?;
+        }
+    }
+    checkpoint.adopt_stream_id(&adopt)?;
+    checkpoint.set_meta("initialized", &now_ms().to_string())?;
+    warn!(
+        stream_id = %adopt, batches, files,
+        "Checkpoint rebuilt from the table's commit history; those files will not be ingested again."
+    );
+    Ok(())
 }
 
 struct RunContext<'a> {
@@ -1146,6 +1243,7 @@ async fn execute(
     }
     let info = json!({
         "streamId": ctx.checkpoint.stream_id(),
+        "source": ctx.req.source.describe(),
         "batch": plan.batch,
         "schemaVersion": state.version.version,
         "rows": rows,

@@ -183,6 +183,30 @@ impl DeltaSink {
             .map_err(|e| delta_err(&self.location, e))
     }
 
+    /// The `autoloader` commit info of every commit still in the table's log, with its
+    /// commit time, oldest first: what a lost checkpoint is rebuilt from.
+    pub async fn autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
+        use futures::TryStreamExt;
+        if !self.exists() {
+            return Ok(Vec::new());
+        }
+        let infos: Vec<_> = self
+            .table
+            .history(None)
+            .try_collect()
+            .await
+            .map_err(|e| delta_err(&self.location, e))?;
+        let mut out: Vec<(u64, serde_json::Value)> = infos
+            .into_iter()
+            .filter_map(|ci| {
+                let at = u64::try_from(ci.timestamp.unwrap_or(0)).unwrap_or(0);
+                ci.info.get("autoloader").cloned().map(|a| (at, a))
+            })
+            .collect();
+        out.sort_by_key(|(v, _)| *v);
+        Ok(out)
+    }
+
     /// The table's current Arrow schema.
     pub fn arrow_schema(&self) -> Result<SchemaRef, SinkError> {
         use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
@@ -245,8 +269,14 @@ impl DeltaSink {
         loop {
             attempt += 1;
             crate::failpoint::hit("before-delta-commit");
-            let result = writer.writer.flush_and_commit(&mut self.table).await;
+            let mut result = writer.writer.flush_and_commit(&mut self.table).await;
             crate::failpoint::hit("after-delta-commit");
+            // Commit ambiguity, injected: the commit landed but the caller hears an error.
+            if result.is_ok() && crate::failpoint::fails("commit-reports-error") {
+                result = Err(DeltaTableError::Generic(
+                    "injected: commit reported an error".into(),
+                ));
+            }
             match result {
                 Ok(version) => return Ok(version),
                 Err(e) => {

@@ -231,3 +231,85 @@ fn column_name_of_corrupt_record_keeps_raw_text_in_its_column() {
             .all(|r| r == "null")
     );
 }
+
+/// A commit that landed but reported an error must not be committed again.
+#[test]
+fn an_ambiguous_commit_is_not_committed_twice() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 10));
+    let out = s.ingest_with_env(
+        &[],
+        &[
+            ("AUTOLOADER_FAILPOINT", "commit-reports-error=error"),
+            ("RUST_LOG", "autoloader=info"),
+        ],
+    );
+    let stdout = ok(&out);
+    assert!(
+        common::stderr(&out).contains("The batch had landed; not committing it again."),
+        "{}",
+        common::stderr(&out)
+    );
+    assert_eq!(summary_figure(&stdout, "rows"), 10);
+    assert_exactly_once(&s, 0..10, "after an ambiguous commit");
+    let (version, _) = common::table_version_and_txns(&s.table());
+    assert_eq!(version, 1, "create + one append: no second commit");
+    assert_eq!(summary_figure(&ok(&s.ingest(&[])), "files"), 0);
+}
+
+#[test]
+fn a_lost_or_damaged_checkpoint_is_rebuilt_from_the_table_without_duplicates() {
+    for damage in [
+        "delete the checkpoint",
+        "garbage state file",
+        "truncated state file",
+    ] {
+        let s = Scratch::new();
+        s.land("a.json", common::orders_jsonl(0, 10));
+        s.land("b.json", common::orders_jsonl(10, 20));
+        ok(&s.ingest(&["cloudFiles.maxFilesPerTrigger=1"]));
+        let ckpt = s.table().join("_autoloader");
+        let state = ckpt.join("state.redb");
+        match damage {
+            "delete the checkpoint" => std::fs::remove_dir_all(&ckpt).unwrap(),
+            "garbage state file" => std::fs::write(&state, b"this is not a database").unwrap(),
+            _ => {
+                let len = std::fs::metadata(&state).unwrap().len();
+                std::fs::File::options()
+                    .write(true)
+                    .open(&state)
+                    .unwrap()
+                    .set_len(len / 3)
+                    .unwrap();
+            }
+        }
+        s.land("c.json", common::orders_jsonl(20, 25));
+        let out = s.ingest_with_env(
+            &["cloudFiles.maxFilesPerTrigger=1"],
+            &[("RUST_LOG", "autoloader=warn")],
+        );
+        let stdout = ok(&out);
+        assert!(
+            common::stderr(&out).contains("Checkpoint rebuilt from the table's commit history"),
+            "{damage}: {}",
+            common::stderr(&out)
+        );
+        assert_eq!(
+            summary_figure(&stdout, "files"),
+            1,
+            "{damage}: only the new file is ingested"
+        );
+        assert_exactly_once(&s, 0..25, damage);
+        let (_, txns) = common::table_version_and_txns(&s.table());
+        assert_eq!(
+            txns.len(),
+            1,
+            "{damage}: the stream kept its identity: {txns:?}"
+        );
+        assert_eq!(
+            *txns.values().next().unwrap(),
+            2,
+            "{damage}: txn versions continue"
+        );
+    }
+}
