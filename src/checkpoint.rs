@@ -26,6 +26,8 @@ const COMMITS: TableDefinition<u64, &str> = TableDefinition::new("commits");
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 
 const STATE_FILE: &str = "state.redb";
+/// Page cache of the state store.
+const STATE_CACHE_BYTES: usize = 16 << 20;
 const LOCK_FILE: &str = "lock";
 
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +167,7 @@ impl Checkpoint {
                     "Checkpoint state is damaged; setting it aside and rebuilding it from the table."
                 );
                 fs::rename(&state_path, &aside).map_err(io_err(&state_path))?;
-                Database::create(&state_path).map_err(|e| store_err(&e))?
+                open_state(&state_path).map_err(|e| store_err(&e))?
             }
             Err(e) => return Err(store_err(&e)),
         };
@@ -385,7 +387,13 @@ impl Checkpoint {
 fn open_state(path: &Path) -> Result<Database, String> {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Database::create(path)));
+    // redb caches up to 1 GiB of pages by default; the index is read a key at a time, so a
+    // small cache keeps a long-running watcher's memory flat.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        redb::Builder::new()
+            .set_cache_size(STATE_CACHE_BYTES)
+            .create(path)
+    }));
     std::panic::set_hook(previous);
     match result {
         Ok(Ok(db)) => Ok(db),

@@ -123,6 +123,9 @@ pub struct Summary {
     pub evolutions: Vec<String>,
 }
 
+/// Table versions between fresh loads of the table state (see [`DeltaSink::reload`]).
+const RELOAD_EVERY_VERSIONS: u64 = 50;
+
 /// How long a finishing run waits for its queued alerts to be sent.
 const ALERT_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -1253,6 +1256,9 @@ async fn execute(
         })).collect::<Vec<_>>(),
     });
     let table_version = sink.commit(writer, ctx.app_id, plan.batch, info).await?;
+    if table_version % RELOAD_EVERY_VERSIONS == 0 {
+        sink.reload().await?;
+    }
     let commit = CommitSummary {
         table_version,
         rows,

@@ -152,6 +152,23 @@ impl DeltaSink {
         Ok(())
     }
 
+    /// Loads the table's state afresh (from its latest Delta checkpoint), dropping the
+    /// state accumulated commit by commit: a long-running stream does this now and then
+    /// so its memory stays flat.
+    pub async fn reload(&mut self) -> Result<(), SinkError> {
+        if self.exists() {
+            let mut fresh = deltalake::DeltaTableBuilder::from_url(self.table.table_url().clone())
+                .and_then(|b| b.build())
+                .map_err(|e| delta_err(&self.location, e))?;
+            fresh
+                .load()
+                .await
+                .map_err(|e| delta_err(&self.location, e))?;
+            self.table = fresh;
+        }
+        Ok(())
+    }
+
     /// Re-reads the table's latest state.
     pub async fn refresh(&mut self) -> Result<(), SinkError> {
         if self.exists() {

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Watch-mode latency: how long from a file renamed into a landing folder to its rows being
+visible in the Delta table (a new commit in _delta_log), and whether the watcher's memory
+stays flat while it runs.
+
+    python3 bench/latency.py [--files 200] [--interval 0.2] [--no-build]
+
+Starts `autoloader ingest LANDING TABLE` (watch mode) on an empty folder, then, one file at a
+time, writes a small JSON-lines file under a temporary name, renames it in, and polls the
+table's log until the commit that holds it appears. Prints p50/p95/p99/max and the
+watcher's RSS at the start and at the end.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def commits(table):
+    log = os.path.join(table, "_delta_log")
+    try:
+        return sum(1 for n in os.listdir(log) if n.endswith(".json"))
+    except FileNotFoundError:
+        return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=200)
+    ap.add_argument("--interval", type=float, default=0.2, help="pause between files, seconds")
+    ap.add_argument("--no-build", action="store_true")
+    args = ap.parse_args()
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    binary = os.path.join(ROOT, "target", "release", "autoloader")
+    work = tempfile.mkdtemp(prefix="autoloader-latency-")
+    landing, table = os.path.join(work, "landing"), os.path.join(work, "table")
+    os.makedirs(landing)
+    proc = subprocess.Popen(
+        [binary, "-q", "ingest", landing, table, "-o", "cloudFiles.format=json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)
+        rss_start = rss_kib(proc.pid)
+        latencies = []
+        rss_points = []
+        for i in range(args.files):
+            rows = "".join(json.dumps({"order_id": i * 10 + k, "amount": 1000 + k}) + "\n" for k in range(10))
+            tmp = os.path.join(landing, f".f{i:05d}.tmp")
+            with open(tmp, "w") as f:
+                f.write(rows)
+            before = commits(table)
+            # The first file also creates the table (one more commit).
+            want = before + (2 if before == 0 else 1)
+            start = time.perf_counter()
+            os.rename(tmp, os.path.join(landing, f"f{i:05d}.json"))
+            deadline = start + 30
+            while commits(table) < want:
+                if time.perf_counter() > deadline:
+                    sys.exit(f"file {i} never became visible")
+                time.sleep(0.002)
+            latencies.append(time.perf_counter() - start)
+            if (i + 1) % 100 == 0:
+                rss_points.append((i + 1, rss_kib(proc.pid)))
+            time.sleep(args.interval)
+        rss_end = rss_kib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    lat = sorted(latencies)
+    q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
+    print(f"files: {len(lat)}  (one per batch, {args.interval}s apart)")
+    print(f"rename -> visible: p50 {q(0.50)*1000:.0f} ms, p95 {q(0.95)*1000:.0f} ms, "
+          f"p99 {q(0.99)*1000:.0f} ms, max {lat[-1]*1000:.0f} ms, mean {statistics.mean(lat)*1000:.0f} ms")
+    print(f"watcher RSS: {rss_start/1024:.1f} MiB after start, {rss_end/1024:.1f} MiB after {len(lat)} batches")
+    print("RSS by batches: " + ", ".join(f"{n}: {k/1024:.0f} MiB" for n, k in rss_points))
+    print(f"watcher exit: {proc.returncode}; summary: {out.decode().strip()}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
