@@ -170,7 +170,11 @@ impl Source {
                 list_object_store(url, store.as_ref(), prefix).await?
             }
         };
-        files.retain(|f| accept(f, settings));
+        let grace_ms = match self {
+            Source::Local { .. } => 0,
+            Source::S3 { .. } => OBJECT_STORE_GRACE_MS,
+        };
+        files.retain(|f| accept(f, settings, grace_ms));
         files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
         Ok(files)
     }
@@ -272,14 +276,21 @@ pub fn is_hidden(name: &str) -> bool {
         || name.ends_with(".part")
 }
 
-fn accept(f: &ListedFile, s: &Settings) -> bool {
+/// How far before `modifiedAfter` an object-store file is still taken: S3 times have
+/// second precision and mark when an upload started, so a file written across the boundary
+/// must not be lost (the ingested-file index keeps it from being taken twice).
+const OBJECT_STORE_GRACE_MS: i64 = 2_000;
+
+fn accept(f: &ListedFile, s: &Settings, grace_ms: i64) -> bool {
     let name = f.key.rsplit('/').next().unwrap_or(&f.key);
     if let Some(glob) = &s.path_glob_filter
         && !glob.is_match(name)
     {
         return false;
     }
-    if s.modified_after_ms.is_some_and(|after| f.mtime_ms <= after) {
+    if s.modified_after_ms
+        .is_some_and(|after| f.mtime_ms <= after - grace_ms)
+    {
         return false;
     }
     if s.modified_before_ms
@@ -419,6 +430,32 @@ mod tests {
             partition_values("date=1/f", &["date".to_string(), "hour".to_string()]),
             vec![Some("1".into()), None]
         );
+    }
+
+    #[test]
+    fn modified_after_keeps_a_grace_window_on_object_stores() {
+        let (s, _) = crate::options::resolve(
+            &[("modifiedAfter".into(), "2026-03-15T00:00:00Z".into())],
+            Path::new("/c"),
+        )
+        .unwrap();
+        let boundary = s.modified_after_ms.unwrap();
+        // S3 reports the upload's start, to the second: just before the boundary.
+        let f = ListedFile {
+            key: "a.json".into(),
+            size: 1,
+            mtime_ms: boundary - 1000,
+        };
+        assert!(!accept(&f, &s, 0), "local times are exact");
+        assert!(
+            accept(&f, &s, OBJECT_STORE_GRACE_MS),
+            "an object at the boundary is kept"
+        );
+        let old = ListedFile {
+            mtime_ms: boundary - 60_000,
+            ..f
+        };
+        assert!(!accept(&old, &s, OBJECT_STORE_GRACE_MS));
     }
 
     #[test]
