@@ -11,6 +11,7 @@ pub mod failpoint;
 pub mod formats;
 pub mod fsutil;
 pub mod ingest;
+pub mod jv;
 pub mod metrics;
 pub mod options;
 pub mod reports;

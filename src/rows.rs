@@ -32,7 +32,11 @@ use arrow_schema::{
     DataType as ArrowType, Field as ArrowField, Fields, Schema as ArrowSchema, SchemaRef,
 };
 use chrono_tz::Tz;
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
+
+use crate::jv::Jv;
 
 use crate::options::CORRUPT_RECORD;
 use crate::schema::{DataType, Field, Schema};
@@ -305,7 +309,7 @@ impl ColumnBuilder {
 
     /// Appends a JSON value. Returns false when any part of it did not fit (that part is
     /// null in the column; the caller rescues the original).
-    pub fn append_json(&mut self, v: &Value, ctx: &ReadContext, new_fields: &mut bool) -> bool {
+    pub fn append_json(&mut self, v: &Jv<'_>, ctx: &ReadContext, new_fields: &mut bool) -> bool {
         if v.is_null() {
             self.append_null();
             return true;
@@ -314,12 +318,12 @@ impl ColumnBuilder {
         match self {
             ColumnBuilder::String(b) => {
                 match v {
-                    Value::String(s) => b.append_value(s),
+                    Jv::String(s) => b.append_value(s),
                     other => b.append_value(other.to_string()),
                 }
                 true
             }
-            ColumnBuilder::Long(b) => append_opt(b, v.as_i64().filter(|_| is_integer(v))),
+            ColumnBuilder::Long(b) => append_opt(b, int_of(v)),
             ColumnBuilder::Integer(b) => {
                 append_opt(b, int_of(v).and_then(|i| i32::try_from(i).ok()))
             }
@@ -327,9 +331,15 @@ impl ColumnBuilder {
             ColumnBuilder::Byte(b) => append_opt(b, int_of(v).and_then(|i| i8::try_from(i).ok())),
             ColumnBuilder::Float(b) => append_opt(b, float_of(v).map(|f| f as f32)),
             ColumnBuilder::Double(b) => append_opt(b, float_of(v)),
-            ColumnBuilder::Boolean(b) => append_opt(b, v.as_bool()),
+            ColumnBuilder::Boolean(b) => append_opt(
+                b,
+                match v {
+                    Jv::Bool(x) => Some(*x),
+                    _ => None,
+                },
+            ),
             ColumnBuilder::Binary(b) => match v {
-                Value::String(s) => {
+                Jv::String(s) => {
                     b.append_value(s.as_bytes());
                     true
                 }
@@ -342,42 +352,41 @@ impl ColumnBuilder {
             ColumnBuilder::Timestamp(b) => append_opt(
                 b,
                 match v {
-                    Value::String(s) => values::parse_timestamp(s, ctx.zone),
+                    Jv::String(s) => values::parse_timestamp(s, ctx.zone),
                     // Spark reads a JSON integer in a TIMESTAMP column as epoch seconds.
-                    Value::Number(_) => int_of(v).and_then(|secs| secs.checked_mul(1_000_000)),
+                    Jv::Number(_) => int_of(v).and_then(|secs| secs.checked_mul(1_000_000)),
                     _ => None,
                 },
             ),
             ColumnBuilder::Decimal(b, p, s) => append_opt(
                 b,
                 match v {
-                    Value::Number(n) => values::parse_decimal(n.as_str(), *p, *s),
-                    Value::String(text) => values::parse_decimal(text, *p, *s),
+                    Jv::Number(text) | Jv::String(text) => values::parse_decimal(text, *p, *s),
                     _ => None,
                 },
             ),
             ColumnBuilder::Struct {
                 fields, validity, ..
             } => match v {
-                Value::Object(obj) => {
+                Jv::Object(obj) => {
                     let mut ok = true;
                     let mut matched = 0;
                     for (name, child) in fields.iter_mut() {
                         match lookup(obj, name, ctx) {
-                            Some(value) => {
+                            Some(i) => {
                                 matched += 1;
-                                ok &= child.append_json(value, ctx, new_fields);
+                                ok &= child.append_json(&obj[i].1, ctx, new_fields);
                             }
                             None => child.append_null(),
                         }
                     }
                     validity.append_non_null();
-                    // A key the struct does not have: rescue the whole value, and note
-                    // whether it is a new field (not merely another letter case).
+                    // A key the struct does not have (or a duplicate): rescue the whole
+                    // value, and note whether it is a new field (not another letter case).
                     if matched < obj.len()
                         && obj
-                            .keys()
-                            .any(|k| !fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)))
+                            .iter()
+                            .any(|(k, _)| !fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)))
                     {
                         *new_fields = true;
                     }
@@ -397,7 +406,7 @@ impl ColumnBuilder {
                 validity,
                 ..
             } => match v {
-                Value::Array(items) => {
+                Jv::Array(items) => {
                     let mut ok = true;
                     for item in items {
                         ok &= element.append_json(item, ctx, new_fields);
@@ -420,7 +429,7 @@ impl ColumnBuilder {
                 validity,
                 ..
             } => match v {
-                Value::Object(obj) => {
+                Jv::Object(obj) => {
                     let mut ok = true;
                     for (k, val) in obj {
                         ok &= keys.append_text(k, ctx, new_fields);
@@ -463,7 +472,7 @@ impl ColumnBuilder {
             ColumnBuilder::Decimal(b, p, sc) => append_opt(b, values::parse_decimal(s, *p, *sc)),
             ColumnBuilder::Struct { .. }
             | ColumnBuilder::List { .. }
-            | ColumnBuilder::Map { .. } => match serde_json::from_str::<Value>(s) {
+            | ColumnBuilder::Map { .. } => match Jv::parse(s.as_bytes()) {
                 Ok(v) => self.append_json(&v, ctx, new_fields),
                 Err(_) => {
                     self.append_null();
@@ -564,18 +573,18 @@ fn append_opt<T, B: AppendOpt<T>>(b: &mut B, v: Option<T>) -> bool {
     ok
 }
 
-fn is_integer(v: &Value) -> bool {
-    matches!(v, Value::Number(n) if !n.as_str().contains(['.', 'e', 'E']))
-}
-
-fn int_of(v: &Value) -> Option<i64> {
-    if is_integer(v) { v.as_i64() } else { None }
-}
-
-fn float_of(v: &Value) -> Option<f64> {
+/// The integer a JSON number holds, if it is written as an integer and fits.
+fn int_of(v: &Jv<'_>) -> Option<i64> {
     match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => match s.as_str() {
+        Jv::Number(t) if !t.contains(['.', 'e', 'E']) => t.parse().ok(),
+        _ => None,
+    }
+}
+
+fn float_of(v: &Jv<'_>) -> Option<f64> {
+    match v {
+        Jv::Number(t) => t.parse().ok(),
+        Jv::String(s) => match s.as_ref() {
             "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
                 values::parse_double(s)
             }
@@ -585,15 +594,14 @@ fn float_of(v: &Value) -> Option<f64> {
     }
 }
 
-fn lookup<'a>(obj: &'a Map<String, Value>, name: &str, ctx: &ReadContext) -> Option<&'a Value> {
-    match obj.get(name) {
-        Some(v) => Some(v),
-        None if !ctx.case_sensitive => obj
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v),
-        None => None,
-    }
+/// The index of the entry for `name`: the exact name first, then (reading
+/// case-insensitively) another letter case.
+fn lookup(obj: &[(Cow<'_, str>, Jv<'_>)], name: &str, ctx: &ReadContext) -> Option<usize> {
+    obj.iter().position(|(k, _)| k == name).or_else(|| {
+        (!ctx.case_sensitive)
+            .then(|| obj.iter().position(|(k, _)| k.eq_ignore_ascii_case(name)))
+            .flatten()
+    })
 }
 
 /// Builds the rows of one output batch from one file.
@@ -651,36 +659,45 @@ impl RowBuilder {
     }
 
     /// Appends one JSON object record.
-    pub fn append_json_object(&mut self, obj: &Map<String, Value>) {
+    pub fn append_json_object(&mut self, obj: &[(Cow<'_, str>, Jv<'_>)]) {
         let mut rescued = Map::new();
-        let mut matched = 0usize;
+        // Which entries a column took; the rest (unknown names, other letter cases,
+        // duplicate keys) are rescued, so no value is dropped.
+        let mut taken = [false; 64];
+        let mut taken_more: Vec<usize> = Vec::new();
         for (name, col) in &mut self.columns {
             match lookup(obj, name, &self.ctx) {
-                Some(v) => {
-                    matched += 1;
+                Some(i) => {
+                    if i < taken.len() {
+                        taken[i] = true;
+                    } else {
+                        taken_more.push(i);
+                    }
+                    let v = &obj[i].1;
                     if !col.append_json(v, &self.ctx, &mut self.nested_new_fields) {
-                        rescued.insert(name.clone(), v.clone());
+                        rescued.insert(name.clone(), v.to_value());
                     }
                 }
                 None => col.append_null(),
             }
         }
-        if matched < obj.len() {
-            for (k, v) in obj {
-                let exact = self.columns.iter().any(|(n, _)| n == k);
-                let case_variant_used = !self.ctx.case_sensitive
-                    && self.columns.iter().any(|(n, _)| {
-                        n.eq_ignore_ascii_case(k)
-                            && lookup(obj, n, &self.ctx).is_some_and(|x| std::ptr::eq(x, v))
-                    });
-                if !exact && !case_variant_used {
-                    if !self.columns.iter().any(|(n, _)| n.eq_ignore_ascii_case(k))
-                        && !self.unknown_names.iter().any(|n| n == k)
-                    {
-                        self.unknown_names.push(k.clone());
-                    }
-                    rescued.insert(k.clone(), v.clone());
+        let taken_count = taken.iter().filter(|t| **t).count() + taken_more.len();
+        if taken_count < obj.len() {
+            for (i, (k, v)) in obj.iter().enumerate() {
+                let was_taken = if i < taken.len() {
+                    taken[i]
+                } else {
+                    taken_more.contains(&i)
+                };
+                if was_taken {
+                    continue;
                 }
+                if !self.columns.iter().any(|(n, _)| n.eq_ignore_ascii_case(k))
+                    && !self.unknown_names.iter().any(|n| n == k)
+                {
+                    self.unknown_names.push(k.to_string());
+                }
+                rescued.insert(k.to_string(), v.to_value());
             }
         }
         self.finish_row(rescued, None);
@@ -883,6 +900,13 @@ mod tests {
         })
     }
 
+    fn obj(v: Value) -> Vec<(Cow<'static, str>, Jv<'static>)> {
+        match Jv::from_value(&v) {
+            Jv::Object(entries) => entries,
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
     const CTX: ReadContext = ReadContext {
         zone: Tz::UTC,
         case_sensitive: true,
@@ -905,7 +929,7 @@ mod tests {
             json!({"order_id": 3, "amount": 10, "coupon_code": "SUMMER25"}),
             json!({"Order_ID": 4}),
         ] {
-            rows.append_json_object(rec.as_object().unwrap());
+            rows.append_json_object(&obj(rec.clone()));
         }
         assert_eq!(rows.rescued_rows(), 3);
         assert_eq!(
@@ -945,7 +969,7 @@ mod tests {
             case_sensitive: false,
         };
         let mut rows = RowBuilder::new(layout("order_id BIGINT"), ctx, file());
-        rows.append_json_object(json!({"Order_ID": 4}).as_object().unwrap());
+        rows.append_json_object(&obj(json!({"Order_ID": 4})));
         let batch = rows.finish();
         assert_eq!(rescued(&batch), vec![None]);
         assert_eq!(
@@ -966,16 +990,10 @@ mod tests {
             CTX,
             file(),
         );
-        rows.append_json_object(
-            json!({"address": {"zip": "00123", "city": "Seoul"}, "items": [{"qty": 2, "price": 12.5}], "attrs": {"a": 1}})
-                .as_object()
-                .unwrap(),
-        );
-        rows.append_json_object(
-            json!({"address": {"zip": "1", "floor": 3}, "items": [{"qty": "two", "price": 1}]})
-                .as_object()
-                .unwrap(),
-        );
+        rows.append_json_object(&obj(json!({"address": {"zip": "00123", "city": "Seoul"}, "items": [{"qty": 2, "price": 12.5}], "attrs": {"a": 1}})));
+        rows.append_json_object(&obj(
+            json!({"address": {"zip": "1", "floor": 3}, "items": [{"qty": "two", "price": 1}]}),
+        ));
         let batch = rows.finish();
         let r = rescued(&batch);
         assert_eq!(r[0], None);

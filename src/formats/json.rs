@@ -18,6 +18,7 @@ use super::{
     BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile, open, read_error,
     read_line_bounded,
 };
+use crate::jv::Jv;
 use crate::rows::{Layout, RowBuilder};
 use crate::schema::infer::SchemaInferrer;
 
@@ -256,28 +257,64 @@ pub fn decode(
         }
         Ok(())
     };
-    for_each_record(file, opts, &mut |rec, line, bytes| {
-        match rec {
-            Ok(Value::Object(obj)) => rows.append_json_object(&obj),
-            Ok(other) => rows.append_corrupt(&other.to_string()),
-            Err(raw) => {
-                if opts.fail_fast {
-                    return Err(DecodeError::Malformed {
-                        path: file.meta.path.clone(),
-                        line,
-                        reason: "not a JSON object".into(),
-                    });
+    let fail_fast = |line: u64| DecodeError::Malformed {
+        path: file.meta.path.clone(),
+        line,
+        reason: "not a JSON object".into(),
+    };
+    if opts.multi_line {
+        for_each_record(file, opts, &mut |rec, line, bytes| {
+            match rec {
+                Ok(Value::Object(obj)) => {
+                    let entries: Vec<_> = obj
+                        .iter()
+                        .map(|(k, v)| (std::borrow::Cow::Borrowed(k.as_str()), Jv::from_value(v)))
+                        .collect();
+                    rows.append_json_object(&entries);
                 }
-                rows.append_corrupt(&raw);
+                Ok(other) => rows.append_corrupt(&other.to_string()),
+                Err(_) if opts.fail_fast => return Err(fail_fast(line)),
+                Err(raw) => rows.append_corrupt(&raw),
             }
-        }
-        pending_bytes += bytes;
-        if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
-            pending_bytes = 0;
-            flush(&mut rows, &mut stats)?;
-        }
-        Ok(())
-    })?;
+            pending_bytes += bytes;
+            if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
+                pending_bytes = 0;
+                flush(&mut rows, &mut stats)?;
+            }
+            Ok(())
+        })?;
+    } else {
+        // The clean path: each line parsed into a borrowing value, straight into builders.
+        let path = file.meta.path.as_str();
+        let mut reader = open(&file.local_path, path)?;
+        for_each_line(
+            &mut *reader,
+            path,
+            opts.max_record_bytes,
+            &mut |line, line_no| {
+                match Jv::parse(line) {
+                    Ok(Jv::Object(entries)) => rows.append_json_object(&entries),
+                    Ok(Jv::Array(items)) => {
+                        for item in items {
+                            match item {
+                                Jv::Object(entries) => rows.append_json_object(&entries),
+                                _ if opts.fail_fast => return Err(fail_fast(line_no)),
+                                other => rows.append_corrupt(&other.to_string()),
+                            }
+                        }
+                    }
+                    Ok(_) | Err(_) if opts.fail_fast => return Err(fail_fast(line_no)),
+                    Ok(_) | Err(_) => rows.append_corrupt(&String::from_utf8_lossy(line)),
+                }
+                pending_bytes += line.len();
+                if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
+                    pending_bytes = 0;
+                    flush(&mut rows, &mut stats)?;
+                }
+                Ok(())
+            },
+        )?;
+    }
     if !rows.is_empty() {
         flush(&mut rows, &mut stats)?;
     }
