@@ -232,6 +232,12 @@ fn list_local(root: &Path) -> Result<Vec<ListedFile>, DiscoveryError> {
                 continue;
             }
         };
+        if entry.file_type().is_symlink() {
+            // Links are not followed (a loop, or a path outside the source, cannot be
+            // reached through them); say so rather than skip in silence.
+            warn!(path = %entry.path().display(), "Skipping a symbolic link: links are not followed.");
+            continue;
+        }
         if !entry.file_type().is_file() {
             continue;
         }

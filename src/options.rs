@@ -104,6 +104,11 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
         "longest accepted JSON line or record",
     ),
     (
+        "cloudFiles.maxNestingDepth",
+        "32",
+        "structs and arrays nested deeper are one STRING column of JSON text",
+    ),
+    (
         "cloudFiles.settleTime",
         "3s",
         "watch: how long a file seen only by listing must keep its size and mtime",
@@ -334,6 +339,8 @@ pub struct Settings {
     pub max_record_bytes: usize,
     /// Watch mode: how long a file seen only by listing must be unchanged.
     pub settle_time: std::time::Duration,
+    /// Deeper structs and arrays are inferred as one STRING column holding their JSON.
+    pub max_nesting_depth: usize,
 }
 
 /// Resolves a raw option list (later entries win) into settings. `checkpoint` is the
@@ -544,6 +551,15 @@ pub fn resolve(
         .map(|v| parse_duration("cloudFiles.settleTime", v))
         .transpose()?
         .unwrap_or(std::time::Duration::from_secs(3));
+    let max_nesting_depth = match get("cloudFiles.maxNestingDepth") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| invalid("cloudFiles.maxNestingDepth", v, "expected 1 to 64"))?,
+        None => 32,
+    };
     let settings = Settings {
         format,
         schema_location: get("cloudFiles.schemaLocation")
@@ -576,6 +592,7 @@ pub fn resolve(
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
         max_record_bytes,
         settle_time,
+        max_nesting_depth,
     };
     Ok((settings, warnings))
 }

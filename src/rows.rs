@@ -583,7 +583,8 @@ fn int_of(v: &Jv<'_>) -> Option<i64> {
 
 fn float_of(v: &Jv<'_>) -> Option<f64> {
     match v {
-        Jv::Number(t) => t.parse().ok(),
+        // A number beyond f64 (`1e400`) does not fit: rescued, not stored as infinity.
+        Jv::Number(t) => t.parse::<f64>().ok().filter(|f| f.is_finite()),
         Jv::String(s) => match s.as_ref() {
             "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
                 values::parse_double(s)

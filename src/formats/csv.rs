@@ -143,14 +143,18 @@ pub fn decode(
                 positional_names(record.len())
             };
             let columns: Vec<String> = rows.column_names().map(str::to_string).collect();
+            // Each column takes one header: a repeated header name (`id,name,id`) is not
+            // read into the column again; its values are rescued under that name.
+            let mut used = vec![false; columns.len()];
             let targets: Vec<Option<usize>> = names
                 .iter()
                 .map(|h| {
-                    columns.iter().position(|c| c == h).or_else(|| {
+                    let t = columns.iter().position(|c| c == h).or_else(|| {
                         (!opts.ctx.case_sensitive)
                             .then(|| columns.iter().position(|c| c.eq_ignore_ascii_case(h)))
                             .flatten()
-                    })
+                    })?;
+                    (!std::mem::replace(&mut used[t], true)).then_some(t)
                 })
                 .collect();
             for (name, t) in names.iter().zip(&targets) {

@@ -203,8 +203,9 @@ impl<'de> Visitor<'de> for Records<'_, '_> {
     fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<(), E> {
         self.deliver(Value::String(v.to_string()))
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E: serde::de::Error>(mut self) -> Result<(), E> {
+        // A document that is just `null` is not a record: kept raw, like a `null` line.
+        self.deliver(Value::Null)
     }
 }
 

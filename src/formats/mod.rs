@@ -100,6 +100,7 @@ pub struct DecodeOptions {
     pub multi_line: bool,
     pub fail_fast: bool,
     pub max_record_bytes: usize,
+    pub max_nesting_depth: usize,
     pub csv: crate::options::CsvSettings,
 }
 
@@ -114,6 +115,7 @@ impl DecodeOptions {
             multi_line: settings.multi_line,
             fail_fast: settings.fail_fast,
             max_record_bytes: settings.max_record_bytes,
+            max_nesting_depth: settings.max_nesting_depth,
             csv: settings.csv.clone(),
         }
     }
@@ -122,6 +124,7 @@ impl DecodeOptions {
         InferOptions {
             typed,
             zone: self.ctx.zone,
+            max_depth: self.max_nesting_depth,
         }
     }
 }

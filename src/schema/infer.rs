@@ -41,23 +41,33 @@ pub struct InferOptions {
     pub typed: bool,
     /// `timeZone`, for timestamps without an offset.
     pub zone: Tz,
+    /// `cloudFiles.maxNestingDepth`: structs and arrays deeper than this are one STRING
+    /// column holding their JSON text (Delta readers refuse very deep schemas).
+    pub max_depth: usize,
 }
 
 impl Inferred {
     /// The type of one JSON value.
     pub fn of_json(value: &Value, opts: InferOptions) -> Inferred {
+        Inferred::of_json_at(value, opts, 1)
+    }
+
+    fn of_json_at(value: &Value, opts: InferOptions, depth: usize) -> Inferred {
+        if depth > opts.max_depth && (value.is_object() || value.is_array()) {
+            return Inferred::Leaf(DataType::String);
+        }
         match value {
             Value::Null => Inferred::Null,
             Value::Object(map) => {
                 Inferred::Struct(map.iter().fold(Vec::new(), |mut fields, (k, v)| {
-                    merge_field(&mut fields, k, Inferred::of_json(v, opts));
+                    merge_field(&mut fields, k, Inferred::of_json_at(v, opts, depth + 1));
                     fields
                 }))
             }
             Value::Array(items) => Inferred::Array(Box::new(
                 items
                     .iter()
-                    .map(|v| Inferred::of_json(v, opts))
+                    .map(|v| Inferred::of_json_at(v, opts, depth + 1))
                     .fold(Inferred::Null, Inferred::merge),
             )),
             _ if !opts.typed => Inferred::Leaf(DataType::String),
@@ -258,6 +268,8 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 struct InferSeed<'a> {
     acc: &'a mut Inferred,
     opts: InferOptions,
+    /// Nesting level of the value being read (top-level columns are 1).
+    depth: usize,
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for InferSeed<'_> {
@@ -320,6 +332,11 @@ impl<'de> serde::de::Visitor<'de> for InferSeed<'_> {
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if self.depth > self.opts.max_depth {
+            merge_into(self.acc, Inferred::Leaf(DataType::String));
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            return Ok(());
+        }
         match self.acc {
             Inferred::Null => *self.acc = Inferred::Array(Box::new(Inferred::Null)),
             Inferred::Array(_) => {}
@@ -337,6 +354,7 @@ impl<'de> serde::de::Visitor<'de> for InferSeed<'_> {
             .next_element_seed(InferSeed {
                 acc: element,
                 opts: self.opts,
+                depth: self.depth + 1,
             })?
             .is_some()
         {}
@@ -356,6 +374,15 @@ impl<'de> serde::de::Visitor<'de> for InferSeed<'_> {
         if first == NUMBER_TOKEN {
             let text: String = map.next_value()?;
             self.leaf(number_type(&text));
+            return Ok(());
+        }
+        if self.depth > self.opts.max_depth {
+            merge_into(self.acc, Inferred::Leaf(DataType::String));
+            map.next_value::<serde::de::IgnoredAny>()?;
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
             return Ok(());
         }
         match self.acc {
@@ -389,6 +416,7 @@ impl<'de> serde::de::Visitor<'de> for InferSeed<'_> {
             map.next_value_seed(InferSeed {
                 acc: &mut fields[idx].1,
                 opts: self.opts,
+                depth: self.depth + 1,
             })?;
         }
         Ok(())
@@ -444,6 +472,7 @@ impl SchemaInferrer {
                     InferSeed {
                         acc: &mut top,
                         opts,
+                        depth: 0,
                     },
                     &mut de,
                 )
@@ -509,10 +538,12 @@ mod tests {
     use serde_json::json;
 
     const TYPED: InferOptions = InferOptions {
+        max_depth: 32,
         typed: true,
         zone: Tz::UTC,
     };
     const UNTYPED: InferOptions = InferOptions {
+        max_depth: 32,
         typed: false,
         zone: Tz::UTC,
     };
@@ -527,6 +558,22 @@ mod tests {
 
     fn parse(text: &str) -> Value {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn nesting_beyond_the_limit_is_one_string_column() {
+        let opts = InferOptions {
+            max_depth: 1,
+            ..TYPED
+        };
+        let line = r#"{"a": {"b": {"c": 1}}, "d": [[1]], "e": {"f": 1}}"#;
+        let mut by_text = SchemaInferrer::new();
+        by_text.add_json_text(line.as_bytes(), opts);
+        let mut by_value = SchemaInferrer::new();
+        by_value.add_json(&serde_json::from_str(line).unwrap(), opts);
+        let expected = "a STRUCT<b: STRING>, d ARRAY<STRING>, e STRUCT<f: BIGINT>";
+        assert_eq!(by_text.finish().to_string(), expected);
+        assert_eq!(by_value.finish().to_string(), expected);
     }
 
     /// The fast text path infers exactly what the value path does.

@@ -4,6 +4,7 @@
 
 mod alerts;
 mod bad_input;
+mod bad_inputs;
 mod common;
 mod config;
 mod crash;

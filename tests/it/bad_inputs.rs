@@ -1,0 +1,1276 @@
+//! The bad input catalogue (issue 6): malformed and hostile inputs, one test each, run on
+//! the real binary with real files. The promise each case checks:
+//!
+//! - a malformed record lands as a row whose raw text is kept (`_rescued_data` under
+//!   `_corrupt_record`); a file that cannot be read at all stops the run with exit code 1 and
+//!   an error naming the file (and line where there is one), stays unconsumed, and with
+//!   `ignoreCorruptFiles=true` is skipped and recorded in the commit;
+//! - nothing is silently dropped, nothing panics (exit 101 / "panicked"), memory stays
+//!   bounded (`cloudFiles.maxRecordBytes`), and nothing is written outside the table (the
+//!   checkpoint and schema location default inside it).
+//!
+//! Every run here goes through [`ingest`], which runs the binary with its working directory,
+//! `TMPDIR` and `HOME` in empty folders of the scratch area, measures its peak memory, and
+//! checks afterwards that no panic happened and nothing was written outside `table/`.
+//! Inputs are generated in the tests (the large ones at test time, never committed).
+//! Cases the tool does not handle as promised are `#[ignore = "autoloader bug: ..."]`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{
+    ArrayRef, DurationSecondArray, Int64Array, RecordBatch, Time64MicrosecondArray, UInt64Array,
+};
+
+use crate::common::{Scratch, column_strings, read_table, row_count, summary_figure};
+
+/// Longest a single run may take before it counts as hung (and is killed).
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Scratch folders the binary gets as working directory, `TMPDIR` and `HOME`: they must
+/// stay empty.
+const SANDBOX: [&str; 3] = ["cwd", "tmp", "home"];
+
+/// What one run of the binary did.
+struct Run {
+    case: &'static str,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    max_rss_kb: i64,
+}
+
+impl Run {
+    fn figure(&self, label: &str) -> u64 {
+        summary_figure(&self.stdout, label)
+    }
+
+    /// Exit code 0.
+    fn ok(&self) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "[{}] expected success\nstdout: {}\nstderr: {}",
+            self.case,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Exit code 1 with every needle in the error output.
+    fn fails_naming(&self, needles: &[&str]) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(1),
+            "[{}] expected exit code 1\nstdout: {}\nstderr: {}",
+            self.case,
+            self.stdout,
+            self.stderr
+        );
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "[{}] the error should mention {n:?}\nstderr: {}",
+                self.case,
+                self.stderr
+            );
+        }
+        self
+    }
+}
+
+/// `autoloader ingest <landing> <table> --once -o ...`, sandboxed and checked.
+fn ingest(s: &Scratch, case: &'static str, options: &[&str]) -> Run {
+    let before = landing_snapshot(s);
+    let run = ingest_paused(s, case, options, None);
+    assert_eq!(
+        landing_snapshot(s),
+        before,
+        "[{case}] the landing folder is left as it was"
+    );
+    run
+}
+
+/// Like [`ingest`]; with `pause = Some((failpoint, action))` the run is held at that
+/// failpoint (`sleep`) while `action` changes the landing folder.
+fn ingest_paused(
+    s: &Scratch,
+    case: &'static str,
+    options: &[&str],
+    pause: Option<(&str, &mut dyn FnMut())>,
+) -> Run {
+    for d in SANDBOX {
+        fs::create_dir_all(s.dir.path().join(d)).unwrap();
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+    cmd.arg("ingest")
+        .arg(s.landing())
+        .arg(s.table())
+        .arg("--once");
+    for o in options {
+        cmd.arg("-o").arg(o);
+    }
+    cmd.current_dir(s.dir.path().join("cwd"))
+        .env("TMPDIR", s.dir.path().join("tmp"))
+        .env("HOME", s.dir.path().join("home"))
+        .env("RUST_LOG", "warn")
+        .env_remove("AUTOLOADER_FAILPOINT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some((point, _)) = &pause {
+        cmd.env("AUTOLOADER_FAILPOINT", format!("{point}=sleep(1500)"));
+    }
+    // Reaped by `wait4` in `wait_bounded` (which also gives its peak memory), not `wait()`.
+    #[allow(clippy::zombie_processes)]
+    let mut child = cmd.spawn().expect("the autoloader binary runs");
+    let pid = i32::try_from(child.id()).unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let (reached_tx, reached_rx) = std::sync::mpsc::channel();
+    let stderr = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut r = BufReader::new(err);
+        let mut line = Vec::new();
+        while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+            if String::from_utf8_lossy(&line).contains("failpoint") {
+                let _ = reached_tx.send(());
+            }
+            all.extend_from_slice(&line);
+            line.clear();
+        }
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    if let Some((point, action)) = pause {
+        reached_rx
+            .recv_timeout(RUN_TIMEOUT)
+            .unwrap_or_else(|_| panic!("[{case}] failpoint {point} was not reached"));
+        action();
+    }
+    let (status, rss) = wait_bounded(pid, case);
+    let run = Run {
+        case,
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        max_rss_kb: rss,
+    };
+    assert!(
+        run.code.is_some(),
+        "[{case}] the process died from a signal (status {status:#x}), stderr: {}",
+        run.stderr
+    );
+    assert!(
+        run.code != Some(101) && !run.stderr.contains("panicked"),
+        "[{case}] autoloader panicked (exit {:?}):\n{}",
+        run.code,
+        run.stderr
+    );
+    assert_nothing_outside(s, case);
+    run
+}
+
+/// Waits for the child, killing it past [`RUN_TIMEOUT`]; returns its wait status and peak
+/// resident memory (KiB). The pid stays ours until `wait4` reaps it, so the kill is safe.
+fn wait_bounded(pid: i32, case: &str) -> (i32, i64) {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, and wait4/kill only touch our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            return (status, usage.ru_maxrss);
+        }
+        assert!(r == 0, "[{case}] wait4 failed");
+        if Instant::now() > deadline {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            panic!("[{case}] autoloader hung for {RUN_TIMEOUT:?} and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Relative path → (size, is symlink) of everything under the landing folder.
+fn landing_snapshot(s: &Scratch) -> BTreeMap<String, (u64, bool)> {
+    let mut out = BTreeMap::new();
+    let root = s.landing();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            let rel = p
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if m.is_dir() {
+                stack.push(p);
+            }
+            out.insert(rel, (m.len(), m.file_type().is_symlink()));
+        }
+    }
+    out
+}
+
+/// Nothing was written outside the table (which holds the checkpoint and schemas).
+fn assert_nothing_outside(s: &Scratch, case: &str) {
+    let allowed = ["landing", "table"];
+    for e in fs::read_dir(s.dir.path()).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            allowed.contains(&name.as_str()) || SANDBOX.contains(&name.as_str()),
+            "[{case}] something was written outside the table: {name}"
+        );
+    }
+    for d in SANDBOX {
+        let left: Vec<_> = fs::read_dir(s.dir.path().join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "[{case}] written into the {d} folder: {left:?}"
+        );
+    }
+}
+
+/// Rows in the table, 0 if nothing was committed.
+fn table_rows(s: &Scratch) -> usize {
+    if s.table().join("_delta_log").exists() {
+        row_count(&read_table(&s.table()))
+    } else {
+        0
+    }
+}
+
+/// The parsed non-null `_rescued_data` values.
+fn rescued(batches: &[RecordBatch]) -> Vec<serde_json::Value> {
+    column_strings(batches, "_rescued_data")
+        .into_iter()
+        .filter(|v| v != "null")
+        .map(|v| serde_json::from_str(&v).unwrap())
+        .collect()
+}
+
+/// The `_corrupt_record` texts of the table, sorted.
+fn corrupt_records(batches: &[RecordBatch]) -> Vec<String> {
+    let mut v: Vec<String> = rescued(batches)
+        .iter()
+        .filter_map(|r| r["_corrupt_record"].as_str().map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// (path, skipped) of every file the table's commits record.
+fn recorded_files(s: &Scratch) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let Ok(dir) = fs::read_dir(s.table().join("_delta_log")) else {
+        return out;
+    };
+    let mut commits: Vec<PathBuf> = dir
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    for c in commits {
+        for line in fs::read_to_string(c).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(files) = action["commitInfo"]["autoloader"]["files"].as_array() {
+                for f in files {
+                    out.push((
+                        f["path"].as_str().unwrap().to_string(),
+                        f["skipped"].as_bool().unwrap(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The text of every value in the table (all columns, `_metadata` excluded), row by row.
+fn row_texts(batches: &[RecordBatch]) -> Vec<String> {
+    let mut rows = Vec::new();
+    for b in batches {
+        let fmts: Vec<_> = b
+            .schema()
+            .fields()
+            .iter()
+            .zip(b.columns())
+            .filter(|(f, _)| f.name() != "_metadata")
+            .map(|(_, c)| {
+                arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &Default::default())
+                    .unwrap()
+            })
+            .collect();
+        for i in 0..b.num_rows() {
+            rows.push(
+                fmts.iter()
+                    .map(|f| f.value(i).to_string())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+        }
+    }
+    rows
+}
+
+fn parquet_bytes(columns: Vec<(&str, ArrayRef)>) -> Vec<u8> {
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    buf
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+/// Writes `prefix`, `n` bytes of `fill`, then `suffix`, streaming (no big buffer here).
+fn land_long(s: &Scratch, rel: &str, prefix: &[u8], fill: u8, n: usize, suffix: &[u8]) {
+    let path = s.landing().join(rel);
+    let mut f = std::io::BufWriter::new(fs::File::create(path).unwrap());
+    f.write_all(prefix).unwrap();
+    let chunk = vec![fill; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len());
+        f.write_all(&chunk[..k]).unwrap();
+        left -= k;
+    }
+    f.write_all(suffix).unwrap();
+    f.flush().unwrap();
+}
+
+fn nested(depth: usize) -> String {
+    format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth))
+}
+
+// ---------------------------------------------------------------- JSON lines
+
+/// Truncated last line → the complete lines land; the cut-off line is a row with its raw
+/// text under `_corrupt_record`.
+#[test]
+fn json_truncated_last_line() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\n{\"id\": 2, \"na");
+    let run = ingest(&s, "truncated last line", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 2);
+    let t = read_table(&s.table());
+    assert_eq!(sorted(column_strings(&t, "id")), vec!["1", "null"]);
+    assert_eq!(corrupt_records(&t), vec!["{\"id\": 2, \"na"]);
+}
+
+/// Invalid UTF-8 inside a JSON line → the line is a malformed record, kept (invalid bytes
+/// shown as U+FFFD, the rest verbatim); the other lines land.
+#[test]
+fn json_invalid_utf8() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        b"{\"id\": 1, \"name\": \"caf\xe9\"}\n{\"id\": 2}\n",
+    );
+    let run = ingest(&s, "invalid UTF-8 (JSON)", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 2);
+    assert_eq!(
+        corrupt_records(&t),
+        vec!["{\"id\": 1, \"name\": \"caf\u{fffd}\"}"]
+    );
+}
+
+/// UTF-8 BOM at the start of a JSON-lines file → ignored; the first record lands intact.
+#[test]
+fn json_utf8_bom() {
+    let s = Scratch::new();
+    s.land("a.json", "\u{feff}{\"id\": 1}\n{\"id\": 2}\n");
+    let run = ingest(&s, "UTF-8 BOM (JSON)", &[]);
+    run.ok();
+    assert_eq!(run.figure("rescued rows"), 0);
+    assert_eq!(
+        sorted(column_strings(&read_table(&s.table()), "id")),
+        vec!["1", "2"]
+    );
+}
+
+/// CRLF, LF and blank CRLF lines mixed → one row per record; a lone CR is not a line break,
+/// so `{..}\r{..}` is one malformed line, kept raw (nothing lost).
+#[test]
+fn json_crlf_and_mixed_line_endings() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "{\"id\": 1}\r\n{\"id\": 2}\n\r\n{\"id\": 3}\r\n{\"id\": 4}\r{\"id\": 5}\n",
+    );
+    let run = ingest(&s, "CRLF and mixed line endings", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(
+        sorted(column_strings(&t, "id")),
+        vec!["1", "2", "3", "null"]
+    );
+    assert_eq!(corrupt_records(&t), vec!["{\"id\": 4}\r{\"id\": 5}"]);
+}
+
+/// NUL bytes (a raw NUL inside a string, a line of NULs) → malformed records kept raw with
+/// the NULs; a NUL inside a CSV cell is kept in the cell.
+#[test]
+fn nul_bytes() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        b"{\"id\": 1, \"s\": \"a\0b\"}\n\0\0\0\n{\"id\": 2}\n",
+    );
+    ingest(&s, "NUL bytes (JSON)", &[]).ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 3);
+    assert_eq!(
+        corrupt_records(&t),
+        vec!["\0\0\0", "{\"id\": 1, \"s\": \"a\0b\"}"]
+    );
+
+    let c = Scratch::new();
+    c.land("a.csv", b"id,s\n1,a\0b\n");
+    ingest(&c, "NUL bytes (CSV)", &[]).ok();
+    assert_eq!(column_strings(&read_table(&c.table()), "s"), vec!["a\0b"]);
+}
+
+/// A 100 MB single line (default `cloudFiles.maxRecordBytes` 64m) → exit 1 naming file and
+/// line, memory stays below the line's size, nothing committed; with ignoreCorruptFiles the
+/// file is skipped and recorded.
+#[test]
+fn json_100_mb_single_line() {
+    let s = Scratch::new();
+    s.land("small.json", "{\"id\": 0}\n");
+    land_long(
+        &s,
+        "huge.json",
+        b"{\"id\": 1}\n{\"s\": \"",
+        b'x',
+        100 << 20,
+        b"\"}\n{\"id\": 3}\n",
+    );
+    let run = ingest(&s, "100 MB line", &[]);
+    run.fails_naming(&["huge.json line 2", "cloudFiles.maxRecordBytes"]);
+    assert!(
+        run.max_rss_kb < 128 * 1024,
+        "[100 MB line] memory is bounded by maxRecordBytes, peak was {} KiB",
+        run.max_rss_kb
+    );
+    assert_eq!(table_rows(&s), 0, "nothing of the batch is committed");
+    let run = ingest(
+        &s,
+        "100 MB line, ignoreCorruptFiles",
+        &["ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(run.figure("skipped files"), 1);
+    assert!(run.max_rss_kb < 128 * 1024, "peak {} KiB", run.max_rss_kb);
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["0"]);
+    assert!(recorded_files(&s).contains(&("huge.json".into(), true)));
+}
+
+/// `cloudFiles.maxRecordBytes` is configurable: a 2 KB line over a 1k limit → exit 1 naming
+/// file, line and limit; raising the limit takes it.
+#[test]
+fn json_max_record_bytes_is_configurable() {
+    let s = Scratch::new();
+    let long = format!("{{\"s\": \"{}\"}}", "y".repeat(2048));
+    s.land("a.json", format!("{{\"id\": 1}}\n\n{long}\n"));
+    ingest(&s, "maxRecordBytes=1k", &["cloudFiles.maxRecordBytes=1k"])
+        .fails_naming(&["a.json line 3", "(1024 bytes)"]);
+    let run = ingest(&s, "maxRecordBytes=4k", &["cloudFiles.maxRecordBytes=4k"]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 2);
+}
+
+/// 10,000 levels of nesting in a JSON line → the record is over any sane depth: kept raw
+/// under `_corrupt_record`; the other lines land; the table stays readable.
+#[test]
+fn json_nesting_10000_levels() {
+    let s = Scratch::new();
+    let deep = nested(10_000);
+    s.land("a.json", format!("{deep}\n{{\"id\": 2}}\n"));
+    let run = ingest(&s, "10,000 levels of nesting (JSON lines)", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 2);
+    assert_eq!(corrupt_records(&t), vec![deep]);
+    // And the stream carries on.
+    s.land("b.json", "{\"id\": 3}\n");
+    ingest(&s, "10,000 levels, next run", &[]).ok();
+}
+
+/// 50 levels of nesting (plausible real data) → the record lands (as nested columns or
+/// kept raw); either way the table stays readable and the stream carries on.
+#[test]
+fn json_nesting_50_levels() {
+    let s = Scratch::new();
+    s.land("a.json", format!("{}\n{{\"id\": 2}}\n", nested(50)));
+    let run = ingest(&s, "50 levels of nesting", &[]);
+    run.ok();
+    assert_eq!(row_count(&read_table(&s.table())), 2);
+    s.land("b.json", "{\"id\": 3}\n");
+    ingest(&s, "50 levels, next run", &[]).ok();
+    assert_eq!(row_count(&read_table(&s.table())), 3);
+}
+
+/// 10,000 levels in a multi-line document → the file cannot be read: exit 1 naming file and
+/// line (no stack overflow); with ignoreCorruptFiles it is skipped and recorded.
+#[test]
+fn json_multiline_nesting_10000_levels() {
+    let s = Scratch::new();
+    s.land("deep.json", nested(10_000));
+    s.land("ok.json", "{\"id\": 1}");
+    ingest(&s, "10,000 levels (multiLine)", &["multiLine=true"])
+        .fails_naming(&["deep.json is corrupt at line 1"]);
+    let run = ingest(
+        &s,
+        "10,000 levels (multiLine), ignoreCorruptFiles",
+        &["multiLine=true", "ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(run.figure("skipped files"), 1);
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
+}
+
+/// Duplicate keys in one object → one value in the column, the other kept in the rescued
+/// data (neither silently dropped).
+#[test]
+fn json_duplicate_keys() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": \"first\", \"id\": \"second\"}\n");
+    let run = ingest(&s, "duplicate keys", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    let row = row_texts(&t).join("\n");
+    assert!(
+        row.contains("first") && row.contains("second"),
+        "[duplicate keys] both values are kept: {row}"
+    );
+}
+
+/// Integers beyond i64 (fit DECIMAL(38)) → DECIMAL(n,0), exact; a number beyond f64 (1e400)
+/// → its column gets null, the value is rescued.
+#[test]
+fn json_numbers_beyond_i64_and_f64() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "{\"big\": 99999999999999999999, \"f\": 1e400}\n{\"big\": 1, \"f\": 2.5}\n",
+    );
+    let run = ingest(
+        &s,
+        "numbers beyond i64 and f64",
+        &["cloudFiles.inferColumnTypes=true"],
+    );
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(
+        sorted(column_strings(&t, "big")),
+        vec!["1", "99999999999999999999"]
+    );
+    assert_eq!(sorted(column_strings(&t, "f")), vec!["2.5", "null"]);
+    let r = rescued(&t);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["f"].to_string(), "1e+400");
+}
+
+/// An integer beyond DECIMAL(38) → its exact digits are kept (in the column as text, or in
+/// the rescued data), not rounded silently.
+#[test]
+#[ignore = "autoloader bug: an integer of more than 38 digits is inferred DOUBLE and rounded (1.2345678901234569e50), no rescue"]
+fn json_integer_beyond_decimal_38() {
+    let s = Scratch::new();
+    let digits = "123456789012345678901234567890123456789012345678901";
+    s.land("a.json", format!("{{\"n\": {digits}}}\n{{\"n\": 2}}\n"));
+    let run = ingest(
+        &s,
+        "integer beyond DECIMAL(38)",
+        &["cloudFiles.inferColumnTypes=true"],
+    );
+    run.ok();
+    let all = row_texts(&read_table(&s.table())).join("\n");
+    assert!(
+        all.contains(digits),
+        "[integer beyond DECIMAL(38)] the digits are kept: {all}"
+    );
+}
+
+/// NaN / Infinity / -Infinity tokens (not JSON) → malformed records, kept raw; the string
+/// "NaN" is an ordinary value.
+#[test]
+fn json_nan_and_infinity_tokens() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "{\"x\": NaN}\n{\"x\": Infinity}\n{\"x\": -Infinity}\n{\"x\": \"NaN\"}\n",
+    );
+    let run = ingest(&s, "NaN/Infinity", &["cloudFiles.inferColumnTypes=true"]);
+    run.ok();
+    assert_eq!(run.figure("rescued rows"), 3);
+    let t = read_table(&s.table());
+    assert_eq!(
+        corrupt_records(&t),
+        vec!["{\"x\": -Infinity}", "{\"x\": Infinity}", "{\"x\": NaN}"]
+    );
+    assert!(column_strings(&t, "x").contains(&"NaN".to_string()));
+}
+
+/// Empty, whitespace-only, BOM-only and empty gzip files → consumed, zero rows, exit 0; a
+/// rerun takes nothing.
+#[test]
+fn json_empty_and_whitespace_only_files() {
+    let s = Scratch::new();
+    s.land("empty.json", "");
+    s.land("blank.json", " \n\t\r\n\n");
+    s.land("bom.json", "\u{feff}");
+    s.land("empty.json.gz", "");
+    s.land("gz-of-nothing.json.gz", gzip(b""));
+    let run = ingest(&s, "empty and whitespace-only", &["cloudFiles.format=json"]);
+    run.ok();
+    assert_eq!(run.figure("files"), 5);
+    assert_eq!(run.figure("rows"), 0);
+    let again = ingest(&s, "empty, rerun", &["cloudFiles.format=json"]);
+    again.ok();
+    assert_eq!(again.figure("files"), 0);
+}
+
+/// A JSON array where objects are expected (JSON lines) → each object element is a row,
+/// each scalar element and a bare scalar line are malformed records kept raw.
+#[test]
+fn json_array_where_objects_expected() {
+    let s = Scratch::new();
+    s.land("a.json", "[{\"id\": 1}, {\"id\": 2}]\n[3, \"x\"]\n42\n");
+    let run = ingest(&s, "array where objects expected", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 5);
+    assert_eq!(corrupt_records(&t), vec!["\"x\"", "3", "42"]);
+}
+
+/// Concatenated objects and trailing garbage on one line → one malformed record each, raw.
+#[test]
+fn json_concatenated_objects_and_trailing_garbage() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "{\"id\": 1}{\"id\": 2}\n{\"id\": 3} trailing\n{\"id\": 4,}\n{\"id\": 5}\n",
+    );
+    let run = ingest(&s, "concatenated objects", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 4);
+    assert_eq!(
+        corrupt_records(&t),
+        vec![
+            "{\"id\": 1}{\"id\": 2}",
+            "{\"id\": 3} trailing",
+            "{\"id\": 4,}"
+        ]
+    );
+}
+
+/// Data whose own keys collide with the reserved columns (`_rescued_data`) → the data's
+/// value is kept in the rescued data under its key, the record's other values land.
+#[test]
+fn json_key_colliding_with_rescued_data_column() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"_rescued_data\": \"mine\", \"id\": 1}\n");
+    ingest(&s, "key named _rescued_data", &[]).ok();
+    let t = read_table(&s.table());
+    assert_eq!(column_strings(&t, "id"), vec!["1"]);
+    let r = rescued(&t);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["_rescued_data"], "mine");
+}
+
+/// multiLine documents that are not objects: a top-level scalar, an array with scalars →
+/// each non-object is a malformed record kept raw, `null` included (as JSON lines does).
+#[test]
+fn json_multiline_non_object_documents() {
+    let s = Scratch::new();
+    s.land("null.json", "null\n");
+    s.land("scalar.json", "42\n");
+    s.land("mixed.json", "[1, {\"id\": 2}]\n");
+    let run = ingest(&s, "multiLine non-object documents", &["multiLine=true"]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(corrupt_records(&t), vec!["1", "42", "null"]);
+    assert_eq!(row_count(&t), 4);
+}
+
+/// An invalid multi-line document → the file cannot be read: exit 1 naming file and line,
+/// unconsumed (a rerun fails again); ignoreCorruptFiles skips and records it.
+#[test]
+fn json_multiline_invalid_document() {
+    let s = Scratch::new();
+    s.land("bad.json", "{\n  \"id\": 1,\n  \"x\": \n}\n");
+    s.land("ok.json", "{\"id\": 2}");
+    ingest(&s, "invalid multiLine document", &["multiLine=true"])
+        .fails_naming(&["bad.json is corrupt at line 4"]);
+    ingest(&s, "invalid multiLine document, rerun", &["multiLine=true"])
+        .fails_naming(&["bad.json"]);
+    let run = ingest(
+        &s,
+        "invalid multiLine document, ignoreCorruptFiles",
+        &["multiLine=true", "ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["2"]);
+    assert!(recorded_files(&s).contains(&("bad.json".into(), true)));
+}
+
+/// multiLine: one element larger than `cloudFiles.maxRecordBytes` → exit 1 naming the file
+/// and the limit (memory bounded as for JSON lines).
+#[test]
+#[ignore = "autoloader bug: multiLine ignores cloudFiles.maxRecordBytes; a 20 MB element over a 1m limit is ingested (a 100 MB one peaks at ~420 MB RSS)"]
+fn json_multiline_element_over_max_record_bytes() {
+    let s = Scratch::new();
+    land_long(
+        &s,
+        "a.json",
+        b"[{\"id\": 1}, {\"s\": \"",
+        b'z',
+        20 << 20,
+        b"\"}]\n",
+    );
+    ingest(
+        &s,
+        "multiLine element over maxRecordBytes",
+        &["multiLine=true", "cloudFiles.maxRecordBytes=1m"],
+    )
+    .fails_naming(&["a.json", "cloudFiles.maxRecordBytes"]);
+}
+
+// ---------------------------------------------------------------- CSV
+
+/// Ragged rows → a short row has nulls for the missing columns; a long row keeps its raw
+/// text under `_corrupt_record`.
+#[test]
+fn csv_ragged_rows() {
+    let s = Scratch::new();
+    s.land(
+        "a.csv",
+        "id,name,city\n1,ann,seoul\n2,bob\n3,cy,busan,extra\n",
+    );
+    let run = ingest(&s, "ragged rows", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 3);
+    assert_eq!(
+        sorted(column_strings(&t, "city")),
+        vec!["busan", "null", "seoul"]
+    );
+    assert_eq!(corrupt_records(&t), vec!["3,cy,busan,extra"]);
+}
+
+/// An unbalanced quote → the rows after it are not silently swallowed into one cell: they
+/// land as rows, or the broken record is flagged (raw text rescued), or the run stops naming
+/// file and line.
+#[test]
+#[ignore = "autoloader bug: an unterminated quote swallows the rest of the file into one cell: 1 row name=\"ann\\n2,bob\\n3,cy\\n\", 0 rescued rows, exit 0"]
+fn csv_unbalanced_quotes() {
+    let s = Scratch::new();
+    s.land("a.csv", "id,name\n1,\"ann\n2,bob\n3,cy\n");
+    let run = ingest(&s, "unbalanced quote", &[]);
+    if run.code == Some(1) {
+        run.fails_naming(&["a.csv", "line 2"]);
+        return;
+    }
+    run.ok();
+    let t = read_table(&s.table());
+    let ids = column_strings(&t, "id");
+    let flagged = !rescued(&t).is_empty();
+    assert!(
+        flagged || (ids.contains(&"2".to_string()) && ids.contains(&"3".to_string())),
+        "[unbalanced quote] rows 2 and 3 vanished into one unflagged cell: {:?}",
+        row_texts(&t)
+    );
+}
+
+/// Header-only CSV → consumed, zero rows, its columns in the schema.
+#[test]
+fn csv_header_only() {
+    let s = Scratch::new();
+    s.land("a.csv", "id,name\n");
+    let run = ingest(&s, "header-only CSV", &[]);
+    run.ok();
+    assert_eq!(run.figure("files"), 1);
+    assert_eq!(run.figure("rows"), 0);
+    let schema = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
+    assert!(
+        schema.contains("\\\"name\\\":\\\"id\\\"") && schema.contains("\\\"name\\\":\\\"name\\\""),
+        "{schema}"
+    );
+}
+
+/// Duplicate header names → no panic; both values of the row are kept (two columns, or one
+/// rescued), or the file is refused naming file and line 1.
+#[test]
+fn csv_duplicate_header_names() {
+    let s = Scratch::new();
+    s.land("a.csv", "id,name,id\n1,ann,2\n");
+    let run = ingest(&s, "duplicate header names", &[]);
+    if run.code == Some(1) {
+        run.fails_naming(&["a.csv", "line 1"]);
+        return;
+    }
+    run.ok();
+    let row = row_texts(&read_table(&s.table())).join("\n");
+    assert!(
+        row.contains('1') && row.contains('2') && row.contains("ann"),
+        "[duplicate header names] both id values are kept: {row}"
+    );
+}
+
+/// Empty header names → named `_c<index>`, values kept.
+#[test]
+fn csv_empty_header_names() {
+    let s = Scratch::new();
+    s.land("a.csv", ",name,\nx,y,z\n");
+    ingest(&s, "empty header names", &[]).ok();
+    let t = read_table(&s.table());
+    assert_eq!(column_strings(&t, "_c0"), vec!["x"]);
+    assert_eq!(column_strings(&t, "name"), vec!["y"]);
+    assert_eq!(column_strings(&t, "_c2"), vec!["z"]);
+}
+
+/// Header names differing only by case → first spelling is the column, the other value is
+/// rescued under its own spelling.
+#[test]
+fn csv_header_differing_only_by_case() {
+    let s = Scratch::new();
+    s.land("a.csv", "id,ID\n1,2\n");
+    ingest(&s, "header differing by case", &[]).ok();
+    let t = read_table(&s.table());
+    assert_eq!(column_strings(&t, "id"), vec!["1"]);
+    let r = rescued(&t);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["ID"], "2");
+}
+
+/// A UTF-8 BOM on the header and CRLF / LF / CR line endings mixed → the first column is
+/// `id` (no BOM), one row per record.
+#[test]
+fn csv_bom_and_mixed_line_endings() {
+    let s = Scratch::new();
+    s.land("a.csv", "\u{feff}id,name\r\n1,ann\n2,bob\r3,cy\r\n");
+    ingest(&s, "CSV BOM and mixed endings", &[]).ok();
+    let t = read_table(&s.table());
+    assert_eq!(sorted(column_strings(&t, "id")), vec!["1", "2", "3"]);
+    assert_eq!(sorted(column_strings(&t, "name")), vec!["ann", "bob", "cy"]);
+}
+
+/// Invalid UTF-8 in a CSV cell → not silently altered: the row is flagged with its raw text
+/// in the rescued data, or the run stops naming file and line.
+#[test]
+#[ignore = "autoloader bug: invalid UTF-8 in a CSV cell is silently replaced by U+FFFD (name=\"caf\u{fffd}\", 0 rescued rows)"]
+fn csv_invalid_utf8() {
+    let s = Scratch::new();
+    s.land("a.csv", b"id,name\n1,caf\xe9\n2,ok\n");
+    let run = ingest(&s, "invalid UTF-8 (CSV)", &[]);
+    if run.code == Some(1) {
+        run.fails_naming(&["a.csv", "line 2"]);
+        return;
+    }
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(row_count(&t), 2);
+    assert_eq!(
+        rescued(&t).len(),
+        1,
+        "[invalid UTF-8 (CSV)] the damaged row is flagged: {:?}",
+        row_texts(&t)
+    );
+}
+
+/// A CSV record longer than `cloudFiles.maxRecordBytes` → exit 1 naming file and line
+/// (memory bounded, as for JSON lines).
+#[test]
+#[ignore = "autoloader bug: CSV has no record length limit; a 20 MB record over maxRecordBytes=1m is ingested (a 100 MB one peaks at ~350 MB RSS)"]
+fn csv_record_over_max_record_bytes() {
+    let s = Scratch::new();
+    land_long(&s, "a.csv", b"id,s\n1,a\n2,", b'x', 20 << 20, b"\n3,c\n");
+    ingest(
+        &s,
+        "CSV record over maxRecordBytes",
+        &["cloudFiles.maxRecordBytes=1m"],
+    )
+    .fails_naming(&["a.csv", "line 3", "cloudFiles.maxRecordBytes"]);
+}
+
+// ---------------------------------------------------------------- gzip
+
+/// A corrupt gzip (valid magic, garbage deflate) → exit 1 naming it, unconsumed;
+/// ignoreCorruptFiles skips and records it.
+#[test]
+fn gzip_corrupt() {
+    let s = Scratch::new();
+    s.land("good.json", "{\"id\": 1}\n");
+    let mut gz = vec![0x1f, 0x8b, 0x08, 0x00];
+    gz.extend_from_slice(b"not deflate data at all");
+    s.land("bad.json.gz", &gz);
+    ingest(&s, "corrupt gzip", &["cloudFiles.format=json"]).fails_naming(&["bad.json.gz"]);
+    ingest(&s, "corrupt gzip, rerun", &["cloudFiles.format=json"]).fails_naming(&["bad.json.gz"]);
+    let run = ingest(
+        &s,
+        "corrupt gzip, ignoreCorruptFiles",
+        &["cloudFiles.format=json", "ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
+    assert!(recorded_files(&s).contains(&("bad.json.gz".into(), true)));
+}
+
+/// A truncated gzip → exit 1 naming file and the line reached, nothing of the batch
+/// committed; with ignoreCorruptFiles none of its rows land (not half a file).
+#[test]
+fn gzip_truncated() {
+    let s = Scratch::new();
+    let lines: String = (0..5000).map(|i| format!("{{\"id\": {i}}}\n")).collect();
+    let gz = gzip(lines.as_bytes());
+    s.land("cut.json.gz", &gz[..gz.len() / 2]);
+    s.land("ok.json", "{\"id\": \"ok\"}\n");
+    ingest(&s, "truncated gzip", &[]).fails_naming(&["cut.json.gz is corrupt at line"]);
+    assert_eq!(table_rows(&s), 0);
+    let run = ingest(
+        &s,
+        "truncated gzip, ignoreCorruptFiles",
+        &["ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["ok"]);
+}
+
+/// A gzip bomb (0.5 MB expanding to 512 MB, one line) → stopped by maxRecordBytes: exit 1
+/// naming file and line 1, peak memory far below the expanded size.
+#[test]
+fn gzip_bomb() {
+    let s = Scratch::new();
+    let member = gzip(&vec![b'a'; 1 << 20]);
+    let mut bomb = Vec::with_capacity(member.len() * 512);
+    for _ in 0..512 {
+        bomb.extend_from_slice(&member);
+    }
+    s.land("bomb.json.gz", &bomb);
+    let run = ingest(&s, "gzip bomb", &[]);
+    run.fails_naming(&["bomb.json.gz line 1", "cloudFiles.maxRecordBytes"]);
+    assert!(
+        run.max_rss_kb < 200 * 1024,
+        "[gzip bomb] peak memory {} KiB",
+        run.max_rss_kb
+    );
+}
+
+/// A file named `.gz` that is not gzip → exit 1 naming it (not read as plain text).
+#[test]
+fn gzip_name_without_gzip_data() {
+    let s = Scratch::new();
+    s.land("plain.json.gz", "{\"id\": 1}\n");
+    ingest(&s, ".gz name, plain data", &[]).fails_naming(&["plain.json.gz", "not gzip data"]);
+}
+
+// ---------------------------------------------------------------- Parquet
+
+fn ids_parquet(n: i64) -> Vec<u8> {
+    parquet_bytes(vec![(
+        "id",
+        Arc::new(Int64Array::from_iter_values(0..n)) as _,
+    )])
+}
+
+/// A truncated Parquet footer → exit 1 naming the file; ignoreCorruptFiles skips and
+/// records it, the good file lands.
+#[test]
+fn parquet_truncated_footer() {
+    let s = Scratch::new();
+    let good = ids_parquet(3);
+    let bad = ids_parquet(5);
+    s.land("good.parquet", &good);
+    s.land("cut.parquet", &bad[..bad.len() - 20]);
+    ingest(&s, "truncated Parquet footer", &[]).fails_naming(&["cut.parquet is corrupt"]);
+    let run = ingest(
+        &s,
+        "truncated Parquet footer, ignoreCorruptFiles",
+        &["ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(run.figure("rows"), 3);
+    assert!(recorded_files(&s).contains(&("cut.parquet".into(), true)));
+}
+
+/// A 0-byte `.parquet` and a text file named `.parquet` → exit 1 naming each.
+#[test]
+fn parquet_empty_and_not_parquet() {
+    let s = Scratch::new();
+    s.land("empty.parquet", "");
+    ingest(&s, "0-byte Parquet", &[]).fails_naming(&["empty.parquet is corrupt"]);
+    let t = Scratch::new();
+    t.land("text.parquet", "id\n1\n");
+    ingest(&t, "text named .parquet", &[]).fails_naming(&["text.parquet is corrupt"]);
+}
+
+/// Parquet columns with types Delta lacks (TIME, DURATION, UINT64 max) → read as STRING or
+/// a wider type, every value kept.
+#[test]
+fn parquet_unsupported_types() {
+    let s = Scratch::new();
+    s.land(
+        "a.parquet",
+        parquet_bytes(vec![
+            ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            (
+                "t",
+                Arc::new(Time64MicrosecondArray::from(vec![3_723_000_000])) as _,
+            ),
+            ("d", Arc::new(DurationSecondArray::from(vec![5])) as _),
+            ("u", Arc::new(UInt64Array::from(vec![u64::MAX])) as _),
+        ]),
+    );
+    let run = ingest(&s, "Parquet unsupported types", &[]);
+    run.ok();
+    let t = read_table(&s.table());
+    assert_eq!(column_strings(&t, "t"), vec!["01:02:03"]);
+    assert_eq!(column_strings(&t, "d"), vec!["PT5S"]);
+    assert_eq!(column_strings(&t, "u"), vec!["18446744073709551615"]);
+    assert!(rescued(&t).is_empty());
+}
+
+// ---------------------------------------------------------------- the file system
+
+/// A file deleted between listing and reading → exit 1 naming it; the planned batch keeps
+/// failing; ignoreMissingFiles skips it, records it, and the rest lands.
+#[test]
+fn file_deleted_between_listing_and_reading() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\n");
+    let b = s.land("b.json", "{\"id\": 2}\n");
+    let mut delete = || fs::remove_file(&b).unwrap();
+    ingest_paused(
+        &s,
+        "deleted between listing and reading",
+        &[],
+        Some(("after-plan", &mut delete)),
+    )
+    .fails_naming(&["b.json was deleted after it was listed"]);
+    ingest(&s, "deleted, rerun", &[]).fails_naming(&["b.json"]);
+    let run = ingest(
+        &s,
+        "deleted, ignoreMissingFiles",
+        &["ignoreMissingFiles=true"],
+    );
+    run.ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
+    assert!(recorded_files(&s).contains(&("b.json".into(), true)));
+}
+
+/// A file rewritten in place while it is being read → never a torn mix committed as
+/// success: the run stops naming the file, or it commits exactly one whole version.
+#[test]
+#[ignore = "autoloader bug: a file truncated and rewritten mid-read commits a torn prefix: exit 0, ~45k of 150k rows, last row a torn _corrupt_record, rest silently lost"]
+fn file_replaced_while_being_read() {
+    let s = Scratch::new();
+    let n = 150_000;
+    let old: String = (0..n)
+        .map(|i| format!("{{\"id\": {i}, \"pad\": \"pppppppppppppppppppp\"}}\n"))
+        .collect();
+    let path = s.land("a.json", &old);
+    let mut rewrite = || {
+        let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(0).unwrap();
+        f.write_all("{\"id\": 999999}\n".repeat(10).as_bytes())
+            .unwrap();
+    };
+    let run = ingest_paused(
+        &s,
+        "replaced while being read",
+        &[],
+        Some(("mid-read", &mut rewrite)),
+    );
+    if run.code == Some(1) {
+        run.fails_naming(&["a.json"]);
+        assert_eq!(table_rows(&s), 0);
+        return;
+    }
+    run.ok();
+    let t = read_table(&s.table());
+    let rows = row_count(&t);
+    assert!(
+        (rows == n && rescued(&t).is_empty()) || rows == 10,
+        "[replaced while being read] committed {rows} rows ({} rescued) of a file that had {n} \
+         rows, then 10",
+        rescued(&t).len()
+    );
+}
+
+/// Symlink loops (a link to itself, a folder link to its parent) → the run finishes, each
+/// real file lands once, and the looping link is reported (not silently passed over).
+#[test]
+fn symlink_loop() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\n");
+    std::os::unix::fs::symlink("loop.json", s.landing().join("loop.json")).unwrap();
+    fs::create_dir_all(s.landing().join("sub")).unwrap();
+    std::os::unix::fs::symlink("..", s.landing().join("sub/up")).unwrap();
+    let run = ingest(&s, "symlink loop", &[]);
+    run.ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
+    assert!(
+        run.stderr.contains("loop.json"),
+        "[symlink loop] a warning names the link: {}",
+        run.stderr
+    );
+}
+
+/// A data file landed as a symlink to a regular file → ingested, or at least reported;
+/// never silently ignored.
+#[test]
+fn symlink_to_a_data_file() {
+    let s = Scratch::new();
+    // The target sits in a hidden folder of the landing area, so only the link can bring it.
+    s.land("_real/target.json", "{\"id\": 2}\n");
+    std::os::unix::fs::symlink("_real/target.json", s.landing().join("link.json")).unwrap();
+    s.land("a.json", "{\"id\": 1}\n");
+    let run = ingest(&s, "symlink to a data file", &[]);
+    run.ok();
+    let ids = column_strings(&read_table(&s.table()), "id");
+    assert!(
+        ids.contains(&"2".to_string()) || run.stderr.contains("link.json"),
+        "[symlink to a data file] link.json neither ingested nor reported; ids {ids:?}, \
+         stderr: {}",
+        run.stderr
+    );
+}
+
+/// Directories named like data files (`d.json/`, empty `e.csv/`) → not read as files; the
+/// files inside them land.
+#[test]
+fn directory_named_like_a_data_file() {
+    let s = Scratch::new();
+    s.land("d.json/part.json", "{\"id\": 1}\n");
+    fs::create_dir_all(s.landing().join("e.json")).unwrap();
+    let run = ingest(&s, "directory named like a data file", &[]);
+    run.ok();
+    assert_eq!(run.figure("files"), 1);
+    assert_eq!(
+        recorded_files(&s),
+        vec![("d.json/part.json".to_string(), false)]
+    );
+}
+
+/// An unreadable file (mode 000) → exit 1 naming it, unconsumed; ignoreCorruptFiles skips
+/// it. Tests run as root, which bypasses permissions: then the file is simply read, and
+/// only that is asserted.
+#[test]
+fn unreadable_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    s.land("ok.json", "{\"id\": 1}\n");
+    let locked = s.land("locked.json", "{\"id\": 2}\n");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let root = unsafe { libc::geteuid() } == 0;
+    let run = ingest(&s, "unreadable permissions", &[]);
+    if root {
+        // Root reads mode-000 files: the permission outcome cannot be observed here.
+        run.ok();
+        assert_eq!(
+            sorted(column_strings(&read_table(&s.table()), "id")),
+            vec!["1", "2"]
+        );
+        return;
+    }
+    run.fails_naming(&["locked.json"]);
+    let run = ingest(
+        &s,
+        "unreadable permissions, ignoreCorruptFiles",
+        &["ignoreCorruptFiles=true"],
+    );
+    run.ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
+}
+
+/// File names with spaces, unicode, `..`, percent signs and a newline → each lands once
+/// under its exact name, the commit records it, a rerun takes nothing, nothing is written
+/// outside the table.
+#[test]
+fn file_names_with_spaces_unicode_dotdot_and_newlines() {
+    let s = Scratch::new();
+    let names = [
+        "with space.json",
+        "주문 🚀.json",
+        "a..b.json",
+        "k=../x.json",
+        "new\nline.json",
+        "pct%2F%20.json",
+    ];
+    for (i, n) in names.iter().enumerate() {
+        s.land(n, format!("{{\"id\": {i}}}\n"));
+    }
+    let run = ingest(&s, "odd file names", &[]);
+    run.ok();
+    assert_eq!(run.figure("files"), names.len() as u64);
+    let t = read_table(&s.table());
+    let mut got = Vec::new();
+    for b in &t {
+        let meta = b.column_by_name("_metadata").unwrap();
+        let meta = arrow_array::cast::AsArray::as_struct(meta.as_ref());
+        got.extend(column_strings(
+            &[RecordBatch::from(meta.clone())],
+            "file_name",
+        ));
+    }
+    let mut want: Vec<String> = names
+        .iter()
+        .map(|n| Path::new(n).file_name().unwrap().to_string_lossy().into())
+        .collect();
+    want.sort();
+    assert_eq!(sorted(got), want);
+    let mut recorded: Vec<String> = recorded_files(&s).into_iter().map(|(p, _)| p).collect();
+    recorded.sort();
+    let mut keys: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+    keys.sort();
+    assert_eq!(recorded, keys);
+    let again = ingest(&s, "odd file names, rerun", &[]);
+    again.ok();
+    assert_eq!(again.figure("files"), 0);
+}
+
+/// A corrupt file whose name has a newline and a space → the error still names it.
+#[test]
+fn corrupt_file_with_a_newline_in_its_name() {
+    let s = Scratch::new();
+    s.land("bad\nname x.json.gz", [0x1f, 0x8b, 0x08, 0x00, 1, 2, 3]);
+    let run = ingest(&s, "corrupt file with newline in name", &[]);
+    run.fails_naming(&[]);
+    assert!(
+        run.stderr.contains("bad%0Aname%20x.json.gz") || run.stderr.contains("bad\nname x.json.gz"),
+        "[corrupt file with newline in name] {}",
+        run.stderr
+    );
+}
