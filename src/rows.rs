@@ -706,11 +706,14 @@ impl RowBuilder {
 
     /// Appends one CSV record: `values[i]` belongs to column `targets[i]` (an index into
     /// the value columns, or `None` for a header name the schema does not have).
+    /// Cells listed in `invalid` were not valid UTF-8 (their text has the bad bytes
+    /// escaped as `\xNN`): they are never stored as if they were, but rescued.
     pub fn append_text_record(
         &mut self,
         headers: &[String],
         targets: &[Option<usize>],
         cells: &[Option<&str>],
+        invalid: &[usize],
         extra: Option<String>,
     ) {
         let mut rescued = Map::new();
@@ -722,6 +725,10 @@ impl RowBuilder {
                     let (name, col) = &mut self.columns[c];
                     match cell {
                         None => col.append_null(),
+                        Some(text) if invalid.contains(&i) => {
+                            col.append_null();
+                            rescued.insert(name.clone(), Value::String((*text).to_string()));
+                        }
                         Some(text) => {
                             if !col.append_text(text, &self.ctx, &mut self.nested_new_fields) {
                                 rescued.insert(name.clone(), Value::String((*text).to_string()));
@@ -1035,6 +1042,7 @@ mod tests {
             &headers,
             &targets,
             &[Some("1"), Some("$100"), Some("00123"), Some("x")],
+            &[],
             None,
         );
         let batch = rows.finish();

@@ -56,6 +56,19 @@ fn cell_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(raw)
 }
 
+/// The text of bytes that are not valid UTF-8, with each bad byte written `\xNN`, so the
+/// original bytes can be recovered from the rescued data.
+fn escape_invalid_utf8(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len() + 8);
+    for chunk in raw.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
+}
+
 /// Column names of a header record: the BOM stripped, blanks named `_c<i>`.
 fn header_names(record: &::csv::ByteRecord) -> Vec<String> {
     record
@@ -132,6 +145,7 @@ pub fn decode(
     let mut stats = FileStats::default();
     let mut mapping: Option<(Vec<String>, Vec<Option<usize>>)> = None;
     let mut cells: Vec<Option<String>> = Vec::new();
+    let mut invalid: Vec<usize> = Vec::new();
     let mut pending_bytes = 0usize;
     let sep = char::from(opts.csv.sep).to_string();
     let mut unknown: Vec<String> = Vec::new();
@@ -169,8 +183,15 @@ pub fn decode(
         }
         let (names, targets) = mapping.as_ref().expect("set above");
         cells.clear();
-        for raw in record.iter().take(names.len()) {
-            let text = cell_text(raw);
+        invalid.clear();
+        for (i, raw) in record.iter().take(names.len()).enumerate() {
+            let text = match std::str::from_utf8(raw) {
+                Ok(t) => std::borrow::Cow::Borrowed(t),
+                Err(_) => {
+                    invalid.push(i);
+                    std::borrow::Cow::Owned(escape_invalid_utf8(raw))
+                }
+            };
             cells.push(if text.is_empty() || *text == *opts.csv.null_value {
                 None
             } else {
@@ -197,7 +218,7 @@ pub fn decode(
         });
         let extra = extra.transpose()?;
         let borrowed: Vec<Option<&str>> = cells.iter().map(Option::as_deref).collect();
-        rows.append_text_record(names, targets, &borrowed, extra);
+        rows.append_text_record(names, targets, &borrowed, &invalid, extra);
         pending_bytes += record.as_slice().len();
         if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
             pending_bytes = 0;
