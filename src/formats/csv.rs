@@ -33,13 +33,15 @@ fn reader(
         .from_reader(input))
 }
 
-/// Reads the next record; `Ok(false)` at end of file.
+/// Reads the next record; `Ok(false)` at end of file. A record longer than
+/// `cloudFiles.maxRecordBytes` is an error naming the file and line.
 fn next_record(
     r: &mut ::csv::Reader<Box<dyn std::io::BufRead + Send>>,
     record: &mut ::csv::ByteRecord,
     path: &str,
+    max_record_bytes: usize,
 ) -> Result<bool, DecodeError> {
-    r.read_byte_record(record).map_err(|e| {
+    let more = r.read_byte_record(record).map_err(|e| {
         let line = e.position().map(|p| p.line());
         match e.into_kind() {
             ::csv::ErrorKind::Io(io) => read_error(path, io, line),
@@ -49,7 +51,15 @@ fn next_record(
                 reason: format!("{other:?}"),
             },
         }
-    })
+    })?;
+    if record.as_slice().len() > max_record_bytes {
+        return Err(DecodeError::RecordTooLong {
+            path: path.to_string(),
+            line: record.position().map_or(0, ::csv::Position::line),
+            limit: max_record_bytes,
+        });
+    }
+    Ok(more)
 }
 
 fn cell_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -103,7 +113,7 @@ pub fn infer(
     let mut headers: Option<Vec<String>> = None;
     let infer_opts = opts.infer_options(typed);
     let mut rows = 0u64;
-    while next_record(&mut r, &mut record, path)? {
+    while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
         if headers.is_none() {
             let names = if opts.csv.header {
                 header_names(&record)
@@ -149,7 +159,7 @@ pub fn decode(
     let mut pending_bytes = 0usize;
     let sep = char::from(opts.csv.sep).to_string();
     let mut unknown: Vec<String> = Vec::new();
-    while next_record(&mut r, &mut record, path)? {
+    while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
         if mapping.is_none() {
             let names = if opts.csv.header {
                 header_names(&record)

@@ -912,7 +912,6 @@ fn csv_invalid_utf8() {
 /// A CSV record longer than `cloudFiles.maxRecordBytes` → exit 1 naming file and line
 /// (memory bounded, as for JSON lines).
 #[test]
-#[ignore = "autoloader bug: CSV has no record length limit; a 20 MB record over maxRecordBytes=1m is ingested (a 100 MB one peaks at ~350 MB RSS)"]
 fn csv_record_over_max_record_bytes() {
     let s = Scratch::new();
     land_long(&s, "a.csv", b"id,s\n1,a\n2,", b'x', 20 << 20, b"\n3,c\n");
