@@ -343,6 +343,17 @@ impl Checkpoint {
         txn.commit().map_err(|e| self.store_err(&e))
     }
 
+    /// Forgets an unfinished plan (its files changed since it was planned; the table is
+    /// known not to hold it), so its batch number is planned again from the current files.
+    pub fn discard_plan(&self, batch: u64) -> Result<(), CheckpointError> {
+        let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
+        txn.open_table(PLANS)
+            .map_err(|e| self.store_err(&e))?
+            .remove(batch)
+            .map_err(|e| self.store_err(&e))?;
+        txn.commit().map_err(|e| self.store_err(&e))
+    }
+
     /// Records files as seen without ingesting them (`includeExistingFiles=false`).
     pub fn mark_existing(&self, plan: &Plan) -> Result<(), CheckpointError> {
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;

@@ -221,6 +221,8 @@ pub struct Stream<'a> {
     schema: Option<StreamSchema>,
     /// Plans left unfinished by an earlier run; replayed before anything new.
     pending: Vec<Plan>,
+    /// Set when an unfinished plan was discarded and its files need planning again.
+    replanned: bool,
     summary: Summary,
 }
 
@@ -298,6 +300,7 @@ impl<'a> Stream<'a> {
             opts: None,
             schema: None,
             pending,
+            replanned: false,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -486,7 +489,14 @@ impl<'a> Stream<'a> {
         }
         let opts = self.opts.clone().expect("ensure_schema sets the options");
         let mut state = self.schema.take().expect("ensure_schema sets the schema");
-        let result = self.ingest_with(&opts, &mut state, files, stop).await;
+        let mut result = self.ingest_with(&opts, &mut state, files, stop).await;
+        if result.is_ok() && std::mem::take(&mut self.replanned) {
+            // Files of a discarded plan are new again: take them in this run too.
+            result = match self.discover().await {
+                Ok(again) => self.ingest_with(&opts, &mut state, again, stop).await,
+                Err(e) => Err(e),
+            };
+        }
         self.schema = Some(state);
         result
     }
@@ -533,6 +543,14 @@ impl<'a> Stream<'a> {
                 for f in &plan.files {
                     self.progress.file_done(f.size);
                 }
+            } else if let Some(changed) = changed_since_planned(self.req, &plan) {
+                // An exact replay is impossible and nothing of the batch landed: plan again.
+                warn!(
+                    batch = plan.batch, file = %changed,
+                    "A file of an unfinished batch changed since it was planned; the batch is planned again from the current files."
+                );
+                self.checkpoint.discard_plan(plan.batch)?;
+                self.replanned = true;
             } else {
                 info!(
                     batch = plan.batch,
@@ -560,6 +578,25 @@ impl<'a> Stream<'a> {
         }
         Ok(())
     }
+}
+
+/// The first local file of a plan whose size or modification time differs from the plan
+/// (a vanished file is left to `ignoreMissingFiles`).
+fn changed_since_planned(req: &IngestRequest, plan: &Plan) -> Option<String> {
+    plan.files.iter().find_map(|f| {
+        let (path, remote) = req.source.locate(&f.key);
+        if remote.is_some() || !path.exists() {
+            return None;
+        }
+        let meta = FileMeta {
+            path: String::new(),
+            name: String::new(),
+            size: f.size,
+            mtime_ms: f.mtime_ms,
+            partition_values: Vec::new(),
+        };
+        (!formats::unchanged(&path, &meta)).then(|| req.source.uri(&f.key))
+    })
 }
 
 /// Rebuilds a lost or damaged checkpoint from the table: finds this stream's earlier

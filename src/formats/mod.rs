@@ -53,6 +53,11 @@ pub enum DecodeError {
     },
     #[error("ingestion stopped while reading {path}")]
     Cancelled { path: String },
+    #[error(
+        "{path} changed while it was being read (size or modification time); nothing of this \
+         batch was committed: run again to ingest its current content"
+    )]
+    Changed { path: String },
 }
 
 impl DecodeError {
@@ -260,13 +265,32 @@ pub fn decode_file(
     layout: &Arc<Layout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
-    let (file, _copy) = materialize(file)?;
-    let file = &file;
-    match opts.format {
-        Format::Json => json::decode(file, opts, layout, emit),
-        Format::Csv => csv::decode(file, opts, layout, emit),
-        Format::Parquet => parquet::decode(file, opts, layout, emit),
+    let (local, _copy) = materialize(file)?;
+    let stats = match opts.format {
+        Format::Json => json::decode(&local, opts, layout, emit),
+        Format::Csv => csv::decode(&local, opts, layout, emit),
+        Format::Parquet => parquet::decode(&local, opts, layout, emit),
+    }?;
+    // A local file rewritten while it was read would commit a torn mix: refuse it.
+    if file.remote.is_none() && !unchanged(&file.local_path, &file.meta) {
+        return Err(DecodeError::Changed {
+            path: file.meta.path.clone(),
+        });
     }
+    Ok(stats)
+}
+
+/// Whether a local file still has the size and modification time it was planned with.
+pub fn unchanged(path: &Path, meta: &FileMeta) -> bool {
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    let mtime_ms = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    m.len() == meta.size && mtime_ms == meta.mtime_ms
 }
 
 /// Reads one line into `buf` (without the newline or a trailing `\r`), never holding more
