@@ -112,11 +112,8 @@ impl Registry {
                 m.batches.load(Ordering::Relaxed)
             }),
         ];
-        for (name, help, get) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (s, m) in &streams {
-                let _ = writeln!(out, "{name}{{stream=\"{}\"}} {}", escape(s), get(m));
-            }
+        for def in counters {
+            render_family(&mut out, def, "counter", &streams);
         }
         let gauges: [MetricDef; 2] = [
             (
@@ -130,11 +127,8 @@ impl Registry {
                 |m| m.files_pending.load(Ordering::Relaxed),
             ),
         ];
-        for (name, help, get) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for (s, m) in &streams {
-                let _ = writeln!(out, "{name}{{stream=\"{}\"}} {}", escape(s), get(m));
-            }
+        for def in gauges {
+            render_family(&mut out, def, "gauge", &streams);
         }
         let name = "autoloader_seconds_since_last_commit";
         let _ = writeln!(
@@ -173,6 +167,14 @@ impl Registry {
             );
         }
         out
+    }
+}
+
+/// One metric family: its help and type lines, then one sample per stream.
+fn render_family(out: &mut String, (name, help, get): MetricDef, kind: &str, streams: &StreamList) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (s, m) in streams {
+        let _ = writeln!(out, "{name}{{stream=\"{}\"}} {}", escape(s), get(m));
     }
 }
 
