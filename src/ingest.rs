@@ -892,9 +892,10 @@ fn source_file(
     mtime_ms: i64,
     partition_columns: &[String],
 ) -> SourceFile {
+    let (local_path, remote) = source.locate(key);
     SourceFile {
-        local_path: source.locate(key).0,
-        remote: source.locate(key).1,
+        local_path,
+        remote,
         meta: Arc::new(FileMeta {
             path: source.uri(key),
             name: key.rsplit('/').next().unwrap_or(key).to_string(),

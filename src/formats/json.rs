@@ -7,7 +7,9 @@
 //! is not valid JSON is a corrupt file (error with line and column), since no record
 //! boundary can be trusted in it.
 
+use std::cell::Cell;
 use std::fmt;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -75,7 +77,7 @@ fn for_each_record(
     let path = file.meta.path.as_str();
     let mut reader = open(&file.local_path, path)?;
     if opts.multi_line {
-        return for_each_document_record(&mut *reader, path, on_record);
+        return for_each_document_record(&mut *reader, path, opts.max_record_bytes, on_record);
     }
     for_each_line(
         &mut *reader,
@@ -109,6 +111,7 @@ fn for_each_record(
 fn for_each_document_record(
     reader: &mut dyn std::io::BufRead,
     path: &str,
+    max_record_bytes: usize,
     on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
     let head = reader
@@ -117,11 +120,18 @@ fn for_each_document_record(
     if head.starts_with(BOM) {
         reader.consume(BOM.len());
     }
-    let mut de = serde_json::Deserializer::from_reader(reader);
+    let since_record = Rc::new(Cell::new(0usize));
+    let limited = RecordLimit {
+        inner: reader,
+        since_record: Rc::clone(&since_record),
+        max: max_record_bytes,
+    };
+    let mut de = serde_json::Deserializer::from_reader(limited);
     let mut sink_error = None;
     let seed = Records {
         on_record,
         sink_error: &mut sink_error,
+        since_record,
     };
     let result = seed.deserialize(&mut de).and_then(|()| de.end());
     if let Some(e) = sink_error {
@@ -129,6 +139,13 @@ fn for_each_document_record(
     }
     match result {
         Ok(()) => Ok(()),
+        Err(e) if e.is_io() && e.to_string().contains(RECORD_TOO_LONG) => {
+            Err(DecodeError::RecordTooLong {
+                path: path.to_string(),
+                line: e.line() as u64,
+                limit: max_record_bytes,
+            })
+        }
         Err(e) if e.is_io() => Err(read_error(
             path,
             std::io::Error::other(e.to_string()),
@@ -146,6 +163,30 @@ fn for_each_document_record(
 struct Records<'a, 'b> {
     on_record: &'a mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
     sink_error: &'b mut Option<DecodeError>,
+    /// Bytes read since the current record began (reset before each array element).
+    since_record: Rc<Cell<usize>>,
+}
+
+/// The message of the read error that stops an over-long record.
+const RECORD_TOO_LONG: &str = "record longer than cloudFiles.maxRecordBytes";
+
+/// Refuses to read more than `max` bytes for one record of a multi-line document, so a
+/// huge element cannot exhaust memory before it is parsed.
+struct RecordLimit<'r> {
+    inner: &'r mut dyn std::io::BufRead,
+    since_record: Rc<Cell<usize>>,
+    max: usize,
+}
+
+impl std::io::Read for RecordLimit<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.since_record.get() > self.max {
+            return Err(std::io::Error::other(RECORD_TOO_LONG));
+        }
+        let n = self.inner.read(buf)?;
+        self.since_record.set(self.since_record.get() + n);
+        Ok(n)
+    }
 }
 
 impl Records<'_, '_> {
@@ -176,10 +217,13 @@ impl<'de> Visitor<'de> for Records<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
+        loop {
+            self.since_record.set(0);
+            let Some(v) = seq.next_element::<Value>()? else {
+                return Ok(());
+            };
             self.deliver(v)?;
         }
-        Ok(())
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, map: A) -> Result<(), A::Error> {

@@ -749,7 +749,6 @@ fn json_multiline_invalid_document() {
 /// multiLine: one element larger than `cloudFiles.maxRecordBytes` → exit 1 naming the file
 /// and the limit (memory bounded as for JSON lines).
 #[test]
-#[ignore = "autoloader bug: multiLine ignores cloudFiles.maxRecordBytes; a 20 MB element over a 1m limit is ingested (a 100 MB one peaks at ~420 MB RSS)"]
 fn json_multiline_element_over_max_record_bytes() {
     let s = Scratch::new();
     land_long(
