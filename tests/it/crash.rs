@@ -6,20 +6,6 @@ use std::os::unix::process::ExitStatusExt;
 
 use crate::common::{self, Scratch, column_strings, ok, read_table, summary_figure};
 
-fn assert_exactly_once(s: &Scratch, expected: std::ops::Range<u64>, context: &str) {
-    let batches = read_table(&s.table());
-    let mut ids: Vec<u64> = column_strings(&batches, "order_id")
-        .iter()
-        .map(|v| v.parse().unwrap())
-        .collect();
-    ids.sort_unstable();
-    assert_eq!(
-        ids,
-        expected.collect::<Vec<_>>(),
-        "{context}: rows must be the input, once each"
-    );
-}
-
 #[test]
 fn every_failpoint_then_restart_loses_and_duplicates_nothing() {
     for name in autoloader::failpoint::NAMES
@@ -46,7 +32,7 @@ fn every_failpoint_then_restart_loses_and_duplicates_nothing() {
         // A file lands while the stream is down.
         s.land("late.json", common::orders_jsonl(400, 450));
         ok(&s.ingest(&["cloudFiles.maxFilesPerTrigger=2"]));
-        assert_exactly_once(&s, 0..450, name);
+        s.assert_ids_once(0..450, name);
         // The checkpoint agrees with the table: nothing left to do.
         let again = ok(&s.ingest(&["cloudFiles.maxFilesPerTrigger=2"]));
         assert_eq!(
@@ -78,14 +64,14 @@ fn a_crash_in_the_second_batch_keeps_the_first() {
         &[("AUTOLOADER_FAILPOINT", "after-delta-commit@2")],
     );
     assert_eq!(crashed.status.signal(), Some(9));
-    assert_exactly_once(&s, 0..20, "after the crash, two batches are in the table");
+    s.assert_ids_once(0..20, "after the crash, two batches are in the table");
     let out = ok(&s.ingest(&["cloudFiles.maxFilesPerTrigger=1"]));
     assert_eq!(
         summary_figure(&out, "files"),
         2,
         "the committed-but-unmarked batch is only marked, not re-read"
     );
-    assert_exactly_once(&s, 0..40, "after the restart");
+    s.assert_ids_once(0..40, "after the restart");
 }
 
 #[test]
@@ -99,7 +85,7 @@ fn a_crash_right_after_schema_evolution_resumes_with_the_new_version() {
     assert_eq!(crashed.status.signal(), Some(9));
     assert!(s.table().join("_autoloader/_schemas/1").exists());
     ok(&s.ingest(&opts));
-    assert_exactly_once(&s, 0..6, "after the evolution crash");
+    s.assert_ids_once(0..6, "after the evolution crash");
     assert_eq!(
         column_strings(&read_table(&s.table()), "coupon_code")
             .iter()
@@ -113,14 +99,8 @@ fn a_crash_right_after_schema_evolution_resumes_with_the_new_version() {
 fn a_second_process_is_refused_naming_the_holder_and_a_dead_holder_does_not_block() {
     let s = Scratch::new();
     s.land("a.json", common::orders_jsonl(0, 10));
-    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
-        .args([
-            "ingest",
-            s.landing().to_str().unwrap(),
-            s.table().to_str().unwrap(),
-            "--once",
-            "-q",
-        ])
+    let mut holder = s
+        .ingest_command()
         .env("AUTOLOADER_FAILPOINT", "after-plan=sleep(20000)")
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -160,7 +140,7 @@ fn a_second_process_is_refused_naming_the_holder_and_a_dead_holder_does_not_bloc
     holder.kill().unwrap();
     holder.wait().unwrap();
     ok(&s.ingest(&[]));
-    assert_exactly_once(&s, 0..10, "after the holder died");
+    s.assert_ids_once(0..10, "after the holder died");
 }
 
 /// Kills the process at pseudo-random moments while it ingests, restarting each time,
@@ -189,14 +169,8 @@ fn random_sigkills_never_lose_or_duplicate_rows() {
             .wrapping_add(1442695040888963407);
         // Later attempts get more time, so the run completes even on a loaded machine.
         let delay = std::time::Duration::from_millis(5 + kills * 15 + (seed >> 33) % 60);
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
-            .args([
-                "ingest",
-                s.landing().to_str().unwrap(),
-                s.table().to_str().unwrap(),
-                "--once",
-                "-q",
-            ])
+        let mut child = s
+            .ingest_command()
             .args(["-o", "cloudFiles.maxFilesPerTrigger=3"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -219,7 +193,7 @@ fn random_sigkills_never_lose_or_duplicate_rows() {
     eprintln!("random_sigkills: {kills} kills before a run completed");
     assert!(kills > 0, "no run was ever killed: the test proved nothing");
     ok(&s.ingest(&[]));
-    assert_exactly_once(&s, 0..files * per_file, &format!("after {kills} kills"));
+    s.assert_ids_once(0..files * per_file, &format!("after {kills} kills"));
 }
 
 #[test]
@@ -256,7 +230,7 @@ fn an_ambiguous_commit_is_not_committed_twice() {
         common::stderr(&out)
     );
     assert_eq!(summary_figure(&stdout, "rows"), 10);
-    assert_exactly_once(&s, 0..10, "after an ambiguous commit");
+    s.assert_ids_once(0..10, "after an ambiguous commit");
     let (version, _) = common::table_version_and_txns(&s.table());
     assert_eq!(version, 1, "create + one append: no second commit");
     assert_eq!(summary_figure(&ok(&s.ingest(&[])), "files"), 0);
@@ -304,7 +278,7 @@ fn a_lost_or_damaged_checkpoint_is_rebuilt_from_the_table_without_duplicates() {
             1,
             "{damage}: only the new file is ingested"
         );
-        assert_exactly_once(&s, 0..25, damage);
+        s.assert_ids_once(0..25, damage);
         let (_, txns) = common::table_version_and_txns(&s.table());
         assert_eq!(
             txns.len(),

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{self, Scratch, column_strings, ok, read_table, summary_figure};
+use crate::common::{self, Scratch, ok, read_table, summary_figure};
 
 fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
@@ -88,15 +88,9 @@ fn watcher_ingests_files_as_they_land_and_stops_cleanly_on_sigterm() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(summary_figure(&stdout, "rows"), 25, "{stdout}");
 
-    let mut ids: Vec<u64> = column_strings(&read_table(&s.table()), "order_id")
-        .iter()
-        .map(|v| v.parse().unwrap())
-        .collect();
-    ids.sort_unstable();
-    assert_eq!(
-        ids,
-        (0..25).collect::<Vec<_>>(),
-        "every row once; the slow file was not taken half-written"
+    s.assert_ids_once(
+        0..25,
+        "every row once; the slow file was not taken half-written",
     );
     let again = ok(&s.ingest(&opts));
     assert_eq!(

@@ -47,6 +47,34 @@ impl Scratch {
         self.ingest_with_env(options, &[])
     }
 
+    /// `autoloader ingest <landing> <table> --once -q`, to spawn and control by hand.
+    pub fn ingest_command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+        cmd.args([
+            "ingest",
+            self.landing().to_str().unwrap(),
+            self.table().to_str().unwrap(),
+            "--once",
+            "-q",
+        ])
+        .env_remove("AUTOLOADER_FAILPOINT");
+        cmd
+    }
+
+    /// Asserts that the table's `order_id`s are exactly `expected`, each once.
+    pub fn assert_ids_once(&self, expected: std::ops::Range<u64>, context: &str) {
+        let mut ids: Vec<u64> = column_strings(&read_table(&self.table()), "order_id")
+            .iter()
+            .map(|v| v.parse().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            expected.collect::<Vec<_>>(),
+            "{context}: rows must be the input, once each"
+        );
+    }
+
     pub fn ingest_with_env(&self, options: &[&str], env: &[(&str, &str)]) -> Output {
         let mut args: Vec<String> = vec![
             "ingest".into(),
