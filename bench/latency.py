@@ -48,7 +48,7 @@ def main():
     args = ap.parse_args()
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
-    binary = os.path.join(ROOT, "target", "release", "autoloader")
+    binary = os.environ.get("AUTOLOADER_BIN") or os.path.join(ROOT, "target", "release", "autoloader")
     work = tempfile.mkdtemp(prefix="autoloader-latency-")
     landing, table = os.path.join(work, "landing"), os.path.join(work, "table")
     os.makedirs(landing)

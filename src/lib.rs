@@ -12,6 +12,7 @@ pub mod formats;
 pub mod fsutil;
 pub mod ingest;
 pub mod jv;
+pub mod memory;
 pub mod metrics;
 pub mod options;
 pub mod reports;

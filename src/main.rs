@@ -182,6 +182,7 @@ enum SchemaCommand {
 }
 
 fn main() -> ExitCode {
+    autoloader::memory::limit_arenas();
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     match run(cli) {

@@ -223,6 +223,7 @@ async fn watch_loop(
     let root = root.unwrap_or_default();
     let is_object_store = matches!(req.source, Source::S3 { .. });
     let mut tracker = SettleTracker::new(timing.settle);
+    let mut ingested_since_idle = false;
     info!(source = %req.source.describe(), table = %req.table.display(), "Watching for new files.");
     loop {
         if stop.is_stopped() {
@@ -245,7 +246,11 @@ async fn watch_loop(
         if !ready.is_empty() {
             debug!(files = ready.len(), "Files ready.");
             stream.ingest(ready, stop).await?;
+            ingested_since_idle = true;
             continue;
+        }
+        if std::mem::take(&mut ingested_since_idle) {
+            crate::memory::release_free_memory();
         }
         let wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
         tokio::select! {
