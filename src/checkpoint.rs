@@ -8,6 +8,13 @@
 //!
 //! Lookups are per file, so the index scales to millions of files without being loaded
 //! into memory.
+//!
+//! A checkpoint may live on S3 (`s3://bucket/prefix`). The store then is a local cache
+//! (see [`local_dir`]) and S3 holds the durable record, written before the cache: the
+//! stream id (`stream`), each plan (`plans/N`, a create-only put), each committed batch with
+//! its files (`commits/N`), files skipped at the first start (`existing/...`), metadata
+//! (`meta/KEY`), and a lease (`lock`) naming the holder. A cache that does not match S3
+//! (a new machine, a lost disk, another host ran the stream meanwhile) is rebuilt from it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -15,6 +22,8 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
+
+use crate::remote::{RemoteDir, RemoteError};
 
 /// Ingested files: source key → (size, mtime ms, batch).
 const FILES: TableDefinition<&str, (u64, i64, u64)> = TableDefinition::new("files");
@@ -49,6 +58,8 @@ pub enum CheckpointError {
         batch: u64,
         reason: String,
     },
+    #[error("checkpoint {0}")]
+    Remote(#[from] RemoteError),
 }
 
 /// One file of a plan.
@@ -99,6 +110,60 @@ pub struct Checkpoint {
     /// Held for the life of the process; the OS releases it if the process dies.
     _lock: File,
     stream_id: String,
+    /// The durable record on S3, when the checkpoint lives there (`dir` is then its cache).
+    remote: Option<Remote>,
+}
+
+/// A checkpoint's S3 side: the folder and the lease held on it.
+struct Remote {
+    dir: RemoteDir,
+    _lease: crate::lease::Lease,
+}
+
+/// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
+/// a cache folder named after it, under `$AUTOLOADER_STATE_DIR`, else
+/// `$XDG_CACHE_HOME/autoloader`, else `~/.cache/autoloader`.
+pub fn local_dir(location: &Path) -> PathBuf {
+    if !crate::remote::is_remote(location) {
+        return location.to_path_buf();
+    }
+    let url = location.to_string_lossy();
+    let base = std::env::var_os("AUTOLOADER_STATE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("autoloader")))
+        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/autoloader")))
+        .unwrap_or_else(|| std::env::temp_dir().join("autoloader"));
+    let readable: String = url
+        .trim_end_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // FNV-1a keeps two URLs that read alike (`a/b_c`, `a_b/c`) apart.
+    let hash = url
+        .trim_end_matches('/')
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    base.join(format!("{readable}-{hash:016x}"))
+}
+
+/// Object names on S3 sort by batch: zero-padded.
+fn batch_key(batch: u64) -> String {
+    format!("{batch:020}.json")
+}
+
+/// A committed batch as recorded on S3: enough to rebuild the cache.
+#[derive(Serialize, Deserialize)]
+struct CommitRecord {
+    plan: Plan,
+    summary: CommitSummary,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
@@ -109,11 +174,134 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
 }
 
 impl Checkpoint {
-    /// Opens (creating if needed) and locks the checkpoint at `dir`.
+    /// Opens (creating if needed) and locks the checkpoint at `location`, a local folder or
+    /// an `s3://` prefix.
     ///
     /// # Errors
     /// [`CheckpointError::Locked`] naming the holder when another process has it.
-    pub fn open(dir: &Path) -> Result<Checkpoint, CheckpointError> {
+    pub fn open(location: &Path) -> Result<Checkpoint, CheckpointError> {
+        if !crate::remote::is_remote(location) {
+            return Checkpoint::open_local(location);
+        }
+        let dir = RemoteDir::open(&location.to_string_lossy())?;
+        let lease = crate::lease::Lease::acquire(&dir)?;
+        let cache = local_dir(location);
+        let mut checkpoint = Checkpoint::open_local(&cache)?;
+        let recorded: Option<StreamRecord> = match dir.get("stream")? {
+            Some(bytes) => {
+                Some(
+                    serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Store {
+                        path: PathBuf::from(dir.url_of("stream")),
+                        reason: e.to_string(),
+                    })?,
+                )
+            }
+            None => None,
+        };
+        let matches = match &recorded {
+            Some(r) => r.stream_id == checkpoint.stream_id && checkpoint.agrees_with(&dir)?,
+            // A new checkpoint on S3: only an empty cache may seed it.
+            None => checkpoint.is_fresh()?,
+        };
+        if !matches {
+            tracing::info!(
+                checkpoint = %dir.url(), cache = %cache.display(),
+                "The local cache of the checkpoint does not match S3; rebuilding it from S3."
+            );
+            drop(checkpoint);
+            fs::remove_file(cache.join(STATE_FILE))
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(io_err(&cache))?;
+            checkpoint = Checkpoint::open_local(&cache)?;
+            if let Some(r) = &recorded {
+                checkpoint.import(&dir, &r.stream_id)?;
+            }
+        }
+        if recorded.is_none() {
+            let record = StreamRecord {
+                stream_id: checkpoint.stream_id.clone(),
+            };
+            let body = serde_json::to_vec(&record).expect("records serialize");
+            if !dir.put_new("stream", body)? {
+                return Err(CheckpointError::PlanConflict {
+                    path: PathBuf::from(dir.url()),
+                    batch: 0,
+                    reason: "another process created this checkpoint at the same moment".into(),
+                });
+            }
+        }
+        checkpoint.remote = Some(Remote { dir, _lease: lease });
+        Ok(checkpoint)
+    }
+
+    /// Whether the cache holds exactly the plans and commits recorded on S3 (compared at
+    /// the newest end, so the check lists only what is newer than the cache).
+    fn agrees_with(&self, dir: &RemoteDir) -> Result<bool, CheckpointError> {
+        let next = self.next_batch()?;
+        let last_plan = next.checked_sub(1).map(batch_key);
+        if !dir.list("plans", last_plan.as_deref())?.is_empty() {
+            return Ok(false);
+        }
+        if let Some(key) = &last_plan
+            && dir.get(&format!("plans/{key}"))?.is_none()
+        {
+            return Ok(false);
+        }
+        let (last_commit, _) = self.pending_plans()?;
+        let last_commit = last_commit.map(batch_key);
+        Ok(dir.list("commits", last_commit.as_deref())?.is_empty())
+    }
+
+    /// Fills a fresh cache from the record on S3.
+    fn import(&mut self, dir: &RemoteDir, stream_id: &str) -> Result<(), CheckpointError> {
+        let parse_err = |name: &str, e: serde_json::Error| CheckpointError::Store {
+            path: PathBuf::from(dir.url_of(name)),
+            reason: e.to_string(),
+        };
+        self.local_set_meta("streamId", stream_id)?;
+        self.stream_id = stream_id.to_string();
+        for key in dir.list("meta", None)? {
+            let name = format!("meta/{key}");
+            if let Some(v) = dir.get(&name)? {
+                self.local_set_meta(&key, &String::from_utf8_lossy(&v))?;
+            }
+        }
+        for key in dir.list("existing", None)? {
+            let name = format!("existing/{key}");
+            if let Some(v) = dir.get(&name)? {
+                let plan: Plan = serde_json::from_slice(&v).map_err(|e| parse_err(&name, e))?;
+                self.local_mark_existing(&plan)?;
+            }
+        }
+        let mut last_commit = None;
+        let mut batches = 0usize;
+        for key in dir.list("commits", None)? {
+            let name = format!("commits/{key}");
+            if let Some(v) = dir.get(&name)? {
+                let record: CommitRecord =
+                    serde_json::from_slice(&v).map_err(|e| parse_err(&name, e))?;
+                self.local_write_plan(&record.plan)?;
+                self.local_mark_committed(&record.plan, &record.summary)?;
+                last_commit = Some(key);
+                batches += 1;
+            }
+        }
+        for key in dir.list("plans", last_commit.as_deref())? {
+            let name = format!("plans/{key}");
+            if let Some(v) = dir.get(&name)? {
+                let plan: Plan = serde_json::from_slice(&v).map_err(|e| parse_err(&name, e))?;
+                self.local_write_plan(&plan)?;
+            }
+        }
+        tracing::info!(checkpoint = %dir.url(), batches, "Checkpoint cache rebuilt from S3.");
+        Ok(())
+    }
+
+    /// Opens (creating if needed) and locks the checkpoint in a local folder.
+    fn open_local(dir: &Path) -> Result<Checkpoint, CheckpointError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let lock_path = dir.join(LOCK_FILE);
         let mut lock = OpenOptions::new()
@@ -197,11 +385,21 @@ impl Checkpoint {
             db,
             _lock: lock,
             stream_id,
+            remote: None,
         })
     }
 
+    /// The local folder (for an S3 checkpoint, its cache).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where the durable record lives: the local folder or the S3 prefix.
+    pub fn describe(&self) -> String {
+        match &self.remote {
+            Some(r) => r.dir.url().to_string(),
+            None => self.dir.display().to_string(),
+        }
     }
 
     /// The stream's id, fixed when the checkpoint was created.
@@ -221,7 +419,16 @@ impl Checkpoint {
     /// Takes over an earlier identity of this stream (found in the table's history), so
     /// its `txn` versions continue where they were.
     pub fn adopt_stream_id(&mut self, id: &str) -> Result<(), CheckpointError> {
-        self.set_meta("streamId", id)?;
+        if let Some(r) = &self.remote {
+            let record = StreamRecord {
+                stream_id: id.to_string(),
+            };
+            r.dir.put(
+                "stream",
+                serde_json::to_vec(&record).expect("records serialize"),
+            )?;
+        }
+        self.local_set_meta("streamId", id)?;
         self.stream_id = id.to_string();
         Ok(())
     }
@@ -258,6 +465,14 @@ impl Checkpoint {
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<(), CheckpointError> {
+        if let Some(r) = &self.remote {
+            r.dir
+                .put(&format!("meta/{key}"), value.as_bytes().to_vec())?;
+        }
+        self.local_set_meta(key, value)
+    }
+
+    fn local_set_meta(&self, key: &str, value: &str) -> Result<(), CheckpointError> {
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
         txn.open_table(META)
             .map_err(|e| self.store_err(&e))?
@@ -298,6 +513,26 @@ impl Checkpoint {
     /// Durably records a plan before any of its files is read. A different plan already
     /// stored under the same batch means two writers: refused.
     pub fn write_plan(&self, plan: &Plan) -> Result<(), CheckpointError> {
+        if let Some(r) = &self.remote {
+            let name = format!("plans/{}", batch_key(plan.batch));
+            let body = serde_json::to_vec(plan).expect("plans always serialize");
+            if !r.dir.put_new(&name, body)? {
+                let existing = r.dir.get(&name)?.unwrap_or_default();
+                let same = serde_json::from_slice::<Plan>(&existing)
+                    .is_ok_and(|existing| existing.files == plan.files);
+                if !same {
+                    return Err(CheckpointError::PlanConflict {
+                        path: PathBuf::from(r.dir.url_of(&name)),
+                        batch: plan.batch,
+                        reason: "a different plan is already stored".into(),
+                    });
+                }
+            }
+        }
+        self.local_write_plan(plan)
+    }
+
+    fn local_write_plan(&self, plan: &Plan) -> Result<(), CheckpointError> {
         let text = serde_json::to_string(plan).expect("plans always serialize");
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
         {
@@ -326,6 +561,24 @@ impl Checkpoint {
         plan: &Plan,
         summary: &CommitSummary,
     ) -> Result<(), CheckpointError> {
+        if let Some(r) = &self.remote {
+            let record = CommitRecord {
+                plan: plan.clone(),
+                summary: summary.clone(),
+            };
+            r.dir.put(
+                &format!("commits/{}", batch_key(plan.batch)),
+                serde_json::to_vec(&record).expect("records serialize"),
+            )?;
+        }
+        self.local_mark_committed(plan, summary)
+    }
+
+    fn local_mark_committed(
+        &self,
+        plan: &Plan,
+        summary: &CommitSummary,
+    ) -> Result<(), CheckpointError> {
         let text = serde_json::to_string(summary).expect("summaries always serialize");
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
         {
@@ -346,6 +599,9 @@ impl Checkpoint {
     /// Forgets an unfinished plan (its files changed since it was planned; the table is
     /// known not to hold it), so its batch number is planned again from the current files.
     pub fn discard_plan(&self, batch: u64) -> Result<(), CheckpointError> {
+        if let Some(r) = &self.remote {
+            r.dir.delete(&format!("plans/{}", batch_key(batch)))?;
+        }
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
         txn.open_table(PLANS)
             .map_err(|e| self.store_err(&e))?
@@ -356,6 +612,17 @@ impl Checkpoint {
 
     /// Records files as seen without ingesting them (`includeExistingFiles=false`).
     pub fn mark_existing(&self, plan: &Plan) -> Result<(), CheckpointError> {
+        if let Some(r) = &self.remote {
+            let name = format!("existing/{:020}-{}.json", now_ms(), uuid::Uuid::new_v4());
+            r.dir.put(
+                &name,
+                serde_json::to_vec(plan).expect("plans always serialize"),
+            )?;
+        }
+        self.local_mark_existing(plan)
+    }
+
+    fn local_mark_existing(&self, plan: &Plan) -> Result<(), CheckpointError> {
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
         {
             let mut files = txn.open_table(FILES).map_err(|e| self.store_err(&e))?;
@@ -411,6 +678,17 @@ fn open_state(path: &Path) -> Result<Database, String> {
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the state file is damaged (the store refused to open it)".into()),
     }
+}
+
+/// The stream's identity, recorded once on S3.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StreamRecord {
+    stream_id: String,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
 }
 
 /// A read snapshot of the file index.

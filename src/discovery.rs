@@ -95,30 +95,20 @@ impl Source {
     }
 
     fn s3(arg: &str) -> Result<Source, DiscoveryError> {
-        let err = |reason: String| DiscoveryError::ObjectStore {
-            url: arg.to_string(),
-            reason,
-        };
-        let url = Url::parse(arg).map_err(|e| err(e.to_string()))?;
-        let bucket = url
-            .host_str()
-            .ok_or_else(|| err("no bucket".into()))?
-            .to_string();
-        let store = object_store::aws::AmazonS3Builder::from_env()
-            .with_bucket_name(&bucket)
-            .build()
-            .map_err(|e| err(e.to_string()))?;
-        let prefix = url.path().trim_matches('/').to_string();
-        let display = if prefix.is_empty() {
+        let (store, bucket, prefix) =
+            crate::remote::s3_store(arg).map_err(|e| DiscoveryError::ObjectStore {
+                url: arg.to_string(),
+                reason: match e {
+                    crate::remote::RemoteError::Invalid { reason, .. }
+                    | crate::remote::RemoteError::Store { reason, .. } => reason,
+                },
+            })?;
+        let url = if prefix.as_ref().is_empty() {
             format!("s3://{bucket}/")
         } else {
             format!("s3://{bucket}/{prefix}/")
         };
-        Ok(Source::S3 {
-            url: display,
-            store: Arc::new(store),
-            prefix: ObjectPath::from(prefix),
-        })
+        Ok(Source::S3 { url, store, prefix })
     }
 
     /// A display form of the source.

@@ -43,7 +43,10 @@ pub struct Telemetry {
 
 impl Telemetry {
     fn start(req: &IngestRequest, hooks: &Hooks) -> Telemetry {
-        let events = Arc::new(EventLog::open(&req.checkpoint, &req.name));
+        let events = Arc::new(EventLog::open(
+            &crate::checkpoint::local_dir(&req.checkpoint),
+            &req.name,
+        ));
         Telemetry {
             alerter: Alerter::start(hooks.alerts.clone(), Arc::clone(&events)),
             events,
@@ -234,22 +237,9 @@ impl<'a> Stream<'a> {
         hooks: &Hooks,
     ) -> Result<Stream<'a>, IngestError> {
         let settings = &req.settings;
-        for (what, path) in [
-            ("--checkpoint", &req.checkpoint),
-            ("cloudFiles.schemaLocation", &settings.schema_location),
-        ] {
-            if path.to_str().is_some_and(|p| p.contains("://")) {
-                return Err(IngestError::Config(format!(
-                    "{what} {} is not a local directory: checkpoints and schema locations on object \
-                     stores are not supported yet; give a local --checkpoint (the table and the source \
-                     may be on S3)",
-                    path.display()
-                )));
-            }
-        }
         let mut checkpoint = Checkpoint::open(&req.checkpoint)?;
         let sink = DeltaSink::open(&req.table).await?;
-        let store = SchemaStore::new(&settings.schema_location);
+        let store = SchemaStore::open(&settings.schema_location)?;
         if checkpoint.is_fresh()? && sink.exists() {
             recover_from_table(req, &mut checkpoint, &sink, &store).await?;
         }
@@ -281,7 +271,7 @@ impl<'a> Stream<'a> {
             json!({
                 "source": req.source.describe(),
                 "table": req.table.display().to_string(),
-                "checkpoint": req.checkpoint.display().to_string(),
+                "checkpoint": checkpoint.describe(),
                 "streamId": checkpoint.stream_id(),
                 "schemaVersion": schema,
             }),
@@ -755,7 +745,7 @@ fn reconcile(
             "the options change the type of stored columns ({}) in {}; a Delta table cannot \
              change a column's type: keep the stored types, or start a new table and checkpoint",
             conflicts.join(", "),
-            store.dir().join(version.version.to_string()).display()
+            store.describe_version(version.version).display()
         )));
     }
     let (mut merged, added) = evolution::merge(&version.data, &desired, &reserved);
@@ -984,7 +974,7 @@ fn create_first_version(
         sampled_bytes: records.map(|_| sample.iter().map(|f| f.size).sum()),
     };
     let v = store.write(0, &data, &partition, info)?;
-    info!(location = %store.dir().display(), version = 0, "Wrote schema version.");
+    info!(location = %store.describe(), version = 0, "Wrote schema version.");
     Ok(v)
 }
 

@@ -55,10 +55,10 @@ fn time_of(ms: i64) -> String {
 
 /// Every `_schemas/N` with its time and what it added.
 pub fn schema_history(location: &Path) -> Result<Vec<HistoryEntry>, ReportError> {
-    let store = SchemaStore::new(location);
+    let store = SchemaStore::open(location)?;
     let versions = store.versions()?;
     if versions.is_empty() {
-        return Err(ReportError::NoSchemas(store.dir().display().to_string()));
+        return Err(ReportError::NoSchemas(store.describe()));
     }
     let mut out = Vec::new();
     let mut previous: Option<crate::schema::Schema> = None;
@@ -93,7 +93,7 @@ pub struct SchemaDiff {
 }
 
 pub fn schema_diff(location: &Path, a: u64, b: u64) -> Result<SchemaDiff, ReportError> {
-    let store = SchemaStore::new(location);
+    let store = SchemaStore::open(location)?;
     let versions = store.versions()?;
     for v in [a, b] {
         if !versions.contains(&v) {
@@ -259,7 +259,8 @@ pub fn filtered_events(
     kinds: &[String],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
-    let all = events::read_events(checkpoint).map_err(|source| ReportError::Io {
+    let local = crate::checkpoint::local_dir(checkpoint);
+    let all = events::read_events(&local).map_err(|source| ReportError::Io {
         path: checkpoint.display().to_string(),
         source,
     })?;
@@ -300,14 +301,15 @@ pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
         path: checkpoint.display().to_string(),
         source,
     };
-    if !checkpoint.join("lock").exists() {
+    let local = crate::checkpoint::local_dir(checkpoint);
+    if !local.join("lock").exists() {
         return Err(io(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             "not a checkpoint (no lock file)",
         )));
     }
     let mut st = Status::default();
-    let all = events::read_events(checkpoint).map_err(io)?;
+    let all = events::read_events(&local).map_err(io)?;
     for e in &all {
         match e.kind.as_str() {
             kind::BATCH_COMMITTED => {

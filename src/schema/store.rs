@@ -5,6 +5,9 @@
 //! is one JSON object whose `dataSchemaJson` and `partitionSchemaJson` are Spark StructType
 //! JSON documents held as strings (as Delta's schema tracking log stores them), plus what
 //! produced the version.
+//!
+//! The location may be a local folder or an S3 prefix; on S3 a version is written with a
+//! create-only put, so two writers cannot both write version N.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Schema;
 use crate::fsutil;
+use crate::remote::{RemoteDir, RemoteError};
 
 /// Directory name under the schema location.
 pub const SCHEMAS_DIR: &str = "_schemas";
@@ -31,6 +35,8 @@ pub enum SchemaStoreError {
         "schema version {version} already exists at {path}; another stream may share this schema location"
     )]
     Exists { version: u64, path: PathBuf },
+    #[error("schema location {0}")]
+    Remote(#[from] RemoteError),
 }
 
 /// What produced a version: first inference, a user-given schema, or evolution.
@@ -70,36 +76,62 @@ pub struct SchemaVersion {
 /// The `_schemas` directory of one stream.
 #[derive(Debug, Clone)]
 pub struct SchemaStore {
-    dir: PathBuf,
+    backend: Backend,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Local(PathBuf),
+    Remote(RemoteDir),
 }
 
 impl SchemaStore {
-    pub fn new(schema_location: &Path) -> Self {
-        SchemaStore {
-            dir: schema_location.join(SCHEMAS_DIR),
+    /// The store under `schema_location`: a local folder, or an `s3://` prefix.
+    pub fn open(schema_location: &Path) -> Result<Self, SchemaStoreError> {
+        let backend = if crate::remote::is_remote(schema_location) {
+            let url = schema_location.to_string_lossy();
+            Backend::Remote(RemoteDir::open(&url)?)
+        } else {
+            Backend::Local(schema_location.join(SCHEMAS_DIR))
+        };
+        Ok(SchemaStore { backend })
+    }
+
+    /// Where the versions live, for messages.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Local(dir) => dir.display().to_string(),
+            Backend::Remote(dir) => dir.url_of(SCHEMAS_DIR),
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Where version `version` lives, for messages.
+    pub fn describe_version(&self, version: u64) -> PathBuf {
+        match &self.backend {
+            Backend::Local(dir) => dir.join(version.to_string()),
+            Backend::Remote(dir) => PathBuf::from(dir.url_of(&format!("{SCHEMAS_DIR}/{version}"))),
+        }
     }
 
     /// All version numbers present, ascending.
     pub fn versions(&self) -> Result<Vec<u64>, SchemaStoreError> {
-        let entries = match fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(SchemaStoreError::Io {
-                    path: self.dir.clone(),
-                    source,
-                });
-            }
+        let names: Vec<String> = match &self.backend {
+            Backend::Local(dir) => match fs::read_dir(dir) {
+                Ok(entries) => entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                    .collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(source) => {
+                    return Err(SchemaStoreError::Io {
+                        path: dir.clone(),
+                        source,
+                    });
+                }
+            },
+            Backend::Remote(dir) => dir.list(SCHEMAS_DIR, None)?,
         };
-        let mut versions: Vec<u64> = entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-            .collect();
+        let mut versions: Vec<u64> = names.iter().filter_map(|n| n.parse().ok()).collect();
         versions.sort_unstable();
         Ok(versions)
     }
@@ -113,11 +145,27 @@ impl SchemaStore {
     }
 
     pub fn read(&self, version: u64) -> Result<SchemaVersion, SchemaStoreError> {
-        let path = self.dir.join(version.to_string());
-        let text = fs::read_to_string(&path).map_err(|source| SchemaStoreError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let path = self.describe_version(version);
+        let text = match &self.backend {
+            Backend::Local(_) => {
+                fs::read_to_string(&path).map_err(|source| SchemaStoreError::Io {
+                    path: path.clone(),
+                    source,
+                })?
+            }
+            Backend::Remote(dir) => {
+                let bytes = dir
+                    .get(&format!("{SCHEMAS_DIR}/{version}"))?
+                    .ok_or_else(|| SchemaStoreError::Corrupt {
+                        path: path.clone(),
+                        reason: "the version disappeared while being read".into(),
+                    })?;
+                String::from_utf8(bytes).map_err(|e| SchemaStoreError::Corrupt {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?
+            }
+        };
         let corrupt = |reason: String| SchemaStoreError::Corrupt {
             path: path.clone(),
             reason,
@@ -146,10 +194,6 @@ impl SchemaStore {
         partition: &Schema,
         info: VersionInfo,
     ) -> Result<SchemaVersion, SchemaStoreError> {
-        fs::create_dir_all(&self.dir).map_err(|source| SchemaStoreError::Io {
-            path: self.dir.clone(),
-            source,
-        })?;
         let entry = Entry {
             data_schema_json: data.to_spark_json(),
             partition_schema_json: partition.to_spark_json(),
@@ -159,13 +203,24 @@ impl SchemaStore {
             "{FORMAT_LINE}\n{}\n",
             serde_json::to_string(&entry).expect("schema entries always serialize")
         );
-        let path = self.dir.join(version.to_string());
-        let created = fsutil::write_new_atomic(&path, body.as_bytes()).map_err(|source| {
-            SchemaStoreError::Io {
-                path: path.clone(),
-                source,
+        let path = self.describe_version(version);
+        let created = match &self.backend {
+            Backend::Local(dir) => {
+                fs::create_dir_all(dir).map_err(|source| SchemaStoreError::Io {
+                    path: dir.clone(),
+                    source,
+                })?;
+                fsutil::write_new_atomic(&path, body.as_bytes()).map_err(|source| {
+                    SchemaStoreError::Io {
+                        path: path.clone(),
+                        source,
+                    }
+                })?
             }
-        })?;
+            Backend::Remote(dir) => {
+                dir.put_new(&format!("{SCHEMAS_DIR}/{version}"), body.into_bytes())?
+            }
+        };
         if !created {
             return Err(SchemaStoreError::Exists { version, path });
         }
@@ -186,7 +241,7 @@ mod tests {
     #[test]
     fn versions_are_create_only_and_latest_wins() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SchemaStore::new(dir.path());
+        let store = SchemaStore::open(dir.path()).unwrap();
         assert!(store.latest().unwrap().is_none());
         let info = VersionInfo {
             stream_id: "s".into(),

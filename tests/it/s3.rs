@@ -74,6 +74,37 @@ impl Moto {
         assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     }
 
+    fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key(CANARY)
+            .build()
+            .unwrap()
+    }
+
+    /// Keys under `prefix`, sorted.
+    fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        use futures::TryStreamExt;
+        use object_store::ObjectStore;
+        let store = self.store(bucket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut keys: Vec<String> = rt
+            .block_on(store.list(Some(&prefix.into())).try_collect::<Vec<_>>())
+            .unwrap()
+            .into_iter()
+            .map(|m| m.location.to_string())
+            .collect();
+        keys.sort();
+        keys
+    }
+
     fn put(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
         let store = object_store::aws::AmazonS3Builder::new()
             .with_bucket_name(bucket)
@@ -196,17 +227,6 @@ fn bucket_to_bucket_exactly_once_and_no_secret_in_any_output() {
     seen += &std::fs::read_to_string(ckpt.join("_schemas/0")).unwrap();
     assert!(seen.len() > 1000, "debug logging was on");
     assert!(!seen.contains(CANARY), "the secret leaked");
-
-    // A checkpoint on S3 is refused with a clear message.
-    let mut a = args(false);
-    a[5] = "s3://lake/ckpt".into();
-    let out = run_with(&moto, &a);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        common::stderr(&out).contains("not a local directory"),
-        "{}",
-        common::stderr(&out)
-    );
 }
 
 #[test]
@@ -313,4 +333,123 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
         7
     );
     assert_eq!(python_rows(&moto, "s3://lake/out")["num_rows"], 7);
+}
+
+/// `autoloader ingest` with the AWS environment and a given local state (cache) folder.
+fn run_on(moto: &Moto, state_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut env = moto.env();
+    env.push(("AUTOLOADER_STATE_DIR", state_dir.display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    common::run(&args, &env)
+}
+
+fn sorted_ids(py: &serde_json::Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| match &r["order_id"] {
+            serde_json::Value::String(t) => t.parse().unwrap(),
+            v => v.as_i64().unwrap(),
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn checkpoint_and_schemas_on_s3_survive_a_new_machine_a_stale_cache_and_a_crash() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    moto.put("lake", "in/a.json", common::orders_jsonl(0, 10));
+    moto.put("lake", "in/b.json", common::orders_jsonl(10, 20));
+    let s = Scratch::new();
+    let machine = |n: u32| s.dir.path().join(format!("machine-{n}"));
+    // No --checkpoint: it defaults to s3://lake/t/_autoloader, the schema location with it.
+    let args = ["ingest", "s3://lake/in", "s3://lake/t", "--once"];
+
+    assert_eq!(
+        summary_figure(&ok(&run_on(&moto, &machine(1), &args)), "rows"),
+        20
+    );
+    let state = moto.keys("lake", "t/_autoloader");
+    for want in [
+        "t/_autoloader/_schemas/0",
+        "t/_autoloader/stream",
+        "t/_autoloader/plans/00000000000000000000.json",
+        "t/_autoloader/commits/00000000000000000000.json",
+    ] {
+        assert!(
+            state.iter().any(|k| k == want),
+            "{want} missing from {state:?}"
+        );
+    }
+    assert!(
+        !state.iter().any(|k| k.ends_with("/lock")),
+        "the lease is released at exit: {state:?}"
+    );
+
+    // A new machine (empty local state) takes only the new object.
+    moto.put("lake", "in/c.json", common::orders_jsonl(20, 25));
+    let out = ok(&run_on(&moto, &machine(2), &args));
+    assert_eq!(summary_figure(&out, "files"), 1, "{out}");
+    // The first machine's cache is now behind S3: it is rebuilt, nothing is taken twice.
+    assert_eq!(
+        summary_figure(&ok(&run_on(&moto, &machine(1), &args)), "files"),
+        0
+    );
+
+    // A crash right after the Delta commit, restarted on yet another machine: the plan on
+    // S3 and the table's txn say the batch landed, so it is not committed again.
+    moto.put("lake", "in/d.json", common::orders_jsonl(25, 30));
+    let mut env = moto.env();
+    env.push(("AUTOLOADER_STATE_DIR", machine(3).display().to_string()));
+    let crashed = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(args)
+        .envs(env)
+        .env("AUTOLOADER_FAILPOINT", "after-delta-commit=kill")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success(), "the failpoint killed it");
+    let out = ok(&run_on(&moto, &machine(4), &args));
+    assert_eq!(summary_figure(&out, "files"), 0, "{out}");
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/t")),
+        (0..30).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_s3_checkpoint_lease_refuses_a_live_holder_and_expires_for_a_dead_one() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    moto.put("lake", "in/a.json", common::orders_jsonl(0, 3));
+    let s = Scratch::new();
+    let args = ["ingest", "s3://lake/in", "s3://lake/t", "--once"];
+    let lease = |expires_at_ms: i64| {
+        serde_json::json!({
+            "holder": "pid 4242 on other-host since 2026-11-30T00:00:00Z",
+            "token": "theirs",
+            "expiresAtMs": expires_at_ms,
+            "host": "other-host",
+            "pid": 4242,
+        })
+        .to_string()
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    moto.put("lake", "t/_autoloader/lock", lease(now + 60_000));
+    let out = run_on(&moto, s.dir.path(), &args);
+    assert_eq!(out.status.code(), Some(75), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("pid 4242 on other-host"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    moto.put("lake", "t/_autoloader/lock", lease(now - 1));
+    assert_eq!(
+        summary_figure(&ok(&run_on(&moto, s.dir.path(), &args)), "rows"),
+        3
+    );
 }

@@ -1,0 +1,166 @@
+//! A lease on an S3 checkpoint: the `lock` object names its holder and when the lease runs
+//! out. A local `flock` cannot reach another machine, so a second process elsewhere is
+//! refused by the lease, and a holder that died stops blocking once its lease expires.
+//!
+//! The lease makes refusal prompt and the message clear; safety does not rest on it. Plans
+//! are create-only puts and every Delta commit carries `txn(appId, batch)`, so even two
+//! holders (one stalled past its lease) cannot ingest a file twice.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::CheckpointError;
+use crate::remote::RemoteDir;
+
+const LOCK_OBJECT: &str = "lock";
+/// How long a lease lasts without renewal: a crashed holder blocks others this long at most.
+const LEASE_MS: i64 = 30_000;
+/// Renewed well before it runs out.
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LockRecord {
+    holder: String,
+    token: String,
+    expires_at_ms: i64,
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    pid: u32,
+}
+
+impl LockRecord {
+    /// Held by a live process: unexpired, and not by a process of this host that is gone
+    /// (a restart after a crash on the same machine need not wait for the lease to run out).
+    fn is_live(&self, our_host: &str) -> bool {
+        if self.expires_at_ms <= now_ms() {
+            return false;
+        }
+        if self.host == our_host && self.pid != 0 && self.pid != std::process::id() {
+            let pid = libc::pid_t::try_from(self.pid).unwrap_or(0);
+            // SAFETY: signal 0 only checks that the process exists.
+            let gone = pid > 0
+                && unsafe { libc::kill(pid, 0) } != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            return !gone;
+        }
+        true
+    }
+}
+
+/// A held lease, renewed in the background and released when dropped.
+pub struct Lease {
+    stop: Option<mpsc::Sender<()>>,
+    renewer: Option<JoinHandle<()>>,
+    dir: RemoteDir,
+    token: String,
+}
+
+impl Lease {
+    /// Takes the lease on `dir`, or refuses naming the holder.
+    pub fn acquire(dir: &RemoteDir) -> Result<Lease, CheckpointError> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        let host = host.trim().to_string();
+        let holder = format!(
+            "pid {} on {} since {}",
+            std::process::id(),
+            host,
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+        let our_host = host.clone();
+        let record = move |token: &str| LockRecord {
+            holder: holder.clone(),
+            token: token.to_string(),
+            expires_at_ms: now_ms() + LEASE_MS,
+            host: host.clone(),
+            pid: std::process::id(),
+        };
+        let body = |r: &LockRecord| serde_json::to_vec(r).expect("lock records serialize");
+        if !dir.put_new(LOCK_OBJECT, body(&record(&token)))? {
+            let current = dir
+                .get(LOCK_OBJECT)?
+                .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok());
+            match current {
+                Some(c) if c.is_live(&our_host) => {
+                    return Err(CheckpointError::Locked {
+                        path: dir.url().into(),
+                        holder: format!(
+                            "{}, lease valid for {} more seconds",
+                            c.holder,
+                            (c.expires_at_ms - now_ms() + 999) / 1000
+                        ),
+                    });
+                }
+                stale => {
+                    tracing::warn!(
+                        checkpoint = %dir.url(),
+                        holder = stale.as_ref().map_or("unreadable", |c| c.holder.as_str()),
+                        "Taking over a checkpoint lease whose holder is gone or stopped renewing it."
+                    );
+                    dir.put(LOCK_OBJECT, body(&record(&token)))?;
+                }
+            }
+        }
+        let (stop, stopped) = mpsc::channel::<()>();
+        let renew_dir = dir.clone();
+        let renew_token = token.clone();
+        let renewer = std::thread::Builder::new()
+            .name("autoloader-lease".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(RENEW_EVERY)
+                {
+                    let ours = renew_dir
+                        .get(LOCK_OBJECT)
+                        .ok()
+                        .flatten()
+                        .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok())
+                        .is_some_and(|c| c.token == renew_token);
+                    if !ours {
+                        tracing::error!(checkpoint = %renew_dir.url(), "The checkpoint lease was taken over by another process; no longer renewing it.");
+                        return;
+                    }
+                    if let Err(e) = renew_dir.put(LOCK_OBJECT, body(&record(&renew_token))) {
+                        tracing::warn!(checkpoint = %renew_dir.url(), error = %e, "Cannot renew the checkpoint lease; retrying.");
+                    }
+                }
+            })
+            .map_err(|e| CheckpointError::Io {
+                path: dir.url().into(),
+                source: e,
+            })?;
+        Ok(Lease {
+            stop: Some(stop),
+            renewer: Some(renewer),
+            dir: dir.clone(),
+            token,
+        })
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.renewer.take() {
+            let _ = t.join();
+        }
+        let ours = self
+            .dir
+            .get(LOCK_OBJECT)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok())
+            .is_some_and(|c| c.token == self.token);
+        if ours {
+            let _ = self.dir.delete(LOCK_OBJECT);
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
