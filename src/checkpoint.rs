@@ -649,6 +649,17 @@ impl Checkpoint {
         Ok(out)
     }
 
+    /// The greatest key among ingested (or skipped) files: where an incremental listing
+    /// starts.
+    pub fn highest_key(&self) -> Result<Option<String>, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let files = txn.open_table(FILES).map_err(|e| self.store_err(&e))?;
+        Ok(files
+            .last()
+            .map_err(|e| self.store_err(&e))?
+            .map(|(k, _)| k.value().to_string()))
+    }
+
     /// The next batch number to plan.
     pub fn next_batch(&self) -> Result<u64, CheckpointError> {
         let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;

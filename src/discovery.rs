@@ -154,10 +154,21 @@ impl Source {
     /// Lists every candidate file under the source, filtered by the settings, sorted by
     /// (modification time, key) so batches are deterministic.
     pub async fn list(&self, settings: &Settings) -> Result<Vec<ListedFile>, DiscoveryError> {
+        self.list_after(settings, None).await
+    }
+
+    /// Like [`Source::list`], but an object store lists only keys after `after` (the
+    /// listing starts there on the server): Auto Loader's incremental listing. A local
+    /// folder is always walked whole.
+    pub async fn list_after(
+        &self,
+        settings: &Settings,
+        after: Option<&str>,
+    ) -> Result<Vec<ListedFile>, DiscoveryError> {
         let mut files = match self {
             Source::Local { root } => list_local(root)?,
             Source::S3 { url, store, prefix } => {
-                list_object_store(url, store.as_ref(), prefix).await?
+                list_object_store(url, store.as_ref(), prefix, after).await?
             }
         };
         let grace_ms = match self {
@@ -176,6 +187,7 @@ async fn list_object_store(
     url: &str,
     store: &dyn ObjectStore,
     prefix: &ObjectPath,
+    after: Option<&str>,
 ) -> Result<Vec<ListedFile>, DiscoveryError> {
     use futures::StreamExt;
     let mut out = Vec::new();
@@ -184,7 +196,12 @@ async fn list_object_store(
     } else {
         format!("{prefix}/")
     };
-    let mut stream = store.list(Some(prefix));
+    let mut stream = match after {
+        Some(key) => {
+            store.list_with_offset(Some(prefix), &ObjectPath::from(format!("{base}{key}")))
+        }
+        None => store.list(Some(prefix)),
+    };
     while let Some(item) = stream.next().await {
         let meta = item.map_err(|e| DiscoveryError::ObjectStore {
             url: url.to_string(),

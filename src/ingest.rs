@@ -22,7 +22,7 @@ use crate::events::{EventLog, Severity, kind};
 use crate::failpoint;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::metrics::StreamMetrics;
-use crate::options::{EvolutionMode, Format, Settings};
+use crate::options::{EvolutionMode, Format, IncrementalListing, Settings};
 use crate::rows::RescueKind;
 use crate::rows::{FileMeta, Layout, METADATA_COLUMN};
 use crate::schema::evolution::{self, AddedField, Outcome};
@@ -210,6 +210,12 @@ impl StopFlag {
     }
 }
 
+/// Checkpoint metadata: when the source was last listed in full (ms since the epoch).
+const META_LAST_FULL_LISTING: &str = "lastFullListingMs";
+/// Checkpoint metadata: whether the last full listing's new keys all sorted after the
+/// ingested ones.
+const META_LEXICAL_ORDER: &str = "lexicalOrder";
+
 /// One stream, open: its locked checkpoint, its table, and (once files have been seen)
 /// its format and schema.
 pub struct Stream<'a> {
@@ -300,9 +306,18 @@ impl<'a> Stream<'a> {
 
     /// The source's files that are neither ingested nor in an unfinished plan.
     pub async fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
-        let listed = self.req.source.list(&self.req.settings).await?;
+        let high_water = self.checkpoint.highest_key()?;
+        let after = self.incremental_start(high_water.as_deref())?;
+        let listed = self
+            .req
+            .source
+            .list_after(&self.req.settings, after.as_deref())
+            .await?;
         let seen = self.checkpoint.seen_files()?;
         let (mut new, overwritten) = discovery::new_files(listed, &seen, &self.req.settings)?;
+        if after.is_none() && matches!(self.req.source, Source::S3 { .. }) {
+            self.note_full_listing(&new, high_water.as_deref())?;
+        }
         for f in overwritten {
             // One event per file and content, however often it is listed.
             if self
@@ -324,6 +339,80 @@ impl<'a> Stream<'a> {
                 .any(|p| p.files.iter().any(|pf| pf.key == f.key))
         });
         Ok(new)
+    }
+
+    /// Where an incremental listing starts (`None`: list everything). Only object stores
+    /// are listed incrementally, and a full listing still runs every
+    /// `cloudFiles.fullListingInterval` to catch a key that arrived out of order.
+    fn incremental_start(&self, high_water: Option<&str>) -> Result<Option<String>, IngestError> {
+        let settings = &self.req.settings;
+        if !matches!(self.req.source, Source::S3 { .. })
+            || settings.incremental_listing == IncrementalListing::Never
+        {
+            return Ok(None);
+        }
+        let last_full = self
+            .checkpoint
+            .meta(META_LAST_FULL_LISTING)?
+            .and_then(|v| v.parse::<i64>().ok());
+        let interval_ms =
+            i64::try_from(settings.full_listing_interval.as_millis()).unwrap_or(i64::MAX);
+        if last_full.is_none_or(|t| now_ms().saturating_sub(t) >= interval_ms) {
+            return Ok(None);
+        }
+        if settings.incremental_listing == IncrementalListing::Auto
+            && self.checkpoint.meta(META_LEXICAL_ORDER)?.as_deref() != Some("true")
+        {
+            return Ok(None);
+        }
+        Ok(high_water.map(str::to_string))
+    }
+
+    /// Records a full listing: when, and whether its new keys all sort after the ones
+    /// already ingested (what `useIncrementalListing=auto` relies on).
+    fn note_full_listing(
+        &self,
+        new: &[ListedFile],
+        high_water: Option<&str>,
+    ) -> Result<(), IngestError> {
+        let mode = self.req.settings.incremental_listing;
+        if mode == IncrementalListing::Never {
+            return Ok(());
+        }
+        let late: Vec<&str> = new
+            .iter()
+            .filter(|f| high_water.is_some_and(|h| f.key.as_str() <= h))
+            .map(|f| f.key.as_str())
+            .collect();
+        let was = self.checkpoint.meta(META_LEXICAL_ORDER)?;
+        // Order is judged only on evidence: new keys after an existing high-water mark.
+        let ordered = match (high_water, new.is_empty(), late.is_empty()) {
+            (_, _, false) => false,
+            (Some(_), false, true) => true,
+            _ => was.as_deref() == Some("true"),
+        };
+        if was.as_deref() != Some(if ordered { "true" } else { "false" }) {
+            self.checkpoint
+                .set_meta(META_LEXICAL_ORDER, if ordered { "true" } else { "false" })?;
+            if mode == IncrementalListing::Auto {
+                if ordered {
+                    info!(
+                        "New keys arrive in lexical order: listing incrementally between full listings."
+                    );
+                } else {
+                    info!(late = ?late.iter().take(3).collect::<Vec<_>>(), "New keys sort before ingested ones: listing the whole source each time.");
+                }
+            }
+        }
+        if !late.is_empty() && was.as_deref() == Some("true") {
+            warn!(files = late.len(), first = %late[0], "A full listing found files that incremental listing had skipped (their keys sort before ingested ones); ingesting them now.");
+        }
+        // Only worth recording when the next listings may be incremental.
+        if ordered || mode == IncrementalListing::Always {
+            self.checkpoint
+                .set_meta(META_LAST_FULL_LISTING, &now_ms().to_string())?;
+        }
+        Ok(())
     }
 
     fn pending_files(&self) -> u64 {

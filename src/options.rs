@@ -109,6 +109,16 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
         "structs and arrays nested deeper are one STRING column of JSON text",
     ),
     (
+        "cloudFiles.useIncrementalListing",
+        "false",
+        "S3: list only keys after the last ingested one (auto: while new keys arrive in lexical order)",
+    ),
+    (
+        "cloudFiles.fullListingInterval",
+        "10m",
+        "S3 incremental listing: a full listing at least this often, to catch late keys",
+    ),
+    (
         "cloudFiles.settleTime",
         "3s",
         "watch: how long a file seen only by listing must keep its size and mtime",
@@ -257,6 +267,16 @@ impl fmt::Display for Format {
     }
 }
 
+/// `cloudFiles.useIncrementalListing`: whether an S3 source is listed only after the last
+/// ingested key (Auto Loader's incremental listing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncrementalListing {
+    /// Incremental while the last full listing found new keys only after the ingested ones.
+    Auto,
+    Always,
+    Never,
+}
+
 /// `cloudFiles.schemaEvolutionMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvolutionMode {
@@ -339,6 +359,9 @@ pub struct Settings {
     pub max_record_bytes: usize,
     /// Watch mode: how long a file seen only by listing must be unchanged.
     pub settle_time: std::time::Duration,
+    pub incremental_listing: IncrementalListing,
+    /// Incremental listing does a full listing at least this often.
+    pub full_listing_interval: std::time::Duration,
     /// Deeper structs and arrays are inferred as one STRING column holding their JSON.
     pub max_nesting_depth: usize,
 }
@@ -551,6 +574,27 @@ pub fn resolve(
         .map(|v| parse_duration("cloudFiles.settleTime", v))
         .transpose()?
         .unwrap_or(std::time::Duration::from_secs(3));
+    // Off by default: a key that sorts before the ingested ones would wait for the next
+    // full listing, and a surprise delay is worse than a longer listing.
+    let incremental_listing = match get("cloudFiles.useIncrementalListing") {
+        None => IncrementalListing::Never,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => IncrementalListing::Auto,
+            "true" => IncrementalListing::Always,
+            "false" => IncrementalListing::Never,
+            _ => {
+                return Err(invalid(
+                    "cloudFiles.useIncrementalListing",
+                    v,
+                    "expected auto, true or false",
+                ));
+            }
+        },
+    };
+    let full_listing_interval = get("cloudFiles.fullListingInterval")
+        .map(|v| parse_duration("cloudFiles.fullListingInterval", v))
+        .transpose()?
+        .unwrap_or(std::time::Duration::from_secs(600));
     let max_nesting_depth = match get("cloudFiles.maxNestingDepth") {
         Some(v) => v
             .trim()
@@ -592,6 +636,8 @@ pub fn resolve(
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
         max_record_bytes,
         settle_time,
+        incremental_listing,
+        full_listing_interval,
         max_nesting_depth,
     };
     Ok((settings, warnings))

@@ -453,3 +453,55 @@ fn an_s3_checkpoint_lease_refuses_a_live_holder_and_expires_for_a_dead_one() {
         3
     );
 }
+
+#[test]
+fn incremental_listing_starts_after_the_last_key_and_a_full_listing_catches_late_keys() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    moto.put("lake", "in/2026-11-01.json", common::orders_jsonl(0, 2));
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt").display().to_string();
+    let run = |mode: &str, interval: &str| {
+        let args = [
+            "ingest",
+            "s3://lake/in",
+            "s3://lake/t",
+            "--once",
+            "--checkpoint",
+            &ckpt,
+            "-o",
+            &format!("cloudFiles.useIncrementalListing={mode}"),
+            "-o",
+            &format!("cloudFiles.fullListingInterval={interval}"),
+        ];
+        let out = ok(&run_on(&moto, s.dir.path(), &args));
+        summary_figure(&out, "files")
+    };
+    // `auto` lists in full until a full listing shows new keys arriving after the ingested ones.
+    assert_eq!(run("auto", "1h"), 1);
+    moto.put("lake", "in/2026-11-02.json", common::orders_jsonl(2, 4));
+    assert_eq!(run("auto", "1h"), 1);
+    // In order: listed from the last key on. A late key (sorting before it) is not listed...
+    moto.put("lake", "in/2026-11-03.json", common::orders_jsonl(4, 6));
+    moto.put("lake", "in/2026-10-31.json", common::orders_jsonl(6, 8));
+    assert_eq!(run("auto", "1h"), 1, "only the key after the last one");
+    // ...until the periodic full listing, which takes it, and `auto` then stops listing
+    // incrementally, since keys no longer arrive in order.
+    assert_eq!(
+        run("auto", "0s"),
+        1,
+        "the backstop full listing takes the late key"
+    );
+    moto.put("lake", "in/2026-10-30.json", common::orders_jsonl(8, 10));
+    assert_eq!(
+        run("auto", "1h"),
+        1,
+        "auto lists everything once order broke"
+    );
+    // `false` always lists everything; nothing was taken twice.
+    assert_eq!(run("false", "1h"), 0);
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/t")),
+        (0..10).collect::<Vec<_>>()
+    );
+}
