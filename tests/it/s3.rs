@@ -295,7 +295,8 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
     let moto = Moto::start();
     moto.create_bucket("lake");
     let s = Scratch::new();
-    let ckpt = s.dir.path().join("ckpt");
+    // The checkpoint is on S3 (the default, s3://lake/out/_autoloader); its local cache,
+    // where events go, is under AUTOLOADER_STATE_DIR.
     let child = Command::new(env!("CARGO_BIN_EXE_autoloader"))
         .args([
             "ingest",
@@ -303,11 +304,10 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
             "s3://lake/out",
             "--poll-interval",
             "0.3",
-            "--checkpoint",
         ])
-        .arg(&ckpt)
         .args(["-o", "cloudFiles.format=json"])
         .envs(moto.env())
+        .env("AUTOLOADER_STATE_DIR", s.dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -315,7 +315,10 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
     moto.put("lake", "in/1.json", common::orders_jsonl(0, 7));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let events = std::fs::read_to_string(ckpt.join("events.jsonl")).unwrap_or_default();
+        let events = std::fs::read_dir(s.dir.path())
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("events.jsonl")).ok())
+            .collect::<String>();
         if events.contains("batch_committed") {
             break;
         }
@@ -333,6 +336,14 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
         7
     );
     assert_eq!(python_rows(&moto, "s3://lake/out")["num_rows"], 7);
+    let state = moto.keys("lake", "out/_autoloader");
+    assert!(
+        state
+            .iter()
+            .any(|k| k.ends_with("commits/00000000000000000000.json"))
+            && !state.iter().any(|k| k.ends_with("/lock")),
+        "the batch is recorded on S3 and the lease released after SIGTERM: {state:?}"
+    );
 }
 
 /// `autoloader ingest` with the AWS environment and a given local state (cache) folder.
