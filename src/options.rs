@@ -104,6 +104,11 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
         "longest accepted JSON line or record",
     ),
     (
+        "cloudFiles.maxDecompressedBytes",
+        "64g",
+        "largest a compressed file may expand to (a gzip bomb stops, naming the file)",
+    ),
+    (
         "cloudFiles.maxNestingDepth",
         "32",
         "structs and arrays nested deeper are one STRING column of JSON text",
@@ -357,6 +362,7 @@ pub struct Settings {
     pub time_zone: Tz,
     pub include_metadata: bool,
     pub max_record_bytes: usize,
+    pub max_decompressed_bytes: u64,
     /// Watch mode: how long a file seen only by listing must be unchanged.
     pub settle_time: std::time::Duration,
     pub incremental_listing: IncrementalListing,
@@ -570,6 +576,10 @@ pub fn resolve(
         .transpose()?
         .map_or(64 << 20, |b| usize::try_from(b).unwrap_or(usize::MAX));
 
+    let max_decompressed_bytes = get("cloudFiles.maxDecompressedBytes")
+        .map(|v| parse_bytes("cloudFiles.maxDecompressedBytes", v))
+        .transpose()?
+        .unwrap_or(64 << 30);
     let settle_time = get("cloudFiles.settleTime")
         .map(|v| parse_duration("cloudFiles.settleTime", v))
         .transpose()?
@@ -635,6 +645,7 @@ pub fn resolve(
         time_zone,
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
         max_record_bytes,
+        max_decompressed_bytes,
         settle_time,
         incremental_listing,
         full_listing_interval,

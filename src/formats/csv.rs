@@ -21,8 +21,9 @@ const BOM: &str = "\u{feff}";
 fn reader(
     file: &SourceFile,
     csv: &CsvSettings,
+    max_decompressed: u64,
 ) -> Result<::csv::Reader<Box<dyn std::io::BufRead + Send>>, DecodeError> {
-    let input = open(&file.local_path, &file.meta.path)?;
+    let input = open(&file.local_path, &file.meta.path, max_decompressed)?;
     Ok(::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -108,7 +109,7 @@ pub fn infer(
     inferrer: &mut SchemaInferrer,
 ) -> Result<u64, DecodeError> {
     let path = file.meta.path.as_str();
-    let mut r = reader(file, &opts.csv)?;
+    let mut r = reader(file, &opts.csv, opts.max_decompressed_bytes)?;
     let mut record = ::csv::ByteRecord::new();
     let mut headers: Option<Vec<String>> = None;
     let infer_opts = opts.infer_options(typed);
@@ -149,7 +150,7 @@ pub fn decode(
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();
-    let mut r = reader(file, &opts.csv)?;
+    let mut r = reader(file, &opts.csv, opts.max_decompressed_bytes)?;
     let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
     let mut record = ::csv::ByteRecord::new();
     let mut stats = FileStats::default();

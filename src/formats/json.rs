@@ -75,7 +75,7 @@ fn for_each_record(
     on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
     let path = file.meta.path.as_str();
-    let mut reader = open(&file.local_path, path)?;
+    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
     if opts.multi_line {
         return for_each_document_record(&mut *reader, path, opts.max_record_bytes, on_record);
     }
@@ -146,11 +146,11 @@ fn for_each_document_record(
                 limit: max_record_bytes,
             })
         }
-        Err(e) if e.is_io() => Err(read_error(
-            path,
-            std::io::Error::other(e.to_string()),
-            Some(e.line() as u64),
-        )),
+        Err(e) if e.is_io() => {
+            let line = e.line() as u64;
+            // Converting back yields the reader's own io::Error (and what it carries).
+            Err(read_error(path, std::io::Error::from(e), Some(line)))
+        }
         Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => Ok(()), // empty file
         Err(e) => Err(DecodeError::Corrupt {
             path: path.to_string(),
@@ -264,7 +264,7 @@ pub fn infer(
     if !opts.multi_line {
         // The fast path: types straight from the text, no values built.
         let path = file.meta.path.as_str();
-        let mut reader = open(&file.local_path, path)?;
+        let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
         let before = inferrer.records;
         for_each_line(&mut *reader, path, opts.max_record_bytes, &mut |line, _| {
             inferrer.add_json_text(line, infer_opts);
@@ -331,7 +331,7 @@ pub fn decode(
     } else {
         // The clean path: each line parsed into a borrowing value, straight into builders.
         let path = file.meta.path.as_str();
-        let mut reader = open(&file.local_path, path)?;
+        let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
         for_each_line(
             &mut *reader,
             path,

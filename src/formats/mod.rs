@@ -9,7 +9,7 @@ pub mod json;
 pub mod parquet;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,6 +45,11 @@ pub enum DecodeError {
         line: u64,
         limit: usize,
     },
+    #[error(
+        "{path} expands to more than cloudFiles.maxDecompressedBytes ({limit} bytes) when \
+         decompressed; a gzip bomb? raise the limit if the file is genuine"
+    )]
+    DecompressedTooLarge { path: String, limit: u64 },
     #[error("{path} line {line}: malformed record (mode=FAILFAST): {reason}")]
     Malformed {
         path: String,
@@ -68,6 +73,7 @@ impl DecodeError {
             DecodeError::Corrupt { .. }
                 | DecodeError::Io { .. }
                 | DecodeError::RecordTooLong { .. }
+                | DecodeError::DecompressedTooLarge { .. }
         )
     }
 }
@@ -105,6 +111,7 @@ pub struct DecodeOptions {
     pub multi_line: bool,
     pub fail_fast: bool,
     pub max_record_bytes: usize,
+    pub max_decompressed_bytes: u64,
     pub max_nesting_depth: usize,
     pub csv: crate::options::CsvSettings,
 }
@@ -120,6 +127,7 @@ impl DecodeOptions {
             multi_line: settings.multi_line,
             fail_fast: settings.fail_fast,
             max_record_bytes: settings.max_record_bytes,
+            max_decompressed_bytes: settings.max_decompressed_bytes,
             max_nesting_depth: settings.max_nesting_depth,
             csv: settings.csv.clone(),
         }
@@ -134,8 +142,13 @@ impl DecodeOptions {
     }
 }
 
-/// Opens a file for streaming, decompressing gzip (detected by its magic bytes).
-pub fn open(path: &Path, display: &str) -> Result<Box<dyn BufRead + Send>, DecodeError> {
+/// Opens a file for streaming, decompressing gzip (detected by its magic bytes) up to
+/// `max_decompressed` bytes.
+pub fn open(
+    path: &Path,
+    display: &str,
+    max_decompressed: u64,
+) -> Result<Box<dyn BufRead + Send>, DecodeError> {
     let file = File::open(path).map_err(|source| match source.kind() {
         io::ErrorKind::NotFound => DecodeError::Missing {
             path: display.to_string(),
@@ -153,7 +166,11 @@ pub fn open(path: &Path, display: &str) -> Result<Box<dyn BufRead + Send>, Decod
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok(Box::new(BufReader::with_capacity(
             READ_BUFFER,
-            MultiGzDecoder::new(reader),
+            Capped {
+                inner: MultiGzDecoder::new(reader),
+                left: max_decompressed,
+                limit: max_decompressed,
+            },
         )));
     }
     if display.ends_with(".gz") && !head.is_empty() {
@@ -166,8 +183,49 @@ pub fn open(path: &Path, display: &str) -> Result<Box<dyn BufRead + Send>, Decod
     Ok(Box::new(reader))
 }
 
+/// A decompressing reader that stops with an error past its limit: memory is bounded by
+/// streaming anyway, but a bomb would otherwise run for hours and fill the table.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    limit: u64,
+}
+
+/// Marks the error [`Capped`] raises, so it maps to [`DecodeError::DecompressedTooLarge`].
+#[derive(Debug)]
+struct OverLimit(u64);
+
+impl std::fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "decompressed data exceeds {} bytes", self.0)
+    }
+}
+
+impl std::error::Error for OverLimit {}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let n64 = n as u64;
+        if n64 > self.left {
+            return Err(io::Error::other(OverLimit(self.limit)));
+        }
+        self.left -= n64;
+        Ok(n)
+    }
+}
+
 /// Maps a read error in the middle of a file (a broken gzip stream, a vanished disk).
 pub(crate) fn read_error(path: &str, e: io::Error, line: Option<u64>) -> DecodeError {
+    if let Some(OverLimit(limit)) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<OverLimit>())
+    {
+        return DecodeError::DecompressedTooLarge {
+            path: path.to_string(),
+            limit: *limit,
+        };
+    }
     match e.kind() {
         io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof => {
             DecodeError::Corrupt {

@@ -985,6 +985,46 @@ fn gzip_bomb() {
     );
 }
 
+/// A gzip bomb of many short lines (each line fine, 4 MB in all from a few KB) →
+/// `cloudFiles.maxDecompressedBytes` stops it naming the file, in JSON lines, multi-line JSON
+/// and CSV; with `ignoreCorruptFiles` it is skipped and recorded, and the other file lands.
+#[test]
+fn gzip_bomb_of_short_lines() {
+    let s = Scratch::new();
+    let lines = "{\"id\": \"x\"}\n".repeat(300_000);
+    s.land("bomb.json.gz", gzip(lines.as_bytes()));
+    s.land("ok.json", "{\"id\": \"ok\"}\n");
+    let limit = "cloudFiles.maxDecompressedBytes=1m";
+    ingest(&s, "short-line gzip bomb", &[limit]).fails_naming(&[
+        "bomb.json.gz",
+        "cloudFiles.maxDecompressedBytes (1048576 bytes)",
+    ]);
+    assert_eq!(table_rows(&s), 0);
+    let multi = format!(
+        "[{}]",
+        "{\"id\": \"x\"},".repeat(300_000).trim_end_matches(',')
+    );
+    let m = Scratch::new();
+    m.land("bomb.json.gz", gzip(multi.as_bytes()));
+    ingest(&m, "multi-line gzip bomb", &[limit, "multiLine=true"])
+        .fails_naming(&["bomb.json.gz", "cloudFiles.maxDecompressedBytes"]);
+    let c = Scratch::new();
+    c.land(
+        "bomb.csv.gz",
+        gzip(format!("id\n{}", "x\n".repeat(1_000_000)).as_bytes()),
+    );
+    ingest(&c, "csv gzip bomb", &[limit, "cloudFiles.format=csv"])
+        .fails_naming(&["bomb.csv.gz", "cloudFiles.maxDecompressedBytes"]);
+    // Skipped as a corrupt file when asked, and recorded as skipped.
+    ingest(
+        &s,
+        "short-line gzip bomb, ignoreCorruptFiles",
+        &[limit, "ignoreCorruptFiles=true"],
+    )
+    .ok();
+    assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["ok"]);
+}
+
 /// A file named `.gz` that is not gzip → exit 1 naming it (not read as plain text).
 #[test]
 fn gzip_name_without_gzip_data() {
