@@ -182,6 +182,10 @@ impl Alerter {
                 "rejected:{}",
                 e.fields.get("addedColumns").cloned().unwrap_or_default()
             )),
+            kind::FILE_QUARANTINED => Some(format!(
+                "quarantined:{}",
+                e.fields.get("file").cloned().unwrap_or_default()
+            )),
             kind::STREAM_FAILED => Some(format!(
                 "failed:{}",
                 e.fields.get("error").cloned().unwrap_or_default()

@@ -38,6 +38,7 @@ pub mod kind {
     pub const CORRUPT_FILE_SKIPPED: &str = "corrupt_file_skipped";
     pub const OVERWRITTEN_FILE_IGNORED: &str = "overwritten_file_ignored";
     pub const ALERT_FAILED: &str = "alert_failed";
+    pub const FILE_QUARANTINED: &str = "file_quarantined";
     /// Every type, for validation of `--type`.
     pub const ALL: &[&str] = &[
         STREAM_STARTED,
@@ -52,6 +53,7 @@ pub mod kind {
         CORRUPT_FILE_SKIPPED,
         OVERWRITTEN_FILE_IGNORED,
         ALERT_FAILED,
+        FILE_QUARANTINED,
     ];
 }
 

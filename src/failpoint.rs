@@ -50,11 +50,22 @@ pub const NAMES: &[&str] = &[
     "after-schema-evolve",
 ];
 
+/// The failpoint hit when a file starts being read: `read:<file name>` arms a file that
+/// crashes the process every time it is read (the quarantine tests).
+pub fn read_point(file_name: &str) -> String {
+    format!("read:{file_name}")
+}
+
 /// Whether the step `name` should report an injected error (`<name>=error`), for the
 /// armed hit. Steps that can fail after their effect (a commit that landed) use this.
 pub fn fails(name: &str) -> bool {
     matches!(TARGET.as_ref(), Some((target, nth, Action::Error))
         if target == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth)
+}
+
+/// Whether any failpoint is armed (lets a caller skip building a failpoint name).
+pub fn armed() -> bool {
+    TARGET.is_some()
 }
 
 /// Acts if `name` is the armed failpoint and this is the armed hit.

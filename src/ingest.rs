@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -119,6 +120,8 @@ pub struct Summary {
     pub bytes: u64,
     pub rescued_rows: u64,
     pub skipped_files: u64,
+    /// Files quarantined this run (they crashed the process every time they were read).
+    pub quarantined_files: u64,
     pub schema_version: Option<u64>,
     pub seconds: f64,
     pub table_version: Option<u64>,
@@ -215,6 +218,75 @@ const META_LAST_FULL_LISTING: &str = "lastFullListingMs";
 /// Checkpoint metadata: whether the last full listing's new keys all sorted after the
 /// ingested ones.
 const META_LEXICAL_ORDER: &str = "lexicalOrder";
+
+/// A batch whose reading died with the process (a crash, not a reported error) this many
+/// times has its files retried one per batch; a single file that does it again this many
+/// times is quarantined: recorded, reported, and not read again.
+const MAX_CRASHED_ATTEMPTS: u32 = 3;
+/// Checkpoint metadata: the batch being read and how many processes started reading it.
+const META_IN_FLIGHT: &str = "inFlight";
+/// Checkpoint metadata: files of a crashing batch, to be planned one per batch.
+const META_SUSPECTS: &str = "suspectFiles";
+/// Checkpoint metadata: quarantined files (JSON list).
+const META_QUARANTINED: &str = "quarantinedFiles";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct InFlight {
+    batch: u64,
+    attempts: u32,
+}
+
+/// Counts a start of reading `batch` (before any file is read).
+fn record_attempt(checkpoint: &Checkpoint, batch: u64) -> Result<u32, IngestError> {
+    let previous: InFlight = checkpoint
+        .meta(META_IN_FLIGHT)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    let attempts = if previous.batch == batch && previous.attempts > 0 {
+        previous.attempts + 1
+    } else {
+        1
+    };
+    let now = InFlight { batch, attempts };
+    checkpoint.set_meta(
+        META_IN_FLIGHT,
+        &serde_json::to_string(&now).expect("serializes"),
+    )?;
+    Ok(attempts)
+}
+
+/// How many processes started reading `batch` and died doing it.
+fn crashed_attempts(checkpoint: &Checkpoint, batch: u64) -> Result<u32, IngestError> {
+    let in_flight: InFlight = checkpoint
+        .meta(META_IN_FLIGHT)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    Ok(if in_flight.batch == batch {
+        in_flight.attempts
+    } else {
+        0
+    })
+}
+
+fn json_list(checkpoint: &Checkpoint, key: &str) -> Result<Vec<serde_json::Value>, IngestError> {
+    Ok(checkpoint
+        .meta(key)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default())
+}
+
+/// Files planned one per batch because a batch holding them crashed the process.
+fn suspects(checkpoint: &Checkpoint) -> Result<std::collections::HashSet<String>, IngestError> {
+    Ok(json_list(checkpoint, META_SUSPECTS)?
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect())
+}
+
+/// The quarantined files recorded in the checkpoint.
+pub fn quarantined(checkpoint: &Checkpoint) -> Result<Vec<serde_json::Value>, IngestError> {
+    json_list(checkpoint, META_QUARANTINED)
+}
 
 /// One stream, open: its locked checkpoint, its table, and (once files have been seen)
 /// its format and schema.
@@ -339,6 +411,61 @@ impl<'a> Stream<'a> {
                 .any(|p| p.files.iter().any(|pf| pf.key == f.key))
         });
         Ok(new)
+    }
+
+    /// A batch that crashed the process [`MAX_CRASHED_ATTEMPTS`] times: its files are
+    /// planned again one per batch, or, when it held one file, that file is quarantined
+    /// (marked seen without its rows, recorded, reported as an error event and alert).
+    /// Returns how many files were quarantined.
+    fn isolate_or_quarantine(&self, plan: &Plan) -> Result<u64, IngestError> {
+        let mut suspects = json_list(&self.checkpoint, META_SUSPECTS)?;
+        if plan.files.len() > 1 {
+            warn!(
+                batch = plan.batch,
+                files = plan.files.len(),
+                attempts = MAX_CRASHED_ATTEMPTS,
+                "This batch crashed the process every time it was read; its files are now read one per batch to find the one at fault."
+            );
+            suspects.extend(plan.files.iter().map(|f| json!(f.key)));
+            self.checkpoint.set_meta(
+                META_SUSPECTS,
+                &serde_json::Value::Array(suspects).to_string(),
+            )?;
+            self.checkpoint.discard_plan(plan.batch)?;
+            return Ok(0);
+        }
+        let mut quarantined = quarantined(&self.checkpoint)?;
+        for f in &plan.files {
+            let uri = self.req.source.uri(&f.key);
+            tracing::error!(
+                file = %uri, attempts = MAX_CRASHED_ATTEMPTS,
+                "Quarantined: this file crashed the process every time it was read. It is not ingested;                  fix or replace it under a new name to ingest it."
+            );
+            self.telemetry.emit(
+                Severity::Error,
+                kind::FILE_QUARANTINED,
+                json!({ "file": uri, "size": f.size, "mtimeMs": f.mtime_ms, "attempts": MAX_CRASHED_ATTEMPTS, "batch": plan.batch }),
+            );
+            quarantined.push(
+                json!({ "path": f.key, "size": f.size, "mtimeMs": f.mtime_ms, "atMs": now_ms() }),
+            );
+            suspects.retain(|k| k.as_str() != Some(f.key.as_str()));
+        }
+        self.checkpoint.set_meta(
+            META_QUARANTINED,
+            &serde_json::Value::Array(quarantined).to_string(),
+        )?;
+        self.checkpoint.set_meta(
+            META_SUSPECTS,
+            &serde_json::Value::Array(suspects).to_string(),
+        )?;
+        self.checkpoint.mark_existing(&Plan {
+            batch: u64::MAX,
+            files: plan.files.clone(),
+            created_at_ms: now_ms(),
+        })?;
+        self.checkpoint.discard_plan(plan.batch)?;
+        Ok(plan.files.len() as u64)
     }
 
     /// Where an incremental listing starts (`None`: list everything). Only object stores
@@ -630,6 +757,9 @@ impl<'a> Stream<'a> {
                 );
                 self.checkpoint.discard_plan(plan.batch)?;
                 self.replanned = true;
+            } else if crashed_attempts(&self.checkpoint, plan.batch)? >= MAX_CRASHED_ATTEMPTS {
+                self.summary.quarantined_files += self.isolate_or_quarantine(&plan)?;
+                self.replanned = true;
             } else {
                 info!(
                     batch = plan.batch,
@@ -641,7 +771,8 @@ impl<'a> Stream<'a> {
             self.pending.remove(0);
         }
         let first = self.checkpoint.next_batch()?;
-        for (batch, files) in (first..).zip(split_batches(&files, &self.req.settings)) {
+        let suspects = suspects(&self.checkpoint)?;
+        for (batch, files) in (first..).zip(split_batches(&files, &self.req.settings, &suspects)) {
             if stop.is_stopped() {
                 info!("Stopping between batches; the remaining files are left for the next run.");
                 return Ok(());
@@ -1158,13 +1289,26 @@ fn layout_for(version: &SchemaVersion, settings: &Settings) -> Layout {
     }
 }
 
-fn split_batches<'a>(files: &'a [ListedFile], settings: &Settings) -> Vec<&'a [ListedFile]> {
+fn split_batches<'a>(
+    files: &'a [ListedFile],
+    settings: &Settings,
+    suspects: &std::collections::HashSet<String>,
+) -> Vec<&'a [ListedFile]> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < files.len() {
+        // A file suspected of crashing the process goes alone.
+        if suspects.contains(&files[start].key) {
+            out.push(&files[start..=start]);
+            start += 1;
+            continue;
+        }
         let mut end = start;
         let mut bytes = 0u64;
-        while end < files.len() && end - start < settings.max_files_per_trigger {
+        while end < files.len()
+            && end - start < settings.max_files_per_trigger
+            && !suspects.contains(&files[end].key)
+        {
             if settings
                 .max_bytes_per_trigger
                 .is_some_and(|max| bytes >= max)
@@ -1186,8 +1330,25 @@ enum Msg {
     Failed { index: usize, error: DecodeError },
 }
 
-/// Reads, writes and commits one planned batch, then marks it done.
+/// Reads, writes and commits one planned batch, then marks it done. Each start is counted
+/// first, and a reported error clears the count: what remains counted is a process that
+/// died while reading (see [`MAX_CRASHED_ATTEMPTS`]).
 async fn execute(
+    ctx: &RunContext<'_>,
+    state: &mut StreamSchema,
+    sink: &mut DeltaSink,
+    plan: &Plan,
+    summary: &mut Summary,
+) -> Result<(), IngestError> {
+    record_attempt(ctx.checkpoint, plan.batch)?;
+    let result = execute_counted(ctx, state, sink, plan, summary).await;
+    if result.is_err() {
+        ctx.checkpoint.set_meta(META_IN_FLIGHT, "{}")?;
+    }
+    result
+}
+
+async fn execute_counted(
     ctx: &RunContext<'_>,
     state: &mut StreamSchema,
     sink: &mut DeltaSink,
@@ -1535,6 +1696,9 @@ async fn read_files(
                         break;
                     }
                     continue;
+                }
+                if failpoint::armed() {
+                    failpoint::hit(&failpoint::read_point(&file.meta.name));
                 }
                 let mut emit = |b: RecordBatch| tx.blocking_send(Msg::Batch(b)).is_ok();
                 let msg = match formats::decode_file(file, &opts, &layout, &mut emit) {

@@ -598,11 +598,14 @@ fn summary_line(s: &Summary) -> String {
     } else {
         format!("{schema} (evolved: {})", s.evolutions.join("; "))
     };
-    let skipped = if s.skipped_files > 0 {
+    let mut skipped = if s.skipped_files > 0 {
         format!(", {} skipped files", s.skipped_files)
     } else {
         String::new()
     };
+    if s.quarantined_files > 0 {
+        skipped += &format!(", {} quarantined files", s.quarantined_files);
+    }
     format!(
         "ingested {} files, {} rows, {} bytes, {} rescued rows{skipped}, schema version {schema}, {} batches, {:.2} s, {:.1} MB/s",
         s.files, s.rows, s.bytes, s.rescued_rows, s.batches, s.seconds, rate

@@ -292,3 +292,39 @@ fn a_lost_or_damaged_checkpoint_is_rebuilt_from_the_table_without_duplicates() {
         );
     }
 }
+
+/// A file that crashes the process every time it is read: after three crashed attempts its
+/// batch is read one file per batch; after three more the file alone is quarantined
+/// (recorded, reported, not read again) and every other file lands exactly once.
+#[test]
+fn a_file_that_crashes_every_read_is_quarantined_and_the_rest_lands() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 10));
+    s.land("poison.json", common::orders_jsonl(10, 20));
+    s.land("c.json", common::orders_jsonl(20, 30));
+    let crash = [("AUTOLOADER_FAILPOINT", "read:poison.json")];
+    let mut runs = 0;
+    let summary = loop {
+        runs += 1;
+        assert!(runs <= 10, "the crash loop never ended");
+        let out = s.ingest_with_env(&[], &crash);
+        if out.status.success() {
+            break ok(&out);
+        }
+        assert_eq!(out.status.signal(), Some(9), "{}", common::stderr(&out));
+    };
+    // 3 crashes on the batch of three, the batch split (a.json lands), 3 crashes on
+    // poison.json alone, then the 7th run quarantines it and takes c.json.
+    assert_eq!(runs, 7, "{summary}");
+    assert!(summary.contains("1 quarantined files"), "{summary}");
+    s.assert_ids_once((0..10).chain(20..30), "all but the quarantined file");
+    let events = std::fs::read_to_string(s.table().join("_autoloader/events.jsonl")).unwrap();
+    let quarantined: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("\"file_quarantined\""))
+        .collect();
+    assert_eq!(quarantined.len(), 1, "{events}");
+    assert!(quarantined[0].contains("poison.json") && quarantined[0].contains("\"error\""));
+    // Not read again, even without the crash.
+    assert_eq!(summary_figure(&ok(&s.ingest(&[])), "files"), 0);
+}

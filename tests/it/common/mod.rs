@@ -62,7 +62,7 @@ impl Scratch {
     }
 
     /// Asserts that the table's `order_id`s are exactly `expected`, each once.
-    pub fn assert_ids_once(&self, expected: std::ops::Range<u64>, context: &str) {
+    pub fn assert_ids_once(&self, expected: impl IntoIterator<Item = u64>, context: &str) {
         let mut ids: Vec<u64> = column_strings(&read_table(&self.table()), "order_id")
             .iter()
             .map(|v| v.parse().unwrap())
@@ -70,7 +70,7 @@ impl Scratch {
         ids.sort_unstable();
         assert_eq!(
             ids,
-            expected.collect::<Vec<_>>(),
+            expected.into_iter().collect::<Vec<_>>(),
             "{context}: rows must be the input, once each"
         );
     }
