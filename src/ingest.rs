@@ -1342,8 +1342,11 @@ async fn execute(
 ) -> Result<(), IngestError> {
     record_attempt(ctx.checkpoint, plan.batch)?;
     let result = execute_counted(ctx, state, sink, plan, summary).await;
-    if result.is_err() {
-        ctx.checkpoint.set_meta(META_IN_FLIGHT, "{}")?;
+    if result.is_err()
+        && let Err(e) = ctx.checkpoint.set_meta(META_IN_FLIGHT, "{}")
+    {
+        // The batch's own error is the one to report (a full disk fails both).
+        warn!(error = %e, "Cannot record that the batch ended with an error.");
     }
     result
 }

@@ -282,6 +282,7 @@ impl DeltaSink {
             ))
             .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
         writer.writer = writer.writer.with_commit_properties(props);
+        let written = writer.writer.buffered_record_batch_count();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -308,7 +309,13 @@ impl DeltaSink {
                         info!(table = %self.location, batch, version, "The batch had landed; not committing it again.");
                         return Ok(version);
                     }
-                    if attempt >= COMMIT_ATTEMPTS {
+                    // When writing the data files out fails (a full disk), the writer discards
+                    // them: committing again would land an empty commit under this batch's
+                    // txn and lose its rows without a trace. Only a failed log commit, with
+                    // its files still staged, is retried.
+                    if attempt >= COMMIT_ATTEMPTS
+                        || writer.writer.buffered_record_batch_count() != written
+                    {
                         return Err(delta_err(&self.location, e));
                     }
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;

@@ -9,6 +9,7 @@ mod common;
 mod config;
 mod crash;
 mod evolution;
+mod faults;
 mod ingest_once;
 mod s3;
 mod watch;

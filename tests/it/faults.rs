@@ -1,0 +1,201 @@
+//! Disk full and permission errors: a clean stop with a message naming the path, and a clean
+//! resume once fixed, with every row exactly once.
+//!
+//! A full disk is a real small tmpfs, mounted in a private mount namespace (`unshare -rm`)
+//! so the tests need no privileges beyond what user namespaces give; the whole scenario runs
+//! inside it, and the table is copied out to be checked. Permissions are checked by running
+//! the binary as `nobody` (root ignores file modes), so that test runs only as root.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::{self, Scratch};
+
+/// Runs `script` with `sh` in a new user and mount namespace, or `None` when this machine
+/// cannot make one (the test then says so and checks nothing).
+fn in_mount_namespace(script: &str, env: &[(&str, &Path)]) -> Option<Output> {
+    let probe = Command::new("unshare").args(["-rm", "true"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: cannot create a mount namespace here (unshare -rm)");
+        return None;
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-rm", "sh", "-c", script])
+        .env("BIN", env!("CARGO_BIN_EXE_autoloader"))
+        .env("RUST_LOG", "warn")
+        .env_remove("AUTOLOADER_FAILPOINT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Some(cmd.output().unwrap())
+}
+
+fn report(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_full_table_disk_stops_naming_the_path_and_resumes_once_space_is_freed() {
+    let s = Scratch::new();
+    for i in 0..4u64 {
+        s.land(
+            &format!("f{i}.json"),
+            common::orders_jsonl(i * 20_000, (i + 1) * 20_000),
+        );
+    }
+    let fs = s.dir.path().join("tablefs");
+    std::fs::create_dir_all(&fs).unwrap();
+    let ckpt = s.dir.path().join("ckpt");
+    let copy = s.dir.path().join("copy");
+    // Room for the table's creation, not for its first data file.
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=48k tmpfs "$FS" || exit 90
+        "$BIN" ingest "$LANDING" "$FS/table" --once --checkpoint "$CKPT" \
+            -o cloudFiles.maxFilesPerTrigger=2
+        echo "first-exit=$?"
+        mount -o remount,size=64m tmpfs "$FS" || exit 91
+        "$BIN" ingest "$LANDING" "$FS/table" --once --checkpoint "$CKPT" \
+            -o cloudFiles.maxFilesPerTrigger=2 || exit 92
+        cp -r "$FS/table" "$COPY"
+    "#;
+    let landing = s.landing();
+    let Some(out) = in_mount_namespace(
+        script,
+        &[
+            ("FS", &fs),
+            ("LANDING", &landing),
+            ("CKPT", &ckpt),
+            ("COPY", &copy),
+        ],
+    ) else {
+        return;
+    };
+    let text = report(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("first-exit=1"),
+        "the full disk stops the run: {text}"
+    );
+    assert!(
+        text.contains("No space left on device") && text.contains(&*fs.to_string_lossy()),
+        "the error names the cause and the path: {text}"
+    );
+    let ids = common::column_strings(&common::read_table(&copy), "order_id");
+    let mut ids: Vec<u64> = ids.iter().map(|v| v.parse().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..80_000).collect::<Vec<_>>(), "every row once");
+}
+
+#[test]
+fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 100));
+    s.land("b.json", common::orders_jsonl(100, 200));
+    let fs = s.dir.path().join("ckptfs");
+    std::fs::create_dir_all(&fs).unwrap();
+    let copy = s.dir.path().join("copy");
+    let table = s.dir.path().join("table");
+    // The disk fills while the first batch is being committed: the commit lands, marking
+    // it done in the checkpoint fails. The restart must only mark it, not commit it again.
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=8m tmpfs "$FS" || exit 90
+        AUTOLOADER_FAILPOINT='after-delta-commit=sleep(1500)' \
+            "$BIN" ingest "$LANDING" "$TABLE" --once --checkpoint "$FS/ckpt" \
+            -o cloudFiles.maxFilesPerTrigger=1 &
+        pid=$!
+        sleep 0.8
+        dd if=/dev/zero of="$FS/filler" bs=64k 2>/dev/null
+        wait $pid
+        echo "first-exit=$?"
+        rm -f "$FS/filler"
+        "$BIN" ingest "$LANDING" "$TABLE" --once --checkpoint "$FS/ckpt" \
+            -o cloudFiles.maxFilesPerTrigger=1 || exit 92
+        cp -r "$TABLE" "$COPY"
+    "#;
+    let landing = s.landing();
+    let Some(out) = in_mount_namespace(
+        script,
+        &[
+            ("FS", &fs),
+            ("LANDING", &landing),
+            ("TABLE", &table),
+            ("COPY", &copy),
+        ],
+    ) else {
+        return;
+    };
+    let text = report(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("first-exit=1"),
+        "the full disk stops the run: {text}"
+    );
+    assert!(
+        text.contains("No space left on device") && text.contains(&*fs.to_string_lossy()),
+        "the error names the cause and the checkpoint path: {text}"
+    );
+    let ids = common::column_strings(&common::read_table(&copy), "order_id");
+    let mut ids: Vec<u64> = ids.iter().map(|v| v.parse().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..200).collect::<Vec<_>>(), "every row once");
+}
+
+#[test]
+fn a_read_only_table_folder_stops_naming_it_and_resumes_once_writable() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run the binary as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 50));
+    let open = std::fs::Permissions::from_mode(0o777);
+    std::fs::set_permissions(s.dir.path(), open.clone()).unwrap();
+    std::fs::set_permissions(s.landing(), open.clone()).unwrap();
+    std::fs::set_permissions(
+        s.landing().join("a.json"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let table = s.table();
+    let ckpt = s.dir.path().join("ckpt");
+    std::fs::create_dir_all(&table).unwrap();
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::set_permissions(&ckpt, open.clone()).unwrap();
+    std::fs::set_permissions(&table, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(["ingest"])
+            .arg(s.landing())
+            .arg(&table)
+            .arg("--once")
+            .arg("--checkpoint")
+            .arg(&ckpt)
+            .env("RUST_LOG", "warn")
+            .env_remove("AUTOLOADER_FAILPOINT")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let text = report(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("Permission denied") && text.contains(&*table.to_string_lossy()),
+        "the error names the cause and the table: {text}"
+    );
+    std::fs::set_permissions(&table, open).unwrap();
+    let out = run();
+    assert!(out.status.success(), "{}", report(&out));
+    s.assert_ids_once(0..50, "after the fix");
+}
