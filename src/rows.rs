@@ -584,7 +584,13 @@ fn int_of(v: &Jv<'_>) -> Option<i64> {
 fn float_of(v: &Jv<'_>) -> Option<f64> {
     match v {
         // A number beyond f64 (`1e400`) does not fit: rescued, not stored as infinity.
-        Jv::Number(t) => t.parse::<f64>().ok().filter(|f| f.is_finite()),
+        // Nor does an integer that f64 would round (more than 15 digits can): its exact
+        // digits are rescued rather than silently changed.
+        Jv::Number(t) => t
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .filter(|f| t.len() <= 15 || !is_integer_text(t) || integer_is_exact(t, *f)),
         Jv::String(s) => match s.as_ref() {
             "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
                 values::parse_double(s)
@@ -593,6 +599,23 @@ fn float_of(v: &Jv<'_>) -> Option<f64> {
         },
         _ => None,
     }
+}
+
+fn is_integer_text(t: &str) -> bool {
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether `f` holds exactly the integer written `t` (Rust prints a double's exact value).
+fn integer_is_exact(t: &str, f: f64) -> bool {
+    let (negative, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t),
+    };
+    let digits = digits.trim_start_matches('0');
+    let printed = format!("{:.0}", f.abs());
+    let printed = printed.trim_start_matches('0');
+    printed == digits && (negative == f.is_sign_negative() || digits.is_empty())
 }
 
 /// The index of the entry for `name`: the exact name first, then (reading
@@ -881,6 +904,31 @@ fn metadata_array(file: &FileMeta, n: usize) -> ArrayRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_that_a_double_would_round_are_refused() {
+        let big = "123456789012345678901234567890123456789012345678901";
+        assert_eq!(float_of(&Jv::Number(big.into())), None);
+        assert_eq!(
+            float_of(&Jv::Number("9007199254740993".into())),
+            None,
+            "2^53 + 1 is not a double"
+        );
+        assert_eq!(
+            float_of(&Jv::Number("9007199254740992".into())),
+            Some(9_007_199_254_740_992.0)
+        );
+        assert_eq!(
+            float_of(&Jv::Number("-100000000000000000000".into())),
+            Some(-1e20),
+            "a power of ten that a double holds exactly"
+        );
+        assert_eq!(
+            float_of(&Jv::Number("0.1".into())),
+            Some(0.1),
+            "fractions as before"
+        );
+    }
     use crate::schema::hints::parse_schema;
     use arrow_array::cast::AsArray;
     use serde_json::json;

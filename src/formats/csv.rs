@@ -18,31 +18,66 @@ use crate::schema::infer::{Inferred, SchemaInferrer};
 
 const BOM: &str = "\u{feff}";
 
+/// The input with its last byte that is not a line break remembered: a quoted field that
+/// reaches the end of the file without that byte being the quote was never closed.
+struct TailWatch {
+    inner: Box<dyn std::io::BufRead + Send>,
+    last: u8,
+    /// The input has ended (a read returned nothing).
+    ended: bool,
+}
+
+impl std::io::Read for TailWatch {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.ended |= n == 0 && !buf.is_empty();
+        if let Some(b) = buf[..n].iter().rev().find(|b| !matches!(b, b'\n' | b'\r')) {
+            self.last = *b;
+        }
+        Ok(n)
+    }
+}
+
+/// A CSV reader over one file.
+struct CsvReader {
+    inner: ::csv::Reader<TailWatch>,
+    quote: u8,
+}
+
 fn reader(
     file: &SourceFile,
     csv: &CsvSettings,
     max_decompressed: u64,
-) -> Result<::csv::Reader<Box<dyn std::io::BufRead + Send>>, DecodeError> {
+) -> Result<CsvReader, DecodeError> {
     let input = open(&file.local_path, &file.meta.path, max_decompressed)?;
-    Ok(::csv::ReaderBuilder::new()
+    let inner = ::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .delimiter(csv.sep)
         .quote(csv.quote)
         .escape(csv.escape)
         .double_quote(true)
-        .from_reader(input))
+        .from_reader(TailWatch {
+            inner: input,
+            last: 0,
+            ended: false,
+        });
+    Ok(CsvReader {
+        inner,
+        quote: csv.quote,
+    })
 }
 
 /// Reads the next record; `Ok(false)` at end of file. A record longer than
-/// `cloudFiles.maxRecordBytes` is an error naming the file and line.
+/// `cloudFiles.maxRecordBytes` is an error naming the file and line, and so is a quote that
+/// is never closed (it would swallow the rest of the file into one cell, unflagged).
 fn next_record(
-    r: &mut ::csv::Reader<Box<dyn std::io::BufRead + Send>>,
+    r: &mut CsvReader,
     record: &mut ::csv::ByteRecord,
     path: &str,
     max_record_bytes: usize,
 ) -> Result<bool, DecodeError> {
-    let more = r.read_byte_record(record).map_err(|e| {
+    let more = r.inner.read_byte_record(record).map_err(|e| {
         let line = e.position().map(|p| p.line());
         match e.into_kind() {
             ::csv::ErrorKind::Io(io) => read_error(path, io, line),
@@ -53,11 +88,30 @@ fn next_record(
             },
         }
     })?;
+    let line = || record.position().map_or(0, ::csv::Position::line);
     if record.as_slice().len() > max_record_bytes {
         return Err(DecodeError::RecordTooLong {
             path: path.to_string(),
-            line: record.position().map_or(0, ::csv::Position::line),
+            line: line(),
             limit: max_record_bytes,
+        });
+    }
+    // The record that ends the file, whose last field spans lines, while the file does not
+    // end with the quote: its quote opened and ran to the end.
+    if more
+        && r.inner.get_ref().ended
+        && record
+            .iter()
+            .next_back()
+            .is_some_and(|f| f.contains(&b'\n') || f.contains(&b'\r'))
+        && r.inner.get_ref().last != r.quote
+    {
+        return Err(DecodeError::Corrupt {
+            path: path.to_string(),
+            line: Some(line()),
+            reason: "a quoted field opened on this line is never closed (it runs to the end \
+                     of the file)"
+                .into(),
         });
     }
     Ok(more)
