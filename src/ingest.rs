@@ -1379,14 +1379,27 @@ async fn execute_counted(
     // A file skipped under ignoreCorruptFiles/ignoreMissingFiles may have emitted rows
     // before it failed: the batch is then rewritten without it.
     let settings = &ctx.req.settings;
+    let evolving = matches!(
+        settings.evolution_mode,
+        EvolutionMode::AddNewColumns | EvolutionMode::FailOnNewColumns
+    );
+    // While evolving, a read stops at the first new field, so the batch that meets new
+    // columns is not read in full twice (once for nothing). Turned off if that read finds
+    // nothing to evolve after all, so the batch is then read in full.
+    let mut stop_at_new_fields = evolving;
     let (writer, stats) = loop {
         let mut writer = sink.writer()?;
-        match read_files(ctx, &state.layout, &files, &skip, &mut writer).await? {
+        match read_files(
+            ctx,
+            &state.layout,
+            &files,
+            &skip,
+            &mut writer,
+            stop_at_new_fields,
+        )
+        .await?
+        {
             Ok(stats) => {
-                let evolving = matches!(
-                    settings.evolution_mode,
-                    EvolutionMode::AddNewColumns | EvolutionMode::FailOnNewColumns
-                );
                 if !evolving || !stats.iter().any(|s| s.new_fields) {
                     break (writer, stats);
                 }
@@ -1410,6 +1423,11 @@ async fn execute_counted(
                     settings.evolution_mode,
                     &reserved,
                 ) {
+                    Outcome::Unchanged if stop_at_new_fields => {
+                        writer.abort();
+                        stop_at_new_fields = false;
+                        continue;
+                    }
                     Outcome::Unchanged => break (writer, stats),
                     Outcome::Reject { added } => {
                         writer.abort();
@@ -1655,12 +1673,16 @@ fn report_rescue(
 
 /// Decodes the files on blocking workers and writes their batches. The inner error is the
 /// first file that failed (the caller decides whether to skip it).
+/// Reads the files into `writer`, in parallel. With `stop_at_new_fields`, reading stops at
+/// the first field the schema lacks (no further file is started, and that file stops
+/// there): the stats are then partial, and the caller evolves and reads the batch again.
 async fn read_files(
     ctx: &RunContext<'_>,
     layout: &Arc<Layout>,
     files: &[SourceFile],
     skip: &[bool],
     writer: &mut crate::sink::BatchWriter,
+    stop_at_new_fields: bool,
 ) -> Result<Result<Vec<FileStats>, (usize, DecodeError)>, IngestError> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -1679,7 +1701,8 @@ async fn read_files(
             Arc::clone(&files_arc),
             Arc::clone(&skip_arc),
         );
-        let opts = ctx.opts.clone();
+        let mut opts = ctx.opts.clone();
+        opts.stop_at_new_fields = stop_at_new_fields;
         let layout = Arc::clone(layout);
         handles.push(tokio::task::spawn_blocking(move || {
             loop {
@@ -1705,7 +1728,12 @@ async fn read_files(
                 }
                 let mut emit = |b: RecordBatch| tx.blocking_send(Msg::Batch(b)).is_ok();
                 let msg = match formats::decode_file(file, &opts, &layout, &mut emit) {
-                    Ok(stats) => Msg::Done { index, stats },
+                    Ok(stats) => {
+                        if stop_at_new_fields && stats.new_fields {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        Msg::Done { index, stats }
+                    }
                     Err(error) => Msg::Failed { index, error },
                 };
                 if tx.blocking_send(msg).is_err() {

@@ -332,7 +332,8 @@ pub fn decode(
         // The clean path: each line parsed into a borrowing value, straight into builders.
         let path = file.meta.path.as_str();
         let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
-        for_each_line(
+        let mut stopped_early = false;
+        let read = for_each_line(
             &mut *reader,
             path,
             opts.max_record_bytes,
@@ -351,6 +352,12 @@ pub fn decode(
                     Ok(_) | Err(_) if opts.fail_fast => return Err(fail_fast(line_no)),
                     Ok(_) | Err(_) => rows.append_corrupt(&String::from_utf8_lossy(line)),
                 }
+                if opts.stop_at_new_fields && rows.saw_new_fields() {
+                    stopped_early = true;
+                    return Err(DecodeError::Cancelled {
+                        path: path.to_string(),
+                    });
+                }
                 pending_bytes += line.len();
                 if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
                     pending_bytes = 0;
@@ -358,7 +365,15 @@ pub fn decode(
                 }
                 Ok(())
             },
-        )?;
+        );
+        match read {
+            Err(DecodeError::Cancelled { .. }) if stopped_early => {
+                stats.unknown_names = rows.unknown_names().to_vec();
+                stats.new_fields = true;
+                return Ok(stats);
+            }
+            other => other?,
+        }
     }
     if !rows.is_empty() {
         flush(&mut rows, &mut stats)?;

@@ -114,6 +114,9 @@ pub struct DecodeOptions {
     pub max_decompressed_bytes: u64,
     pub max_nesting_depth: usize,
     pub csv: crate::options::CsvSettings,
+    /// Stop reading a file at its first field the schema lacks (the batch is about to be
+    /// evolved and read again, so the rest would be read for nothing).
+    pub stop_at_new_fields: bool,
 }
 
 impl DecodeOptions {
@@ -130,6 +133,7 @@ impl DecodeOptions {
             max_decompressed_bytes: settings.max_decompressed_bytes,
             max_nesting_depth: settings.max_nesting_depth,
             csv: settings.csv.clone(),
+            stop_at_new_fields: false,
         }
     }
 
