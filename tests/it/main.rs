@@ -9,6 +9,7 @@ mod common;
 mod config;
 mod crash;
 mod evolution;
+mod fuzz_smoke;
 mod ingest_once;
 mod s3;
 mod watch;
