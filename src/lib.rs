@@ -10,6 +10,9 @@ pub mod events;
 pub mod failpoint;
 pub mod formats;
 pub mod fsutil;
+/// Entry points for `cargo fuzz` and the `fuzz_smoke` tests; not a stable API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ingest;
 pub mod jv;
 pub mod lease;

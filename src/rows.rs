@@ -210,11 +210,34 @@ pub enum ColumnBuilder {
     },
     Map {
         keys: Box<ColumnBuilder>,
+        /// Reads each key of a value before any is appended (absent for STRING keys, which
+        /// always read): Arrow map keys cannot be null, so a key that does not read as the
+        /// key type must make the whole map null, not leave a null key behind.
+        key_probe: Option<Box<ColumnBuilder>>,
         values: Box<ColumnBuilder>,
         entries: Arc<ArrowField>,
         offsets: Vec<i32>,
         validity: NullBufferBuilder,
     },
+}
+
+/// Whether every key of a JSON object reads as a non-null value of the map's key type
+/// (`probe` is `None` for STRING keys, which always do).
+fn keys_read(
+    probe: Option<&mut ColumnBuilder>,
+    obj: &[(Cow<'_, str>, Jv<'_>)],
+    ctx: &ReadContext,
+) -> bool {
+    let Some(probe) = probe else {
+        return true;
+    };
+    let mut ignored = false;
+    let all_read = obj
+        .iter()
+        .all(|(k, _)| probe.append_text(k, ctx, &mut ignored));
+    // Finishing empties the probe for the next value, so it runs either way.
+    let read = probe.finish();
+    all_read && read.null_count() == 0
 }
 
 impl ColumnBuilder {
@@ -262,6 +285,7 @@ impl ColumnBuilder {
             },
             DataType::Map(key, value) => ColumnBuilder::Map {
                 keys: Box::new(ColumnBuilder::new(key)),
+                key_probe: (**key != DataType::String).then(|| Box::new(ColumnBuilder::new(key))),
                 values: Box::new(ColumnBuilder::new(value)),
                 entries: match t.to_arrow() {
                     ArrowType::Map(f, _) => f,
@@ -424,11 +448,17 @@ impl ColumnBuilder {
             },
             ColumnBuilder::Map {
                 keys,
+                key_probe,
                 values,
                 offsets,
                 validity,
                 ..
             } => match v {
+                Jv::Object(obj) if !keys_read(key_probe.as_deref_mut(), obj, ctx) => {
+                    offsets.push(*offsets.last().expect("offsets start with 0"));
+                    validity.append_null();
+                    false
+                }
                 Jv::Object(obj) => {
                     let mut ok = true;
                     for (k, val) in obj {
@@ -525,6 +555,7 @@ impl ColumnBuilder {
                 entries,
                 offsets,
                 validity,
+                ..
             } => {
                 let keys = keys.finish();
                 let values = values.finish();
@@ -930,6 +961,7 @@ mod tests {
         );
     }
     use crate::schema::hints::parse_schema;
+    use arrow_array::Array;
     use arrow_array::cast::AsArray;
     use serde_json::json;
 
@@ -1016,6 +1048,44 @@ mod tests {
         );
         let meta = batch.column_by_name("_metadata").unwrap().as_struct();
         assert_eq!(meta.column(1).as_string::<i32>().value(0), "a.json");
+    }
+
+    /// Found by fuzzing `fuzz_hints`: with the hint `attrs MAP<INT, BIGINT>`, the record
+    /// `{"attrs": {"k": 1}}` left a null key in the map and building the batch panicked.
+    #[test]
+    fn a_map_key_that_does_not_read_as_the_key_type_rescues_the_whole_map() {
+        let mut rows = RowBuilder::new(
+            layout("attrs MAP<INT, BIGINT>, kinds MAP<STRUCT<a: INT>, STRING>"),
+            CTX,
+            file(),
+        );
+        for rec in [
+            json!({"attrs": {"1": 10, "2": 20}}),
+            json!({"attrs": {"3": 30, "k": 1}, "kinds": {"null": "x"}}),
+            json!({"attrs": {"4": 40}, "kinds": {"{\"a\": 1}": "y"}}),
+        ] {
+            rows.append_json_object(&obj(rec));
+        }
+        let batch = rows.finish();
+        let attrs = batch.column_by_name("attrs").unwrap().as_map();
+        assert_eq!(
+            (attrs.is_null(0), attrs.is_null(1), attrs.is_null(2)),
+            (false, true, false)
+        );
+        assert_eq!(
+            attrs.value(2).len(),
+            1,
+            "a map after a rescued one is whole"
+        );
+        let kinds = batch.column_by_name("kinds").unwrap().as_map();
+        assert!(kinds.is_null(1), "a null key makes the map null");
+        assert_eq!(kinds.value(2).len(), 1);
+        assert_eq!(
+            rescued(&batch)[1].as_deref(),
+            Some(
+                r#"{"attrs":{"3":30,"k":1},"kinds":{"null":"x"},"_file_path":"file:///land/a.json"}"#
+            )
+        );
     }
 
     #[test]

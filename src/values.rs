@@ -73,25 +73,27 @@ fn split_zone(rest: &str) -> Option<(&str, Option<i32>)> {
     Some((rest, None))
 }
 
+/// Fields are sliced by byte offset with `str::get`, so a multi-byte character across an
+/// offset is a mismatch, not a panic (`10:0é0` panicked; found by fuzzing `fuzz_json`).
 fn parse_time(s: &str) -> Option<NaiveTime> {
     let b = s.as_bytes();
     if b.len() < 5 || b[2] != b':' {
         return None;
     }
-    let hour: u32 = s[0..2].parse().ok()?;
-    let minute: u32 = s[3..5].parse().ok()?;
+    let hour: u32 = s.get(0..2)?.parse().ok()?;
+    let minute: u32 = s.get(3..5)?.parse().ok()?;
     let (second, nanos) = if b.len() == 5 {
         (0, 0)
     } else {
         if b[5] != b':' || b.len() < 8 {
             return None;
         }
-        let second: u32 = s[6..8].parse().ok()?;
+        let second: u32 = s.get(6..8)?.parse().ok()?;
         let nanos = if b.len() > 8 {
             if b[8] != b'.' && b[8] != b',' {
                 return None;
             }
-            let frac = &s[9..];
+            let frac = s.get(9..)?;
             if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
                 return None;
             }
@@ -133,7 +135,9 @@ pub fn parse_date(text: &str) -> Option<i32> {
 struct DecimalText {
     negative: bool,
     digits: String,
-    scale: i32,
+    /// Wider than the exponent: `1e-2147483648` has scale 2^31, which `i32` cannot hold
+    /// (an overflow panic under the debug assertions fuzz builds enable).
+    scale: i64,
 }
 
 fn decimal_text(text: &str) -> Option<DecimalText> {
@@ -169,7 +173,7 @@ fn decimal_text(text: &str) -> Option<DecimalText> {
     Some(DecimalText {
         negative,
         digits,
-        scale: frac_part.len() as i32 - exponent,
+        scale: i64::try_from(frac_part.len()).ok()? - i64::from(exponent),
     })
 }
 
@@ -177,7 +181,7 @@ fn decimal_text(text: &str) -> Option<DecimalText> {
 /// half up when the text has more fractional digits; `None` when it does not fit.
 pub fn parse_decimal(text: &str, precision: u8, scale: i8) -> Option<i128> {
     let d = decimal_text(text)?;
-    let target = i32::from(scale);
+    let target = i64::from(scale);
     let mut digits = d.digits;
     if d.scale < target {
         let pad = usize::try_from(target - d.scale).ok()?;
@@ -290,6 +294,21 @@ mod tests {
         assert_eq!(parse_timestamp("2026-13-15T14:00:00Z", Tz::UTC), None);
     }
 
+    /// Found by fuzzing `fuzz_json` and `fuzz_csv`: a multi-byte character across a time field's
+    /// byte offset panicked instead of being a mismatch.
+    #[test]
+    fn multi_byte_text_in_a_time_is_a_mismatch_not_a_panic() {
+        for text in [
+            "2026-03-11T15:22:0\u{e9}0Z",
+            "2026-03-13 10:0\u{fffd}7",
+            "2026-03-13 10:00:0\u{e9}",
+            "2026-03-13 1\u{e9}:00:00",
+        ] {
+            assert_eq!(parse_timestamp(text, Tz::UTC), None, "{text}");
+        }
+        assert!(parse_timestamp("2026-03-13 10:00:00.5", Tz::UTC).is_some());
+    }
+
     #[test]
     fn dates_parse() {
         assert_eq!(parse_date("1970-01-02"), Some(1));
@@ -307,6 +326,11 @@ mod tests {
         assert_eq!(parse_decimal("0.005", 12, 2), Some(1));
         assert_eq!(parse_decimal("abc", 12, 2), None);
         assert_eq!(parse_decimal("5000원", 12, 2), None);
+        // Exponents at the ends of i32: no overflow, and the value still rounds.
+        assert_eq!(parse_decimal("5e-2147483648", 12, 2), Some(0));
+        assert_eq!(parse_decimal("0.5e-2147483647", 12, 2), Some(0));
+        assert_eq!(parse_decimal("1e2147483647", 12, 2), None);
+        assert_eq!(parse_decimal("0.01e2147483647", 38, -128), None);
     }
 
     #[test]

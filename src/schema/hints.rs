@@ -47,9 +47,17 @@ pub struct Hint {
     pub data_type: DataType,
 }
 
+/// How deep ARRAY, MAP and STRUCT types may nest. The schema store keeps schemas as Spark
+/// JSON, where a struct level is three JSON levels, and serde_json reads at most 128: a
+/// deeper type would be stored and then not read back. The cap also bounds the parser's
+/// recursion. (Found by fuzzing `fuzz_hints`.)
+pub const MAX_TYPE_DEPTH: usize = 40;
+
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
+    /// Nested types open at the current position.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -148,6 +156,20 @@ impl<'a> Parser<'a> {
         Ok(n)
     }
 
+    /// Parses the inside of a nested type one level deeper.
+    fn nested<T>(
+        &mut self,
+        inner: impl FnOnce(&mut Self) -> Result<T, HintError>,
+    ) -> Result<T, HintError> {
+        if self.depth == MAX_TYPE_DEPTH {
+            return Err(self.err(format!("types nest at most {MAX_TYPE_DEPTH} deep")));
+        }
+        self.depth += 1;
+        let result = inner(self);
+        self.depth -= 1;
+        result
+    }
+
     fn data_type(&mut self) -> Result<DataType, HintError> {
         let start = self.pos;
         let word = self.word();
@@ -179,36 +201,36 @@ impl<'a> Parser<'a> {
                     DataType::Decimal(10, 0)
                 }
             }
-            "ARRAY" => {
-                self.expect('<')?;
-                let element = self.data_type()?;
-                self.expect('>')?;
-                DataType::Array(Box::new(element))
-            }
-            "MAP" => {
-                self.expect('<')?;
-                let key = self.data_type()?;
-                self.expect(',')?;
-                let value = self.data_type()?;
-                self.expect('>')?;
-                DataType::Map(Box::new(key), Box::new(value))
-            }
-            "STRUCT" => {
-                self.expect('<')?;
+            "ARRAY" => self.nested(|p| {
+                p.expect('<')?;
+                let element = p.data_type()?;
+                p.expect('>')?;
+                Ok(DataType::Array(Box::new(element)))
+            })?,
+            "MAP" => self.nested(|p| {
+                p.expect('<')?;
+                let key = p.data_type()?;
+                p.expect(',')?;
+                let value = p.data_type()?;
+                p.expect('>')?;
+                Ok(DataType::Map(Box::new(key), Box::new(value)))
+            })?,
+            "STRUCT" => self.nested(|p| {
+                p.expect('<')?;
                 let mut fields = Vec::new();
-                if !self.eat('>') {
+                if !p.eat('>') {
                     loop {
-                        let name = self.name()?;
-                        self.eat(':');
-                        fields.push(Field::new(name, self.data_type()?));
-                        if self.eat('>') {
+                        let name = p.name()?;
+                        p.eat(':');
+                        fields.push(Field::new(name, p.data_type()?));
+                        if p.eat('>') {
                             break;
                         }
-                        self.expect(',')?;
+                        p.expect(',')?;
                     }
                 }
-                DataType::Struct(fields)
-            }
+                Ok(DataType::Struct(fields))
+            })?,
             "" => {
                 self.pos = start;
                 self.skip_ws();
@@ -238,7 +260,11 @@ impl<'a> Parser<'a> {
 
 /// Parses `cloudFiles.schemaHints`.
 pub fn parse_hints(text: &str) -> Result<Vec<Hint>, HintError> {
-    let mut p = Parser { text, pos: 0 };
+    let mut p = Parser {
+        text,
+        pos: 0,
+        depth: 0,
+    };
     let mut hints = Vec::new();
     if p.done() {
         return Ok(hints);
@@ -395,6 +421,22 @@ mod tests {
         assert!(err.message.contains("out of range"), "{err}");
         let err = parse_hints("a ARRAY<INT").unwrap_err();
         assert!(err.message.contains("expected '>'"), "{err}");
+    }
+
+    /// Found by fuzzing `fuzz_hints`: `a STRUCT<a STRUCT<...>>` 50 deep parsed, and its
+    /// Spark JSON (what the schema store keeps) could not be read back.
+    #[test]
+    fn types_nest_only_as_deep_as_the_schema_store_reads_back() {
+        let nested = |n: usize, open: &str| format!("a {}INT{}", open.repeat(n), ">".repeat(n));
+        for open in ["STRUCT<a ", "ARRAY<", "MAP<STRING, "] {
+            let deepest = parse_schema(&nested(MAX_TYPE_DEPTH, open)).unwrap();
+            let json = deepest.to_spark_json();
+            assert_eq!(Schema::from_spark_json(&json).unwrap(), deepest, "{open}");
+            let err = parse_schema(&nested(MAX_TYPE_DEPTH + 1, open)).unwrap_err();
+            assert!(err.message.contains("nest at most 40 deep"), "{err}");
+        }
+        // Far deeper input is an error too, not a stack overflow.
+        assert!(parse_hints(&nested(100_000, "ARRAY<")).is_err());
     }
 
     #[test]

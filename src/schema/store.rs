@@ -37,6 +37,11 @@ pub enum SchemaStoreError {
     Exists { version: u64, path: PathBuf },
     #[error("schema location {0}")]
     Remote(#[from] RemoteError),
+    #[error(
+        "schema version {version} cannot be stored, it could not be read back: {reason}; \
+         nested types (data, cloudFiles.maxNestingDepth, or dotted schema hints) are too deep"
+    )]
+    Unreadable { version: u64, reason: String },
 }
 
 /// What produced a version: first inference, a user-given schema, or evolution.
@@ -199,6 +204,14 @@ impl SchemaStore {
             partition_schema_json: partition.to_spark_json(),
             info: info.clone(),
         };
+        // A schema nested deeper than serde_json reads would be written and then stop the
+        // stream on its next start: refuse it now (found by fuzzing `fuzz_hints`).
+        Schema::from_spark_json(&entry.data_schema_json).map_err(|e| {
+            SchemaStoreError::Unreadable {
+                version,
+                reason: e.to_string(),
+            }
+        })?;
         let body = format!(
             "{FORMAT_LINE}\n{}\n",
             serde_json::to_string(&entry).expect("schema entries always serialize")
@@ -270,5 +283,27 @@ mod tests {
             text.starts_with("v1\n{\"dataSchemaJson\":\"{\\\"type\\\":\\\"struct\\\""),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_schema_too_deep_to_read_back_is_refused_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SchemaStore::open(dir.path()).unwrap();
+        let mut t = DataType::Long;
+        for _ in 0..60 {
+            t = DataType::Struct(vec![Field::new("a", t)]);
+        }
+        let deep = Schema::new(vec![Field::new("a", t)]);
+        let info = VersionInfo {
+            stream_id: "s".into(),
+            created_at_ms: 1,
+            reason: "provided".into(),
+            sampled_files: None,
+            sampled_records: None,
+            sampled_bytes: None,
+        };
+        let err = store.write(0, &deep, &Schema::default(), info).unwrap_err();
+        assert!(matches!(err, SchemaStoreError::Unreadable { .. }), "{err}");
+        assert!(store.latest().unwrap().is_none(), "nothing was written");
     }
 }

@@ -10,6 +10,7 @@ mod config;
 mod crash;
 mod evolution;
 mod faults;
+mod fuzz_smoke;
 mod ingest_once;
 mod s3;
 mod watch;
