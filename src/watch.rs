@@ -222,6 +222,7 @@ async fn watch_loop(
     let _watcher = root.as_ref().and_then(|r| start_watcher(r, tx));
     let root = root.unwrap_or_default();
     let is_object_store = matches!(req.source, Source::S3 { .. });
+    crate::memory::prefer_returning_memory();
     let mut tracker = SettleTracker::new(timing.settle);
     let mut ingested_since_idle = false;
     info!(source = %req.source.describe(), table = %req.table.display(), "Watching for new files.");
