@@ -486,10 +486,10 @@ impl ColumnBuilder {
                 b.append_value(s);
                 true
             }
-            ColumnBuilder::Long(b) => append_opt(b, s.trim().parse().ok()),
-            ColumnBuilder::Integer(b) => append_opt(b, s.trim().parse().ok()),
-            ColumnBuilder::Short(b) => append_opt(b, s.trim().parse().ok()),
-            ColumnBuilder::Byte(b) => append_opt(b, s.trim().parse().ok()),
+            ColumnBuilder::Long(b) => append_opt(b, values::trim(s).parse().ok()),
+            ColumnBuilder::Integer(b) => append_opt(b, values::trim(s).parse().ok()),
+            ColumnBuilder::Short(b) => append_opt(b, values::trim(s).parse().ok()),
+            ColumnBuilder::Byte(b) => append_opt(b, values::trim(s).parse().ok()),
             ColumnBuilder::Float(b) => append_opt(b, values::parse_double(s).map(|f| f as f32)),
             ColumnBuilder::Double(b) => append_opt(b, values::parse_double(s)),
             ColumnBuilder::Boolean(b) => append_opt(b, values::parse_bool(s)),

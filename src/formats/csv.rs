@@ -118,7 +118,11 @@ fn next_record(
 }
 
 fn cell_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(raw)
+    // The validating fast path first: lossy decoding walks the bytes chunk by chunk.
+    match std::str::from_utf8(raw) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(raw),
+    }
 }
 
 /// The text of bytes that are not valid UTF-8, with each bad byte written `\xNN`, so the
@@ -165,32 +169,29 @@ pub fn infer(
     let path = file.meta.path.as_str();
     let mut r = reader(file, &opts.csv, opts.max_decompressed_bytes)?;
     let mut record = ::csv::ByteRecord::new();
-    let mut headers: Option<Vec<String>> = None;
+    let mut columns: Option<Vec<usize>> = None;
     let infer_opts = opts.infer_options(typed);
     let mut rows = 0u64;
     while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
-        if headers.is_none() {
+        if columns.is_none() {
             let names = if opts.csv.header {
                 header_names(&record)
             } else {
                 positional_names(record.len())
             };
-            for name in &names {
-                inferrer.add_column(name);
-            }
-            headers = Some(names);
+            columns = Some(names.iter().map(|n| inferrer.add_column(n)).collect());
             if opts.csv.header {
                 continue;
             }
         }
-        let names = headers.as_ref().expect("set above");
+        let columns = columns.as_ref().expect("set above");
         rows += 1;
-        for (name, raw) in names.iter().zip(record.iter()) {
+        for (&column, raw) in columns.iter().zip(record.iter()) {
             let text = cell_text(raw);
             if text.is_empty() || *text == *opts.csv.null_value {
                 continue;
             }
-            inferrer.add_typed(name, Inferred::of_csv(&text, infer_opts));
+            inferrer.add_typed_at(column, Inferred::of_csv(&text, infer_opts));
         }
     }
     Ok(rows)

@@ -89,7 +89,7 @@ impl Inferred {
         if !opts.typed {
             return Inferred::Leaf(DataType::String);
         }
-        let t = text.trim();
+        let t = values::trim(text);
         let leaf = if let Ok(v) = t.parse::<i64>() {
             if i32::try_from(v).is_ok() {
                 DataType::Integer
@@ -501,8 +501,21 @@ impl SchemaInferrer {
     }
 
     /// Observes a column's existence (a CSV header name) without a value.
-    pub fn add_column(&mut self, name: &str) {
+    /// Registers a column and returns its index, for [`SchemaInferrer::add_typed_at`].
+    pub fn add_column(&mut self, name: &str) -> usize {
         merge_field(&mut self.fields, name, Inferred::Null);
+        self.fields
+            .iter()
+            .position(|(n, _)| n.eq_ignore_ascii_case(name))
+            .expect("just added")
+    }
+
+    /// Observes one value of the column at `index` (from [`SchemaInferrer::add_column`]):
+    /// CSV cells are positional, so the name lookup is done once per file, not per cell.
+    pub fn add_typed_at(&mut self, index: usize, t: Inferred) {
+        let existing = &mut self.fields[index].1;
+        let old = std::mem::replace(existing, Inferred::Null);
+        *existing = old.merge(t);
     }
 
     /// Observes one column value of known type (CSV cells, Parquet columns).
