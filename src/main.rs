@@ -182,8 +182,15 @@ enum SchemaCommand {
 }
 
 fn main() -> ExitCode {
-    autoloader::memory::limit_arenas();
     let cli = Cli::parse();
+    // A watcher runs for days: fewer malloc arenas keep its memory level. Set before any
+    // thread starts; `--once` runs keep glibc's defaults (see `memory::limit_arenas`).
+    if matches!(
+        cli.command,
+        Command::Ingest { once: false, .. } | Command::Run { once: false, .. }
+    ) {
+        autoloader::memory::limit_arenas();
+    }
     init_logging(cli.verbose, cli.quiet);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,11 +4,14 @@
 //! `bench/latency.py`) although nothing was retained. Fewer arenas and returning free pages
 //! when the watcher goes idle keep it flat.
 
-/// Caps glibc's malloc arenas at two (one per core on the machines we target). Called once at
-/// start, before any thread exists. No-op on other C libraries.
+/// Caps glibc's malloc arenas at two (one per core on the machines we target), for a
+/// long-running watcher: each arena keeps its own freed pages. Not for `--once` runs: with
+/// decoders, writer and runtime threads sharing two arenas, small-file ingestion spent a
+/// fifth of its time in malloc and lock hand-offs (20,000 files: 1.66 s against 1.35 s).
+/// No-op on other C libraries.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning; called before other threads start.
+    // SAFETY: mallopt only changes allocator tuning.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
