@@ -302,7 +302,17 @@ pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
         source,
     };
     let local = crate::checkpoint::local_dir(checkpoint);
-    if !local.join("lock").exists() {
+    // Opening a checkpoint creates one where there is none: check that it exists first
+    // (on S3 its `stream` record; locally its lock file).
+    let exists = if crate::remote::is_remote(checkpoint) {
+        crate::remote::RemoteDir::open(&checkpoint.to_string_lossy())
+            .and_then(|d| d.get("stream"))
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?
+            .is_some()
+    } else {
+        local.join("lock").exists()
+    };
+    if !exists {
         return Err(io(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             "not a checkpoint (no lock file)",

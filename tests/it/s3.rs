@@ -429,6 +429,30 @@ fn checkpoint_and_schemas_on_s3_survive_a_new_machine_a_stale_cache_and_a_crash(
         sorted_ids(&python_rows(&moto, "s3://lake/t")),
         (0..30).collect::<Vec<_>>()
     );
+
+    // `status` reads an S3 checkpoint from any machine, and does not invent one.
+    let status = ok(&run_on(
+        &moto,
+        &machine(5),
+        &[
+            "status",
+            "--checkpoint",
+            "s3://lake/t/_autoloader",
+            "--json",
+        ],
+    ));
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["filesIngested"], 4, "{status}");
+    let missing = run_on(
+        &moto,
+        &machine(5),
+        &["status", "--checkpoint", "s3://lake/nothing/_autoloader"],
+    );
+    assert!(!missing.status.success());
+    assert!(
+        moto.keys("lake", "nothing").is_empty(),
+        "no checkpoint was created"
+    );
 }
 
 #[test]
