@@ -17,9 +17,14 @@ use crate::remote::RemoteDir;
 
 const LOCK_OBJECT: &str = "lock";
 /// How long a lease lasts without renewal: a crashed holder blocks others this long at most.
-const LEASE_MS: i64 = 30_000;
-/// Renewed well before it runs out.
-const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// `AUTOLOADER_LEASE_MS` changes it (tests use a short one); it is renewed every third of it.
+fn lease_ms() -> i64 {
+    std::env::var("AUTOLOADER_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .filter(|ms| *ms >= 300)
+        .unwrap_or(30_000)
+}
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -73,10 +78,12 @@ impl Lease {
             chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
         let our_host = host.clone();
+        let lease = lease_ms();
+        let renew_every = Duration::from_millis(u64::try_from(lease / 3).unwrap_or(10_000));
         let record = move |token: &str| LockRecord {
             holder: holder.clone(),
             token: token.to_string(),
-            expires_at_ms: now_ms() + LEASE_MS,
+            expires_at_ms: now_ms() + lease,
             host: host.clone(),
             pid: std::process::id(),
         };
@@ -112,7 +119,7 @@ impl Lease {
         let renewer = std::thread::Builder::new()
             .name("autoloader-lease".into())
             .spawn(move || {
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(RENEW_EVERY)
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(renew_every)
                 {
                     let ours = renew_dir
                         .get(LOCK_OBJECT)

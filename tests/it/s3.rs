@@ -105,6 +105,17 @@ impl Moto {
         keys
     }
 
+    fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
+        let store = self.store(bucket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async { store.get(&key.into()).await.unwrap().bytes().await })
+            .unwrap()
+            .to_vec()
+    }
+
     fn put(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
         let store = object_store::aws::AmazonS3Builder::new()
             .with_bucket_name(bucket)
@@ -308,6 +319,8 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
         .args(["-o", "cloudFiles.format=json"])
         .envs(moto.env())
         .env("AUTOLOADER_STATE_DIR", s.dir.path())
+        // A 900 ms lease, renewed every 300 ms, so renewal shows within the test.
+        .env("AUTOLOADER_LEASE_MS", "900")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -325,6 +338,18 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
         assert!(Instant::now() < deadline, "the watcher never committed");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The lease is renewed while the watcher runs: same holder, later expiry, never lapsing.
+    let lease = || -> serde_json::Value {
+        serde_json::from_slice(&moto.get("lake", "out/_autoloader/lock")).unwrap()
+    };
+    let first = lease();
+    std::thread::sleep(Duration::from_millis(1500));
+    let later = lease();
+    assert_eq!(later["token"], first["token"], "the same holder");
+    assert!(
+        later["expiresAtMs"].as_i64().unwrap() > first["expiresAtMs"].as_i64().unwrap() + 900,
+        "renewed: {first} then {later}"
+    );
     // SAFETY: kill(2) with our own child's pid.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
