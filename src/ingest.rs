@@ -223,48 +223,48 @@ const META_LEXICAL_ORDER: &str = "lexicalOrder";
 /// times has its files retried one per batch; a single file that does it again this many
 /// times is quarantined: recorded, reported, and not read again.
 const MAX_CRASHED_ATTEMPTS: u32 = 3;
-/// Checkpoint metadata: the batch being read and how many processes started reading it.
+/// Checkpoint metadata: for the unfinished plan being re-run, how many processes died
+/// reading it. Written only when a plan is re-run or ends with a reported error, never on
+/// the normal path: a plan found unfinished at start-up without a record died once.
 const META_IN_FLIGHT: &str = "inFlight";
 /// Checkpoint metadata: files of a crashing batch, to be planned one per batch.
 const META_SUSPECTS: &str = "suspectFiles";
 /// Checkpoint metadata: quarantined files (JSON list).
 const META_QUARANTINED: &str = "quarantinedFiles";
 
+/// Deaths counted against one plan (a plan made again gets a new `planned_at_ms`, so an old
+/// record never counts against it).
 #[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct InFlight {
     batch: u64,
+    #[serde(default)]
+    planned_at_ms: i64,
     attempts: u32,
 }
 
-/// Counts a start of reading `batch` (before any file is read).
-fn record_attempt(checkpoint: &Checkpoint, batch: u64) -> Result<u32, IngestError> {
-    let previous: InFlight = checkpoint
-        .meta(META_IN_FLIGHT)?
-        .and_then(|v| serde_json::from_str(&v).ok())
-        .unwrap_or_default();
-    let attempts = if previous.batch == batch && previous.attempts > 0 {
-        previous.attempts + 1
-    } else {
-        1
+fn set_deaths(checkpoint: &Checkpoint, plan: &Plan, deaths: u32) -> Result<(), IngestError> {
+    let record = InFlight {
+        batch: plan.batch,
+        planned_at_ms: plan.created_at_ms,
+        attempts: deaths,
     };
-    let now = InFlight { batch, attempts };
     checkpoint.set_meta(
         META_IN_FLIGHT,
-        &serde_json::to_string(&now).expect("serializes"),
+        &serde_json::to_string(&record).expect("serializes"),
     )?;
-    Ok(attempts)
+    Ok(())
 }
 
-/// How many processes started reading `batch` and died doing it.
-fn crashed_attempts(checkpoint: &Checkpoint, batch: u64) -> Result<u32, IngestError> {
-    let in_flight: InFlight = checkpoint
+/// How many processes died reading `plan`, found unfinished at start-up: the one that
+/// planned it, unless a record says otherwise.
+fn crashed_attempts(checkpoint: &Checkpoint, plan: &Plan) -> Result<u32, IngestError> {
+    let record: Option<InFlight> = checkpoint
         .meta(META_IN_FLIGHT)?
-        .and_then(|v| serde_json::from_str(&v).ok())
-        .unwrap_or_default();
-    Ok(if in_flight.batch == batch {
-        in_flight.attempts
-    } else {
-        0
+        .and_then(|v| serde_json::from_str(&v).ok());
+    Ok(match record {
+        Some(r) if r.batch == plan.batch && r.planned_at_ms == plan.created_at_ms => r.attempts,
+        _ => 1,
     })
 }
 
@@ -757,16 +757,21 @@ impl<'a> Stream<'a> {
                 );
                 self.checkpoint.discard_plan(plan.batch)?;
                 self.replanned = true;
-            } else if crashed_attempts(&self.checkpoint, plan.batch)? >= MAX_CRASHED_ATTEMPTS {
-                self.summary.quarantined_files += self.isolate_or_quarantine(&plan)?;
-                self.replanned = true;
             } else {
-                info!(
-                    batch = plan.batch,
-                    files = plan.files.len(),
-                    "Re-running an unfinished batch exactly as planned."
-                );
-                execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+                let deaths = crashed_attempts(&self.checkpoint, &plan)?;
+                if deaths >= MAX_CRASHED_ATTEMPTS {
+                    self.summary.quarantined_files += self.isolate_or_quarantine(&plan)?;
+                    self.replanned = true;
+                } else {
+                    // Counted before the re-run: if this process dies too, the count says so.
+                    set_deaths(&self.checkpoint, &plan, deaths + 1)?;
+                    info!(
+                        batch = plan.batch,
+                        files = plan.files.len(),
+                        "Re-running an unfinished batch exactly as planned."
+                    );
+                    execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+                }
             }
             self.pending.remove(0);
         }
@@ -1330,9 +1335,9 @@ enum Msg {
     Failed { index: usize, error: DecodeError },
 }
 
-/// Reads, writes and commits one planned batch, then marks it done. Each start is counted
-/// first, and a reported error clears the count: what remains counted is a process that
-/// died while reading (see [`MAX_CRASHED_ATTEMPTS`]).
+/// Reads, writes and commits one planned batch, then marks it done. A reported error
+/// records that no process died on this plan: only deaths count towards quarantine (see
+/// [`MAX_CRASHED_ATTEMPTS`]).
 async fn execute(
     ctx: &RunContext<'_>,
     state: &mut StreamSchema,
@@ -1340,10 +1345,9 @@ async fn execute(
     plan: &Plan,
     summary: &mut Summary,
 ) -> Result<(), IngestError> {
-    record_attempt(ctx.checkpoint, plan.batch)?;
     let result = execute_counted(ctx, state, sink, plan, summary).await;
     if result.is_err()
-        && let Err(e) = ctx.checkpoint.set_meta(META_IN_FLIGHT, "{}")
+        && let Err(e) = set_deaths(ctx.checkpoint, plan, 0)
     {
         // The batch's own error is the one to report (a full disk fails both).
         warn!(error = %e, "Cannot record that the batch ended with an error.");
