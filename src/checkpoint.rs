@@ -713,7 +713,8 @@ struct StreamRecord {
     stream_id: String,
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the epoch, as plans, leases and metadata record time.
+pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::alerts::{AlertSettings, Alerter};
-use crate::checkpoint::{Checkpoint, CheckpointError, CommitSummary, Plan, PlannedFile};
+use crate::checkpoint::{Checkpoint, CheckpointError, CommitSummary, Plan, PlannedFile, now_ms};
 use crate::discovery::{self, DiscoveryError, ListedFile, Source};
 use crate::events::{EventLog, Severity, kind};
 use crate::failpoint;
@@ -378,7 +378,11 @@ impl<'a> Stream<'a> {
 
     /// The source's files that are neither ingested nor in an unfinished plan.
     pub async fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
-        let high_water = self.checkpoint.highest_key()?;
+        // Only an object store is listed incrementally; a local walk needs no high-water mark.
+        let high_water = match self.req.source {
+            Source::S3 { .. } => self.checkpoint.highest_key()?,
+            Source::Local { .. } => None,
+        };
         let after = self.incremental_start(high_water.as_deref())?;
         let listed = self
             .req
@@ -996,10 +1000,6 @@ fn reconcile(
     let v = store.write(next, &merged, &version.partition, info)?;
     info!(version = next, added = %changes.join(", "), "Schema options add columns; wrote a new schema version.");
     Ok(v)
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 fn as_i64(v: u64) -> i64 {

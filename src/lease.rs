@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::CheckpointError;
+use crate::checkpoint::{CheckpointError, now_ms};
 use crate::remote::RemoteDir;
 
 const LOCK_OBJECT: &str = "lock";
@@ -121,12 +121,7 @@ impl Lease {
             .spawn(move || {
                 while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(renew_every)
                 {
-                    let ours = renew_dir
-                        .get(LOCK_OBJECT)
-                        .ok()
-                        .flatten()
-                        .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok())
-                        .is_some_and(|c| c.token == renew_token);
+                    let ours = current_lock(&renew_dir).is_some_and(|c| c.token == renew_token);
                     if !ours {
                         tracing::error!(checkpoint = %renew_dir.url(), "The checkpoint lease was taken over by another process; no longer renewing it.");
                         return;
@@ -155,19 +150,17 @@ impl Drop for Lease {
         if let Some(t) = self.renewer.take() {
             let _ = t.join();
         }
-        let ours = self
-            .dir
-            .get(LOCK_OBJECT)
-            .ok()
-            .flatten()
-            .and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok())
-            .is_some_and(|c| c.token == self.token);
+        let ours = current_lock(&self.dir).is_some_and(|c| c.token == self.token);
         if ours {
             let _ = self.dir.delete(LOCK_OBJECT);
         }
     }
 }
 
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+/// The lease record on S3, if there is one and it reads.
+fn current_lock(dir: &RemoteDir) -> Option<LockRecord> {
+    dir.get(LOCK_OBJECT)
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice(&b).ok())
 }

@@ -91,48 +91,27 @@ impl Moto {
         use futures::TryStreamExt;
         use object_store::ObjectStore;
         let store = self.store(bucket);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let mut keys: Vec<String> = rt
-            .block_on(store.list(Some(&prefix.into())).try_collect::<Vec<_>>())
-            .unwrap()
-            .into_iter()
-            .map(|m| m.location.to_string())
-            .collect();
+        let mut keys: Vec<String> =
+            block_on(store.list(Some(&prefix.into())).try_collect::<Vec<_>>())
+                .unwrap()
+                .into_iter()
+                .map(|m| m.location.to_string())
+                .collect();
         keys.sort();
         keys
     }
 
     fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
         let store = self.store(bucket);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async { store.get(&key.into()).await.unwrap().bytes().await })
+        block_on(async { store.get(&key.into()).await.unwrap().bytes().await })
             .unwrap()
             .to_vec()
     }
 
     fn put(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
-        let store = object_store::aws::AmazonS3Builder::new()
-            .with_bucket_name(bucket)
-            .with_endpoint(self.endpoint())
-            .with_allow_http(true)
-            .with_region("us-east-1")
-            .with_access_key_id("testing")
-            .with_secret_access_key(CANARY)
-            .build()
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let store = self.store(bucket);
         let body: Vec<u8> = body.into();
-        rt.block_on(store.put(&key.into(), PutPayload::from(body)))
-            .unwrap();
+        block_on(store.put(&key.into(), PutPayload::from(body))).unwrap();
     }
 }
 
@@ -141,6 +120,15 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs an object-store call from a test (the tests themselves are synchronous).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 fn run_with(moto: &Moto, args: &[String]) -> std::process::Output {

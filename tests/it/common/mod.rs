@@ -63,16 +63,7 @@ impl Scratch {
 
     /// Asserts that the table's `order_id`s are exactly `expected`, each once.
     pub fn assert_ids_once(&self, expected: impl IntoIterator<Item = u64>, context: &str) {
-        let mut ids: Vec<u64> = column_strings(&read_table(&self.table()), "order_id")
-            .iter()
-            .map(|v| v.parse().unwrap())
-            .collect();
-        ids.sort_unstable();
-        assert_eq!(
-            ids,
-            expected.into_iter().collect::<Vec<_>>(),
-            "{context}: rows must be the input, once each"
-        );
+        assert_table_ids_once(&self.table(), expected, context);
     }
 
     pub fn ingest_with_env(&self, options: &[&str], env: &[(&str, &str)]) -> Output {
@@ -287,6 +278,20 @@ fn python() -> String {
 }
 
 /// JSON lines of simple orders with ids `from..to`.
+/// Asserts that the `order_id`s of the table at `table` are exactly `expected`, each once.
+pub fn assert_table_ids_once(table: &Path, expected: impl IntoIterator<Item = u64>, context: &str) {
+    let mut ids: Vec<u64> = column_strings(&read_table(table), "order_id")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        expected.into_iter().collect::<Vec<_>>(),
+        "{context}: rows must be the input, once each"
+    );
+}
+
 pub fn orders_jsonl(from: u64, to: u64) -> String {
     (from..to)
         .map(|i| {
