@@ -69,11 +69,23 @@ pub fn fuzz_hints(data: &[u8]) {
     }
 }
 
-/// Decodes the bytes as a JSON file: JSON lines and `multiLine`, each with the schema
+/// Checks our JSON parser against serde_json on the whole input and each line, then
+/// decodes the bytes as a JSON file: JSON lines and `multiLine`, each with the schema
 /// inferred from the file and with [`FIXED_SCHEMA`], plus a FAILFAST, case-insensitive
 /// run with a small `maxRecordBytes`.
 #[doc(hidden)]
 pub fn fuzz_json(data: &[u8]) {
+    // Our JSON parser accepts exactly what serde_json accepts, with the same value.
+    for text in std::iter::once(data).chain(data.split(|b| *b == b'\n')) {
+        match (
+            Jv::parse(text),
+            serde_json::from_slice::<serde_json::Value>(text),
+        ) {
+            (Ok(ours), Ok(theirs)) => assert_eq!(ours.to_value(), theirs, "{text:?}"),
+            (Err(_), Err(_)) => {}
+            (ours, theirs) => panic!("parsers disagree on {text:?}: {ours:?} / {theirs:?}"),
+        }
+    }
     let scratch = Scratch::new("json");
     let file = scratch.source_file("input.json", data);
     for multi_line in ["false", "true"] {

@@ -19,10 +19,13 @@
 //! spellings are rescued at read time unless `readerCaseSensitive=false`). Columns keep the
 //! order in which they were first seen.
 
+use std::borrow::Cow;
+
 use chrono_tz::Tz;
 use serde_json::Value;
 
 use super::{DataType, Field, Schema};
+use crate::jv::Jv;
 use crate::values;
 
 /// A type under inference: like [`DataType`] but with `Null` for "no information yet".
@@ -259,167 +262,86 @@ fn merge_into(acc: &mut Inferred, t: Inferred) {
     *acc = old.merge(t);
 }
 
-/// serde_json (with `arbitrary_precision`) hands numbers to visitors as a one-entry map
-/// under this key, holding the number's text.
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+/// Observes one parsed JSON value into an accumulated type, in place: the same rules as
+/// [`Inferred::of_json`] followed by [`Inferred::merge`], without building the value's
+/// own type first. `depth` is the value's nesting level (top-level columns are 1).
+fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
+    let leaf = |acc: &mut Inferred, t: DataType| {
+        let t = if opts.typed { t } else { DataType::String };
+        merge_into(acc, Inferred::Leaf(t));
+    };
+    match v {
+        Jv::Null => {}
+        Jv::Object(_) | Jv::Array(_) if depth > opts.max_depth => {
+            merge_into(acc, Inferred::Leaf(DataType::String));
+        }
+        Jv::Object(entries) => {
+            match acc {
+                Inferred::Null => *acc = Inferred::Struct(Vec::with_capacity(entries.len())),
+                Inferred::Struct(_) => {}
+                // A conflict makes it STRING whatever the contents.
+                other => {
+                    *other = Inferred::Leaf(DataType::String);
+                    return;
+                }
+            }
+            let Inferred::Struct(fields) = acc else {
+                unreachable!("set above")
+            };
+            observe_entries(fields, entries, opts, depth + 1);
+        }
+        Jv::Array(items) => {
+            match acc {
+                Inferred::Null => *acc = Inferred::Array(Box::new(Inferred::Null)),
+                Inferred::Array(_) => {}
+                other => {
+                    *other = Inferred::Leaf(DataType::String);
+                    return;
+                }
+            }
+            let Inferred::Array(element) = acc else {
+                unreachable!("set above")
+            };
+            for item in items {
+                observe(element, item, opts, depth + 1);
+            }
+        }
+        Jv::Bool(_) => leaf(acc, DataType::Boolean),
+        Jv::Number(text) => leaf(acc, number_type(text)),
+        Jv::String(s) if s.is_empty() => {}
+        Jv::String(s) => {
+            if opts.typed && values::parse_timestamp(s, opts.zone).is_some() {
+                leaf(acc, DataType::Timestamp);
+            } else {
+                leaf(acc, DataType::String);
+            }
+        }
+    }
+}
 
-/// Infers straight from JSON text into an accumulated type, without building a
-/// `serde_json::Value`: the same rules as [`Inferred::of_json`] followed by [`Inferred::merge`].
-struct InferSeed<'a> {
-    acc: &'a mut Inferred,
+/// Observes an object's entries into the fields seen so far (names matched
+/// case-insensitively, first spelling wins; new names appended in order). Records tend to
+/// repeat their key order, so each key is first looked for right after the previous one.
+fn observe_entries(
+    fields: &mut Vec<(String, Inferred)>,
+    entries: &[(Cow<'_, str>, Jv<'_>)],
     opts: InferOptions,
-    /// Nesting level of the value being read (top-level columns are 1).
     depth: usize,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for InferSeed<'_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl InferSeed<'_> {
-    fn leaf(self, t: DataType) {
-        let t = if self.opts.typed { t } else { DataType::String };
-        merge_into(self.acc, Inferred::Leaf(t));
-    }
-
-    fn string(self, s: &str) {
-        if s.is_empty() {
-            return;
-        }
-        if self.opts.typed && values::parse_timestamp(s, self.opts.zone).is_some() {
-            self.leaf(DataType::Timestamp);
-        } else {
-            self.leaf(DataType::String);
-        }
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for InferSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        self.leaf(DataType::Boolean);
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        self.leaf(DataType::Long);
-        Ok(())
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
-        self.leaf(number_type(&v.to_string()));
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        self.leaf(DataType::Double);
-        Ok(())
-    }
-    fn visit_str<E>(self, s: &str) -> Result<(), E> {
-        self.string(s);
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_none<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        if self.depth > self.opts.max_depth {
-            merge_into(self.acc, Inferred::Leaf(DataType::String));
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            return Ok(());
-        }
-        match self.acc {
-            Inferred::Null => *self.acc = Inferred::Array(Box::new(Inferred::Null)),
-            Inferred::Array(_) => {}
-            // A conflict makes it STRING whatever the contents.
-            other => {
-                *other = Inferred::Leaf(DataType::String);
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                return Ok(());
-            }
-        }
-        let Inferred::Array(element) = self.acc else {
-            unreachable!("set above")
-        };
-        while seq
-            .next_element_seed(InferSeed {
-                acc: element,
-                opts: self.opts,
-                depth: self.depth + 1,
-            })?
-            .is_some()
-        {}
-        Ok(())
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let Some(first) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
-            // `{}` is an empty struct.
-            if matches!(self.acc, Inferred::Null) {
-                *self.acc = Inferred::Struct(Vec::new());
-            } else if !matches!(self.acc, Inferred::Struct(_)) {
-                merge_into(self.acc, Inferred::Struct(Vec::new()));
-            }
-            return Ok(());
-        };
-        if first == NUMBER_TOKEN {
-            let text: String = map.next_value()?;
-            self.leaf(number_type(&text));
-            return Ok(());
-        }
-        if self.depth > self.opts.max_depth {
-            merge_into(self.acc, Inferred::Leaf(DataType::String));
-            map.next_value::<serde::de::IgnoredAny>()?;
-            while map
-                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-                .is_some()
-            {}
-            return Ok(());
-        }
-        match self.acc {
-            Inferred::Null => *self.acc = Inferred::Struct(Vec::new()),
-            Inferred::Struct(_) => {}
-            other => {
-                *other = Inferred::Leaf(DataType::String);
-                map.next_value::<serde::de::IgnoredAny>()?;
-                while map
-                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-                    .is_some()
-                {}
-                return Ok(());
-            }
-        }
-        let Inferred::Struct(fields) = self.acc else {
-            unreachable!("set above")
-        };
-        let mut key = Some(first);
-        while let Some(k) = key.take().map_or_else(
-            || map.next_key::<std::borrow::Cow<'de, str>>(),
-            |k| Ok(Some(k)),
-        )? {
-            let idx = match fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(&k)) {
+) {
+    let mut guess = 0;
+    for (k, v) in entries {
+        let idx = match fields.get(guess) {
+            Some((n, _)) if n == k => guess,
+            _ => match fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(k)) {
                 Some(i) => i,
                 None => {
-                    fields.push((k.into_owned(), Inferred::Null));
+                    fields.push((k.to_string(), Inferred::Null));
                     fields.len() - 1
                 }
-            };
-            map.next_value_seed(InferSeed {
-                acc: &mut fields[idx].1,
-                opts: self.opts,
-                depth: self.depth + 1,
-            })?;
-        }
-        Ok(())
+            },
+        };
+        observe(&mut fields[idx].1, v, opts, depth);
+        guess = idx + 1;
     }
 }
 
@@ -451,53 +373,24 @@ impl SchemaInferrer {
     /// path of [`SchemaInferrer::add_json`]). A line that is not valid JSON, or not an object
     /// or array of objects, adds nothing and returns false.
     pub fn add_json_text(&mut self, line: &[u8], opts: InferOptions) -> bool {
-        // Validate first (cheap, allocation-free), so a broken line contributes nothing.
-        let Ok(first) = line
-            .iter()
-            .copied()
-            .find(|b| !b.is_ascii_whitespace())
-            .ok_or(())
-        else {
-            return false;
-        };
-        if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
-            return false;
-        }
-        let mut top = Inferred::Struct(std::mem::take(&mut self.fields));
-        let ok = match first {
-            b'{' => {
+        match Jv::parse(line) {
+            Ok(Jv::Object(entries)) => {
                 self.records += 1;
-                let mut de = serde_json::Deserializer::from_slice(line);
-                serde::de::DeserializeSeed::deserialize(
-                    InferSeed {
-                        acc: &mut top,
-                        opts,
-                        depth: 0,
-                    },
-                    &mut de,
-                )
-                .is_ok()
+                observe_entries(&mut self.fields, &entries, opts, 1);
+                true
             }
-            b'[' => {
-                // One record per object element, as the decoder reads such a line (rare:
-                // the value path is good enough).
-                self.fields = match top {
-                    Inferred::Struct(f) => f,
-                    _ => Vec::new(),
-                };
-                if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(line) {
-                    for item in items.iter().filter(|i| i.is_object()) {
-                        self.add_json(item, opts);
+            Ok(Jv::Array(items)) => {
+                // One record per object element, as the decoder reads such a line.
+                for item in &items {
+                    if let Jv::Object(entries) = item {
+                        self.records += 1;
+                        observe_entries(&mut self.fields, entries, opts, 1);
                     }
                 }
-                return true;
+                true
             }
-            _ => false,
-        };
-        if let Inferred::Struct(fields) = top {
-            self.fields = fields;
+            Ok(_) | Err(_) => false,
         }
-        ok
     }
 
     /// Observes a column's existence (a CSV header name) without a value.
