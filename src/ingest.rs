@@ -1,9 +1,10 @@
 //! The ingest pipeline of one stream: recover, discover, infer or load the schema, then for
 //! each batch plan → read → write → commit → mark (see `shared/reference/reliability.md` §4).
 //!
-//! Files of a batch are decoded on blocking threads (one per core) and their Arrow batches
-//! streamed to the Delta writer, so decoding and Parquet encoding overlap and memory stays
-//! bounded by a few batches.
+//! Files of a batch are decoded on blocking threads (one per core). In a large batch each
+//! thread also encodes its rows into its own Parquet files, so encoding uses every core; a
+//! small batch streams its Arrow batches to one writer, so it stays one Parquet file. Either
+//! way memory stays bounded by a few batches, and all files land in one commit.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,7 +32,7 @@ use crate::schema::hints::{apply_hints, parse_hints};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaStoreError, SchemaVersion, VersionInfo};
 use crate::schema::{DataType, Field, Schema};
-use crate::sink::{DeltaSink, SinkError};
+use crate::sink::{BatchWriters, DeltaSink, SinkError};
 
 /// A stream's event log, alerts and metrics.
 pub struct Telemetry {
@@ -1331,9 +1332,23 @@ fn split_batches<'a>(
 
 enum Msg {
     Batch(RecordBatch),
-    Done { index: usize, stats: FileStats },
-    Failed { index: usize, error: DecodeError },
+    Done {
+        index: usize,
+        stats: FileStats,
+    },
+    Failed {
+        index: usize,
+        error: DecodeError,
+    },
+    /// A decoding thread's own writer failed (a full disk): the batch cannot be written.
+    WriteFailed(SinkError),
 }
+
+/// What reading a batch's files gave: stats per file, or the first file that failed.
+type ReadOutcome = Result<Vec<FileStats>, (usize, DecodeError)>;
+
+/// From this many bytes in a batch, each decoding thread encodes its own Parquet files.
+const PARALLEL_ENCODE_BYTES: u64 = 64 << 20;
 
 /// Reads, writes and commits one planned batch, then marks it done. A reported error
 /// records that no process died on this plan: only deaths count towards quarantine (see
@@ -1392,17 +1407,9 @@ async fn execute_counted(
     // nothing to evolve after all, so the batch is then read in full.
     let mut stop_at_new_fields = evolving;
     let (writer, stats) = loop {
-        let mut writer = sink.writer()?;
-        match read_files(
-            ctx,
-            &state.layout,
-            &files,
-            &skip,
-            &mut writer,
-            stop_at_new_fields,
-        )
-        .await?
-        {
+        let (writer, read) =
+            read_files(ctx, &state.layout, &files, &skip, sink, stop_at_new_fields).await?;
+        match read {
             Ok(stats) => {
                 if !evolving || !stats.iter().any(|s| s.new_fields) {
                     break (writer, stats);
@@ -1675,36 +1682,56 @@ fn report_rescue(
     }
 }
 
-/// Decodes the files on blocking workers and writes their batches. The inner error is the
-/// first file that failed (the caller decides whether to skip it).
-/// Reads the files into `writer`, in parallel. With `stop_at_new_fields`, reading stops at
-/// the first field the schema lacks (no further file is started, and that file stops
-/// there): the stats are then partial, and the caller evolves and reads the batch again.
+/// Reads the files of a batch in parallel and writes their rows, returning the writers
+/// that hold them (to commit or abort) and per-file stats; the inner error is the first
+/// file that failed (the caller decides whether to skip it). With `stop_at_new_fields`,
+/// reading stops at the first field the schema lacks (no further file is started, and
+/// that file stops there): the stats are then partial, and the caller evolves and reads
+/// the batch again.
+///
+/// A large batch of several files gives each decoding thread its own writer, so Parquet
+/// encoding runs on every core; a small one streams into one writer on the async side, so
+/// it still becomes one Parquet file.
 async fn read_files(
     ctx: &RunContext<'_>,
     layout: &Arc<Layout>,
     files: &[SourceFile],
     skip: &[bool],
-    writer: &mut crate::sink::BatchWriter,
+    sink: &DeltaSink,
     stop_at_new_fields: bool,
-) -> Result<Result<Vec<FileStats>, (usize, DecodeError)>, IngestError> {
+) -> Result<(BatchWriters, ReadOutcome), IngestError> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(files.len().max(1));
+    let bytes: u64 = files
+        .iter()
+        .zip(skip)
+        .filter(|(_, s)| !**s)
+        .map(|(f, _)| f.meta.size)
+        .sum();
+    let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
+    let mut shared = sink.writer()?;
     let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
     let next = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
     let skip_arc: Arc<Vec<bool>> = Arc::new(skip.to_vec());
+    let runtime = tokio::runtime::Handle::current();
     let mut handles = Vec::new();
     for _ in 0..workers {
-        let (tx, next, stop, files, skip) = (
+        let (tx, next, stop, files, skip, runtime) = (
             tx.clone(),
             Arc::clone(&next),
             Arc::clone(&stop),
             Arc::clone(&files_arc),
             Arc::clone(&skip_arc),
+            runtime.clone(),
         );
+        let mut own = if encode_in_workers {
+            Some(sink.writer()?)
+        } else {
+            None
+        };
         let mut opts = ctx.opts.clone();
         opts.stop_at_new_fields = stop_at_new_fields;
         let layout = Arc::clone(layout);
@@ -1730,31 +1757,51 @@ async fn read_files(
                 if failpoint::armed() {
                     failpoint::hit(&failpoint::read_point(&file.meta.name));
                 }
-                let mut emit = |b: RecordBatch| tx.blocking_send(Msg::Batch(b)).is_ok();
-                let msg = match formats::decode_file(file, &opts, &layout, &mut emit) {
-                    Ok(stats) => {
+                let mut write_error = None;
+                let mut emit = |b: RecordBatch| match own.as_mut() {
+                    // A blocking thread may wait on the runtime: the write encodes here,
+                    // and only its file I/O goes through the runtime.
+                    Some(w) => match runtime.block_on(w.write(b)) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            write_error = Some(e);
+                            false
+                        }
+                    },
+                    None => tx.blocking_send(Msg::Batch(b)).is_ok(),
+                };
+                let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
+                let msg = match (decoded, write_error) {
+                    (_, Some(error)) => Msg::WriteFailed(error),
+                    (Ok(stats), None) => {
                         if stop_at_new_fields && stats.new_fields {
                             stop.store(true, Ordering::SeqCst);
                         }
                         Msg::Done { index, stats }
                     }
-                    Err(error) => Msg::Failed { index, error },
+                    (Err(error), None) => Msg::Failed { index, error },
                 };
                 if tx.blocking_send(msg).is_err() {
                     break;
                 }
             }
+            own
         }));
     }
     drop(tx);
     let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
     let mut failure: Option<(usize, DecodeError)> = None;
+    let mut write_failure: Option<SinkError> = None;
     let mut written_batches = 0u64;
     while let Some(msg) = rx.recv().await {
         match msg {
             Msg::Batch(b) => {
-                if failure.is_none() {
-                    writer.write(b).await?;
+                if failure.is_none() && write_failure.is_none() {
+                    if let Err(e) = shared.write(b).await {
+                        write_failure = Some(e);
+                        stop.store(true, Ordering::SeqCst);
+                        continue;
+                    }
                     written_batches += 1;
                     if written_batches == 1 {
                         failpoint::hit("mid-read");
@@ -1771,14 +1818,33 @@ async fn read_files(
                     stop.store(true, Ordering::SeqCst);
                 }
             }
+            Msg::WriteFailed(e) => {
+                if write_failure.is_none() {
+                    write_failure = Some(e);
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
         }
     }
+    let mut writers = BatchWriters(vec![shared]);
     for h in handles {
-        h.await
+        let own = h
+            .await
             .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
+        writers.0.extend(own);
     }
-    Ok(match failure {
-        Some(f) => Err(f),
-        None => Ok(stats),
-    })
+    if let Some(e) = write_failure {
+        writers.abort();
+        return Err(e.into());
+    }
+    if encode_in_workers {
+        failpoint::hit("mid-read");
+    }
+    Ok((
+        writers,
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(stats),
+        },
+    ))
 }

@@ -371,3 +371,66 @@ fn max_bytes_per_trigger_is_a_soft_limit() {
         "each batch takes at least one file"
     );
 }
+
+/// JSON lines of orders `from..to`, padded to about 270 bytes each; from `coupon_from` on,
+/// every other order has a `coupon` field.
+fn padded_orders(from: u64, to: u64, coupon_from: u64) -> String {
+    let pad = "x".repeat(200);
+    (from..to)
+        .map(|i| {
+            let coupon = if i >= coupon_from && i % 2 == 0 {
+                format!(", \"coupon\": \"C{i}\"")
+            } else {
+                String::new()
+            };
+            format!(
+                "{{\"order_id\": {i}, \"amount\": {}.25, \"user_id\": \"u{i}\", \"pad\": \"{pad}\"{coupon}}}\n",
+                1000 + i
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_batch_is_encoded_on_every_core_and_lands_in_one_commit() {
+    let s = Scratch::new();
+    s.land("a-small.json", padded_orders(0, 100, u64::MAX));
+    ok(&s.ingest(&[]));
+    // Four files of about 20 MB (over the 64 MiB from which each decoding thread encodes
+    // its own files); the last two bring a new column, so the batch also evolves.
+    let per_file = 75_000;
+    for f in 0..4u64 {
+        let from = 100 + f * per_file;
+        s.land(
+            &format!("b-{f}.json"),
+            padded_orders(from, from + per_file, 100 + 2 * per_file),
+        );
+    }
+    let out = s.ingest(&[]);
+    if !out.status.success() {
+        // A stream may stop at a schema change; the rerun takes the batch.
+        ok(&s.ingest(&[]));
+    }
+    let total = 100 + 4 * per_file;
+    s.assert_ids_once(0..total, "large batch");
+    let (version, _) = common::table_version_and_txns(&s.table());
+    let commit =
+        fs::read_to_string(s.table().join(format!("_delta_log/{version:020}.json"))).unwrap();
+    let adds = commit.lines().filter(|l| l.starts_with("{\"add\"")).count();
+    assert!(
+        adds >= 2,
+        "each decoding thread wrote its own files into the one commit: {adds} adds"
+    );
+    assert!(
+        commit.lines().any(|l| l.starts_with("{\"metaData\"")),
+        "the widened schema is committed with the data"
+    );
+    let batches = read_table(&s.table());
+    let coupons = column_strings(&batches, "coupon");
+    let expected = (100 + 2 * per_file..total).filter(|i| i % 2 == 0).count();
+    assert_eq!(
+        coupons.iter().filter(|c| *c != "null").count(),
+        expected,
+        "every coupon landed in its column"
+    );
+}
