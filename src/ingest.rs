@@ -6,6 +6,7 @@
 //! small batch streams its Arrow batches to one writer, so it stays one Parquet file. Either
 //! way memory stays bounded by a few batches, and all files land in one commit.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -640,21 +641,16 @@ impl<'a> Stream<'a> {
                 if sample.is_empty() && settings.user_schema.is_none() {
                     return Ok(false);
                 }
+                if let Some(state) = self.speculate(&opts, &sample)? {
+                    // The table is created once the first batch has settled the schema.
+                    self.opts = Some(opts);
+                    self.schema = Some(state);
+                    return Ok(true);
+                }
                 let v =
                     create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)?;
                 failpoint::hit("after-schema-write");
-                self.telemetry.emit(
-                    Severity::Info,
-                    kind::SCHEMA_INFERRED,
-                    json!({
-                        "version": v.version,
-                        "reason": v.info.reason,
-                        "columns": v.data.fields.iter().map(|f| format!("{} {}", f.name, f.data_type)).collect::<Vec<_>>(),
-                        "partitionColumns": v.partition.names().collect::<Vec<_>>(),
-                        "sampledFiles": v.info.sampled_files,
-                        "sampledRecords": v.info.sampled_records,
-                    }),
-                );
+                announce_first_version(&self.telemetry, &v);
                 v
             }
         };
@@ -683,6 +679,52 @@ impl<'a> Stream<'a> {
         self.opts = Some(opts);
         self.schema = Some(state);
         Ok(true)
+    }
+
+    /// A provisional first version for a large JSON-lines sample, inferred from the
+    /// sample's first files only (see [`Speculation`]); `None` where reading the sample
+    /// twice is cheap, or the provisional schema cannot be drafted.
+    fn speculate(
+        &self,
+        opts: &DecodeOptions,
+        sample: &[ListedFile],
+    ) -> Result<Option<StreamSchema>, IngestError> {
+        let settings = &self.req.settings;
+        let bytes: u64 = sample.iter().map(|f| f.size).sum();
+        if settings.user_schema.is_some()
+            || opts.format != Format::Json
+            || opts.multi_line
+            || bytes < SPECULATE_MIN_BYTES
+        {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let mut prefix_bytes = 0u64;
+        let prefix: Vec<ListedFile> = sample
+            .iter()
+            .take_while(|f| {
+                let take = prefix_bytes < SPECULATE_PREFIX_BYTES;
+                prefix_bytes += f.size;
+                take
+            })
+            .cloned()
+            .collect();
+        let inferrer = infer_parallel(self.req, opts, &prefix)?;
+        let Ok(draft) = draft_first_version(self.req, &self.checkpoint, Some(inferrer), sample)
+        else {
+            return Ok(None);
+        };
+        info!(
+            files = prefix.len(),
+            sampled_files = sample.len(),
+            "Inferred a provisional schema from the first files; the first batch confirms it as it is read."
+        );
+        let mut state = StreamSchema::new(draft, settings);
+        state.speculation = Some(Speculation {
+            sample: sample.to_vec(),
+            started,
+        });
+        Ok(Some(state))
     }
 
     /// Replays unfinished plans, then ingests `files` in batches, checking `stop` between
@@ -927,13 +969,112 @@ struct RunContext<'a> {
 struct StreamSchema {
     version: SchemaVersion,
     layout: Arc<Layout>,
+    /// Set while `version` is a provisional first version, not yet written.
+    speculation: Option<Speculation>,
 }
 
 impl StreamSchema {
     fn new(version: SchemaVersion, settings: &Settings) -> Self {
         let layout = Arc::new(layout_for(&version, settings));
-        StreamSchema { version, layout }
+        StreamSchema {
+            version,
+            layout,
+            speculation: None,
+        }
     }
+}
+
+/// From this much sampled data on, the first schema version is inferred in one pass with
+/// the first batch (see [`Speculation`]); below it, reading the sample twice costs little.
+const SPECULATE_MIN_BYTES: u64 = 64 << 20;
+/// How much of the sample (its first files) the provisional schema is inferred from.
+const SPECULATE_PREFIX_BYTES: u64 = 32 << 20;
+
+/// A first schema version inferred from the sample's first files only, to be confirmed
+/// or corrected by the types the first batch observes while it is read.
+///
+/// Auto Loader infers from the whole sample (up to 1,000 files / 50 GB) before it reads
+/// a row, so a first run reads its data twice. Here the first batch is read with the
+/// provisional schema while every record's types are observed, exactly as inference
+/// would; then the schema is settled from the whole sample (files outside the batch, or
+/// not read to the end, are inferred on their own), merged in sample order, and written
+/// as `_schemas/0`. The same schema as inferring first, so: if it matches the provisional
+/// one the batch is committed as read, otherwise the batch is read again with it.
+struct Speculation {
+    sample: Vec<ListedFile>,
+    started: Instant,
+}
+
+/// Settles a provisional first version: merges what the batch observed (`observed`, by
+/// file key) with inference of the sample's other files, in sample order; writes it as
+/// `_schemas/0`, announces it, and creates the table. Also returns whether this call
+/// created the table.
+async fn settle_first_version(
+    ctx: &RunContext<'_>,
+    sink: &mut DeltaSink,
+    spec: Speculation,
+    mut observed: HashMap<String, SchemaInferrer>,
+) -> Result<(SchemaVersion, bool), IngestError> {
+    let missing: Vec<ListedFile> = spec
+        .sample
+        .iter()
+        .filter(|f| !observed.contains_key(&f.key))
+        .cloned()
+        .collect();
+    let mut inferred_missing = infer_files(ctx.req, ctx.opts, &missing)?.into_iter();
+    let mut merged = SchemaInferrer::new();
+    for f in &spec.sample {
+        let one = match observed.remove(&f.key) {
+            Some(o) => Some(o),
+            None => inferred_missing.next().flatten(),
+        };
+        if let Some(o) = one {
+            merged.merge(o);
+        }
+    }
+    info!(
+        files = spec.sample.len(),
+        read_by_the_batch = spec.sample.len() - missing.len(),
+        "Settled the schema inferred while reading the first batch."
+    );
+    let draft = draft_first_version(ctx.req, ctx.checkpoint, Some(merged), &spec.sample)?;
+    log_inferred(&draft, spec.started);
+    let v = write_first_version(ctx.store, draft)?;
+    failpoint::hit("after-schema-write");
+    announce_first_version(ctx.telemetry, &v);
+    ctx.telemetry
+        .metrics
+        .schema_version
+        .store(v.version, Ordering::Relaxed);
+    let layout = layout_for(&v, &ctx.req.settings);
+    let created = sink
+        .ensure_created(&layout.arrow_schema(), ctx.checkpoint.stream_id())
+        .await?;
+    Ok((v, created))
+}
+
+/// The `schema_inferred` event of a first version.
+fn announce_first_version(telemetry: &Telemetry, v: &SchemaVersion) {
+    telemetry.emit(
+        Severity::Info,
+        kind::SCHEMA_INFERRED,
+        json!({
+            "version": v.version,
+            "reason": v.info.reason,
+            "columns": v.data.fields.iter().map(|f| format!("{} {}", f.name, f.data_type)).collect::<Vec<_>>(),
+            "partitionColumns": v.partition.names().collect::<Vec<_>>(),
+            "sampledFiles": v.info.sampled_files,
+            "sampledRecords": v.info.sampled_records,
+        }),
+    );
+}
+
+fn log_inferred(v: &SchemaVersion, started: Instant) {
+    info!(
+        files = v.info.sampled_files, records = v.info.sampled_records,
+        seconds = started.elapsed().as_secs_f64(), schema = %v.data,
+        "Inferred schema."
+    );
 }
 
 /// Columns that stay last in the data schema (rescued data, corrupt record).
@@ -1130,26 +1271,61 @@ fn create_first_version(
     opts: &DecodeOptions,
     sample: &[ListedFile],
 ) -> Result<SchemaVersion, IngestError> {
-    let settings = &req.settings;
-    let (mut data, reason, records) = if let Some(user) = &settings.user_schema {
-        (user.clone(), "provided", None)
+    let started = Instant::now();
+    let inferred = if req.settings.user_schema.is_some() {
+        None
     } else {
-        let started = Instant::now();
-        let inferrer = infer_parallel(req, opts, sample)?;
-        let records = inferrer.records;
-        let mut data = inferrer.finish();
-        if let Some(h) = &settings.schema_hints {
-            let hints = parse_hints(h).map_err(|e| IngestError::Config(e.to_string()))?;
-            apply_hints(&mut data, &hints).map_err(IngestError::Config)?;
-        }
-        if data.fields.is_empty() && settings.rescued_data_column.is_none() {
-            return Err(IngestError::Config(
-                "no columns could be inferred from the sampled files; provide a schema or hints"
-                    .into(),
+        Some(infer_parallel(req, opts, sample)?)
+    };
+    let draft = draft_first_version(req, checkpoint, inferred, sample)?;
+    if draft.info.sampled_records.is_some() {
+        log_inferred(&draft, started);
+    }
+    write_first_version(store, draft)
+}
+
+/// Writes a drafted first version as `_schemas/0`.
+fn write_first_version(
+    store: &SchemaStore,
+    draft: SchemaVersion,
+) -> Result<SchemaVersion, IngestError> {
+    let v = store.write(0, &draft.data, &draft.partition, draft.info)?;
+    info!(location = %store.describe(), version = 0, "Wrote schema version.");
+    Ok(v)
+}
+
+/// The first schema version (not yet written): the user's schema, or what `inferred`
+/// observed over `sample`, with hints applied, the rescued-data and corrupt-record columns
+/// added, and partition columns from the paths.
+fn draft_first_version(
+    req: &IngestRequest,
+    checkpoint: &Checkpoint,
+    inferred: Option<SchemaInferrer>,
+    sample: &[ListedFile],
+) -> Result<SchemaVersion, IngestError> {
+    let settings = &req.settings;
+    let (mut data, reason, records) = match (&settings.user_schema, inferred) {
+        (Some(user), _) => (user.clone(), "provided", None),
+        (None, None) => {
+            return Err(IngestError::Internal(
+                "no schema was given or inferred".into(),
             ));
         }
-        info!(files = sample.len(), records, seconds = started.elapsed().as_secs_f64(), schema = %data, "Inferred schema.");
-        (data, "inferred", Some(records))
+        (None, Some(inferrer)) => {
+            let records = inferrer.records;
+            let mut data = inferrer.finish();
+            if let Some(h) = &settings.schema_hints {
+                let hints = parse_hints(h).map_err(|e| IngestError::Config(e.to_string()))?;
+                apply_hints(&mut data, &hints).map_err(IngestError::Config)?;
+            }
+            if data.fields.is_empty() && settings.rescued_data_column.is_none() {
+                return Err(IngestError::Config(
+                    "no columns could be inferred from the sampled files; provide a schema or hints"
+                        .into(),
+                ));
+            }
+            (data, "inferred", Some(records))
+        }
     };
     for extra in [
         &settings.rescued_data_column,
@@ -1199,9 +1375,12 @@ fn create_first_version(
         sampled_records: records,
         sampled_bytes: records.map(|_| sample.iter().map(|f| f.size).sum()),
     };
-    let v = store.write(0, &data, &partition, info)?;
-    info!(location = %store.describe(), version = 0, "Wrote schema version.");
-    Ok(v)
+    Ok(SchemaVersion {
+        version: 0,
+        data,
+        partition,
+        info,
+    })
 }
 
 /// Infers over the sample on all cores; per-file results merge in sample order.
@@ -1210,12 +1389,26 @@ fn infer_parallel(
     opts: &DecodeOptions,
     sample: &[ListedFile],
 ) -> Result<SchemaInferrer, IngestError> {
+    let mut merged = SchemaInferrer::new();
+    for inferrer in infer_files(req, opts, sample)?.into_iter().flatten() {
+        merged.merge(inferrer);
+    }
+    Ok(merged)
+}
+
+/// Infers each file on all cores: one result per file, `None` for a file skipped under
+/// `ignoreCorruptFiles` / `ignoreMissingFiles`.
+fn infer_files(
+    req: &IngestRequest,
+    opts: &DecodeOptions,
+    files: &[ListedFile],
+) -> Result<Vec<Option<SchemaInferrer>>, IngestError> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
-        .min(sample.len().max(1));
+        .min(files.len().max(1));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<SchemaInferrer, DecodeError>>>> =
-        Mutex::new((0..sample.len()).map(|_| None).collect());
+        Mutex::new((0..files.len()).map(|_| None).collect());
     let typed = req.settings.infer_column_types;
     let handle = tokio::runtime::Handle::try_current().ok();
     // These threads may fetch objects on the runtime: let it move its other work off the
@@ -1234,7 +1427,7 @@ fn infer_parallel(
                     let _runtime = handle.as_ref().map(tokio::runtime::Handle::enter);
                     loop {
                         let i = next.fetch_add(1, Ordering::SeqCst);
-                        let Some(f) = sample.get(i) else { break };
+                        let Some(f) = files.get(i) else { break };
                         let file = source_file(&req.source, &f.key, f.size, f.mtime_ms, &[]);
                         let mut inferrer = SchemaInferrer::new();
                         let r =
@@ -1250,22 +1443,19 @@ fn infer_parallel(
             }
         })
     });
-    let mut merged = SchemaInferrer::new();
-    for r in results
-        .into_inner()
-        .expect("workers are done")
-        .into_iter()
-        .flatten()
-    {
+    let mut out = Vec::with_capacity(files.len());
+    for r in results.into_inner().expect("workers are done") {
         match r {
-            Ok(inf) => merged.merge(inf),
-            Err(e) if skippable(&e, &req.settings) => {
-                warn!(error = %e, "Skipping a file during inference.")
+            Some(Ok(inferrer)) => out.push(Some(inferrer)),
+            Some(Err(e)) if skippable(&e, &req.settings) => {
+                warn!(error = %e, "Skipping a file during inference.");
+                out.push(None);
             }
-            Err(e) => return Err(e.into()),
+            Some(Err(e)) => return Err(e.into()),
+            None => out.push(None),
         }
     }
-    Ok(merged)
+    Ok(out)
 }
 
 fn skippable(e: &DecodeError, settings: &Settings) -> bool {
@@ -1406,9 +1596,65 @@ async fn execute_counted(
     // columns is not read in full twice (once for nothing). Turned off if that read finds
     // nothing to evolve after all, so the batch is then read in full.
     let mut stop_at_new_fields = evolving;
+    if let Some(spec) = &state.speculation {
+        // One pass pays only when the batch holds most of the sample.
+        let planned: std::collections::HashSet<&str> =
+            plan.files.iter().map(|f| f.key.as_str()).collect();
+        let sampled: u64 = spec.sample.iter().map(|f| f.size).sum();
+        let in_batch: u64 = spec
+            .sample
+            .iter()
+            .filter(|f| planned.contains(f.key.as_str()))
+            .map(|f| f.size)
+            .sum();
+        if in_batch * 2 < sampled {
+            let spec = state.speculation.take().expect("checked above");
+            let (v, _) = settle_first_version(ctx, sink, spec, HashMap::new()).await?;
+            *state = StreamSchema::new(v, settings);
+        }
+    }
     let (writer, stats) = loop {
-        let (writer, read) =
-            read_files(ctx, &state.layout, &files, &skip, sink, stop_at_new_fields).await?;
+        let observe = state.speculation.is_some();
+        // Writers for a table not created yet take the layout's schema as the table's.
+        let table_was_missing = !sink.exists();
+        let (writer, read) = read_files(
+            ctx,
+            &state.layout,
+            &files,
+            &skip,
+            sink,
+            stop_at_new_fields,
+            observe,
+        )
+        .await?;
+        if let Some(spec) = state.speculation.take() {
+            let observed: HashMap<String, SchemaInferrer> = match &read {
+                Ok(stats) => plan
+                    .files
+                    .iter()
+                    .zip(stats)
+                    .filter_map(|(f, s)| s.observed.clone().map(|o| (f.key.clone(), o)))
+                    .collect(),
+                Err(_) => HashMap::new(),
+            };
+            let (v, created) = settle_first_version(ctx, sink, spec, observed).await?;
+            if v.data != state.version.data || v.partition != state.version.partition {
+                info!(
+                    "The whole sample's schema differs from the provisional one; reading the batch again."
+                );
+                writer.abort();
+                *state = StreamSchema::new(v, settings);
+                continue;
+            }
+            if table_was_missing && !created {
+                // Another stream created the table meanwhile, with its own schema: write
+                // again with writers made for that table.
+                writer.abort();
+                state.version = v;
+                continue;
+            }
+            state.version = v;
+        }
         match read {
             Ok(stats) => {
                 if !evolving || !stats.iter().any(|s| s.new_fields) {
@@ -1699,6 +1945,7 @@ async fn read_files(
     skip: &[bool],
     sink: &DeltaSink,
     stop_at_new_fields: bool,
+    observe_types: bool,
 ) -> Result<(BatchWriters, ReadOutcome), IngestError> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -1710,7 +1957,9 @@ async fn read_files(
         .map(|(f, _)| f.meta.size)
         .sum();
     let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
-    let mut shared = sink.writer()?;
+    let schema = layout.arrow_schema();
+    let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
+    let mut shared = sink.writer(&schema, &partition_columns)?;
     let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
     let next = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -1728,12 +1977,14 @@ async fn read_files(
             runtime.clone(),
         );
         let mut own = if encode_in_workers {
-            Some(sink.writer()?)
+            Some(sink.writer(&schema, &partition_columns)?)
         } else {
             None
         };
         let mut opts = ctx.opts.clone();
         opts.stop_at_new_fields = stop_at_new_fields;
+        opts.observe_types =
+            observe_types.then(|| ctx.opts.infer_options(ctx.req.settings.infer_column_types));
         let layout = Arc::clone(layout);
         handles.push(tokio::task::spawn_blocking(move || {
             loop {

@@ -118,14 +118,15 @@ impl DeltaSink {
         self.table.version()
     }
 
-    /// Creates the table with this schema if it does not exist yet.
+    /// Creates the table with this schema if it does not exist yet; returns whether this
+    /// call created it (false when it existed, or another writer created it meanwhile).
     pub async fn ensure_created(
         &mut self,
         schema: &SchemaRef,
         stream_id: &str,
-    ) -> Result<(), SinkError> {
+    ) -> Result<bool, SinkError> {
         if self.exists() {
-            return Ok(());
+            return Ok(false);
         }
         let structure: StructType =
             schema
@@ -146,17 +147,20 @@ impl DeltaSink {
             )]))
             .await;
         match created {
-            Ok(table) => self.table = table,
+            Ok(table) => {
+                self.table = table;
+                info!(table = %self.location, "Created Delta table.");
+                Ok(true)
+            }
             // Another stream created it meanwhile: load theirs.
             Err(e) => {
                 self.table
                     .load()
                     .await
                     .map_err(|_| delta_err(&self.location, e))?;
+                Ok(false)
             }
         }
-        info!(table = %self.location, "Created Delta table.");
-        Ok(())
     }
 
     /// Loads the table's state afresh (from its latest Delta checkpoint), dropping the
@@ -250,8 +254,14 @@ impl DeltaSink {
         Ok(std::sync::Arc::new(arrow))
     }
 
-    /// A writer for one batch. New columns in the batches widen the table schema.
-    pub fn writer(&self) -> Result<BatchWriter, SinkError> {
+    /// A writer for one batch. New columns in the batches widen the table schema. A table
+    /// not created yet (its first schema is being settled while the first batch is read)
+    /// gets a writer for `schema` and `partition_columns`; it is created before the commit.
+    pub fn writer(
+        &self,
+        schema: &SchemaRef,
+        partition_columns: &[String],
+    ) -> Result<BatchWriter, SinkError> {
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(1).expect("level 1 is valid"),
@@ -259,10 +269,19 @@ impl DeltaSink {
             .set_max_row_group_row_count(Some(128 * 1024))
             .set_dictionary_page_size_limit(DICT_LIMIT)
             .build();
-        let writer = RecordBatchWriter::for_table(&self.table)
-            .map_err(|e| delta_err(&self.location, e))?
-            .with_writer_properties(props)
-            .with_target_file_size(TARGET_FILE_BYTES);
+        let writer = if self.exists() {
+            RecordBatchWriter::for_table(&self.table)
+        } else {
+            RecordBatchWriter::try_new(
+                self.table.table_url().as_str(),
+                schema.clone(),
+                Some(partition_columns.to_vec()),
+                None,
+            )
+        }
+        .map_err(|e| delta_err(&self.location, e))?
+        .with_writer_properties(props)
+        .with_target_file_size(TARGET_FILE_BYTES);
         Ok(BatchWriter {
             base_schema: writer.arrow_schema(),
             writer,

@@ -333,12 +333,17 @@ pub fn decode(
         let path = file.meta.path.as_str();
         let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
         let mut stopped_early = false;
+        let mut observed = opts.observe_types.map(|o| (SchemaInferrer::new(), o));
         let read = for_each_line(
             &mut *reader,
             path,
             opts.max_record_bytes,
             &mut |line, line_no| {
-                match Jv::parse(line) {
+                let parsed = Jv::parse(line);
+                if let (Some((inferrer, infer_opts)), Ok(v)) = (observed.as_mut(), &parsed) {
+                    inferrer.add_jv(v, *infer_opts);
+                }
+                match parsed {
                     Ok(Jv::Object(entries)) => rows.append_json_object(&entries),
                     Ok(Jv::Array(items)) => {
                         for item in items {
@@ -374,6 +379,7 @@ pub fn decode(
             }
             other => other?,
         }
+        stats.observed = observed.map(|(inferrer, _)| inferrer);
     }
     if !rows.is_empty() {
         flush(&mut rows, &mut stats)?;

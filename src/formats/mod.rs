@@ -101,6 +101,9 @@ pub struct FileStats {
     pub new_fields: bool,
     /// What was rescued, per key and reason.
     pub rescue: crate::rows::RescueStats,
+    /// The types of every record, as inference sees them, when asked for with
+    /// [`DecodeOptions::observe_types`] and the whole file was read.
+    pub observed: Option<SchemaInferrer>,
 }
 
 /// Per-decode parameters derived from settings.
@@ -117,6 +120,9 @@ pub struct DecodeOptions {
     /// Stop reading a file at its first field the schema lacks (the batch is about to be
     /// evolved and read again, so the rest would be read for nothing).
     pub stop_at_new_fields: bool,
+    /// Also observe every record's types as schema inference does (JSON lines), so the
+    /// first batch is read and inferred in one pass.
+    pub observe_types: Option<InferOptions>,
 }
 
 impl DecodeOptions {
@@ -134,6 +140,7 @@ impl DecodeOptions {
             max_nesting_depth: settings.max_nesting_depth,
             csv: settings.csv.clone(),
             stop_at_new_fields: false,
+            observe_types: None,
         }
     }
 

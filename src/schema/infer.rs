@@ -346,7 +346,7 @@ fn observe_entries(
 }
 
 /// Accumulates observations of top-level columns, in first-seen order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct SchemaInferrer {
     fields: Vec<(String, Inferred)>,
     /// Records (JSON) or rows (CSV) observed.
@@ -374,14 +374,24 @@ impl SchemaInferrer {
     /// or array of objects, adds nothing and returns false.
     pub fn add_json_text(&mut self, line: &[u8], opts: InferOptions) -> bool {
         match Jv::parse(line) {
-            Ok(Jv::Object(entries)) => {
+            Ok(v) => self.add_jv(&v, opts),
+            Err(_) => false,
+        }
+    }
+
+    /// Observes one parsed JSON-lines record: an object, or an array whose object elements
+    /// are records (as the decoder reads such a line). Returns false for anything else.
+    /// Decoding calls this on the values it parses, so the first batch can be read and
+    /// inferred in one pass.
+    pub fn add_jv(&mut self, v: &Jv<'_>, opts: InferOptions) -> bool {
+        match v {
+            Jv::Object(entries) => {
                 self.records += 1;
-                observe_entries(&mut self.fields, &entries, opts, 1);
+                observe_entries(&mut self.fields, entries, opts, 1);
                 true
             }
-            Ok(Jv::Array(items)) => {
-                // One record per object element, as the decoder reads such a line.
-                for item in &items {
+            Jv::Array(items) => {
+                for item in items {
                     if let Jv::Object(entries) = item {
                         self.records += 1;
                         observe_entries(&mut self.fields, entries, opts, 1);
@@ -389,7 +399,7 @@ impl SchemaInferrer {
                 }
                 true
             }
-            Ok(_) | Err(_) => false,
+            _ => false,
         }
     }
 

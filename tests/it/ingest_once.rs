@@ -3,7 +3,9 @@
 use std::fs;
 use std::path::Path;
 
-use crate::common::{self, Scratch, column_strings, ok, read_table, row_count, summary_figure};
+use crate::common::{
+    self, Scratch, column_strings, ok, read_table, row_count, stderr, summary_figure,
+};
 
 fn fixtures(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -432,5 +434,110 @@ fn a_large_batch_is_encoded_on_every_core_and_lands_in_one_commit() {
         coupons.iter().filter(|c| *c != "null").count(),
         expected,
         "every coupon landed in its column"
+    );
+}
+
+/// Lands four files of about 20 MB, oldest first; only the oldest has cents and `late`.
+fn land_sample(s: &Scratch) -> u64 {
+    let per_file = 80_000;
+    for f in 0..4u64 {
+        let from = f * per_file;
+        s.land(
+            &format!("part-{f}.json"),
+            common::sample_orders_jsonl(from, from + per_file, f == 0),
+        );
+        // Distinct modification times: the sample is taken newest first.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    4 * per_file
+}
+
+#[test]
+fn a_first_run_infers_while_reading_and_reads_again_when_the_sample_disagrees() {
+    let s = Scratch::new();
+    let total = land_sample(&s);
+    let out = s.ingest_with_env(
+        &["cloudFiles.inferColumnTypes=true"],
+        &[("RUST_LOG", "info")],
+    );
+    let log = stderr(&out);
+    ok(&out);
+    // The provisional schema comes from the two newest files (BIGINT amounts, no `late`);
+    // the whole sample says DOUBLE and has `late`, so the batch is read again with that.
+    assert!(log.contains("provisional schema"), "{log}");
+    assert!(log.contains("reading the batch again"), "{log}");
+    s.assert_ids_once(0..total, "speculative first run");
+    let batches = read_table(&s.table());
+    let schema = batches[0].schema();
+    assert_eq!(
+        schema.field_with_name("amount").unwrap().data_type(),
+        &arrow_schema::DataType::Float64,
+        "the whole sample's type"
+    );
+    let late = column_strings(&batches, "late");
+    assert_eq!(late.iter().filter(|v| *v != "null").count(), 80_000);
+    assert!(
+        column_strings(&batches, "_rescued_data")
+            .iter()
+            .all(|v| v == "null"),
+        "nothing was rescued against a schema that fits"
+    );
+    let schemas = fs::read_dir(s.table().join("_autoloader/_schemas"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        schemas, 1,
+        "only _schemas/0: the provisional schema is never written"
+    );
+}
+
+#[test]
+fn a_first_run_that_agrees_with_its_provisional_schema_reads_once() {
+    let s = Scratch::new();
+    let per_file = 80_000;
+    for f in 0..4u64 {
+        let from = f * per_file;
+        s.land(
+            &format!("part-{f}.json"),
+            common::sample_orders_jsonl(from, from + per_file, false),
+        );
+    }
+    let out = s.ingest_with_env(
+        &["cloudFiles.inferColumnTypes=true"],
+        &[("RUST_LOG", "info")],
+    );
+    let log = stderr(&out);
+    ok(&out);
+    assert!(log.contains("read_by_the_batch=4"), "{log}");
+    assert!(!log.contains("reading the batch again"), "{log}");
+    s.assert_ids_once(0..4 * per_file, "one-pass first run");
+    let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
+    assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
+}
+
+#[test]
+fn a_first_batch_holding_little_of_the_sample_settles_the_schema_first() {
+    let s = Scratch::new();
+    let total = land_sample(&s);
+    let out = s.ingest_with_env(
+        &[
+            "cloudFiles.inferColumnTypes=true",
+            "cloudFiles.maxFilesPerTrigger=1",
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let log = stderr(&out);
+    let stdout = ok(&out);
+    assert_eq!(summary_figure(&stdout, "batches"), 4);
+    assert!(log.contains("read_by_the_batch=0"), "{log}");
+    s.assert_ids_once(0..total, "settled before the first batch");
+    let batches = read_table(&s.table());
+    assert_eq!(
+        batches[0]
+            .schema()
+            .field_with_name("amount")
+            .unwrap()
+            .data_type(),
+        &arrow_schema::DataType::Float64
     );
 }

@@ -229,6 +229,58 @@ fn bucket_to_bucket_exactly_once_and_no_secret_in_any_output() {
 }
 
 #[test]
+fn a_large_first_run_into_an_s3_table_infers_while_reading() {
+    // Over 64 MiB: the schema is settled while the batch is read, before the S3 table
+    // exists, and each decoding thread writes its own Parquet files to the bucket.
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let per_file = 80_000u64;
+    for f in 0..4u64 {
+        let from = f * per_file;
+        s.land(
+            &format!("part-{f}.json"),
+            common::sample_orders_jsonl(from, from + per_file, f == 0),
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let args: Vec<String> = vec![
+        "ingest".into(),
+        s.landing().display().to_string(),
+        "s3://lake/big".into(),
+        "--once".into(),
+        "-o".into(),
+        "cloudFiles.inferColumnTypes=true".into(),
+    ];
+    let stdout = ok(&run_with(&moto, &args));
+    assert_eq!(summary_figure(&stdout, "rows"), 4 * per_file);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/common/read_delta.py");
+    let out = Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
+        .args([
+            script.to_str().unwrap(),
+            "s3://lake/big",
+            "order_id",
+            "--summary",
+        ])
+        .envs(moto.env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = 4 * per_file;
+    assert_eq!(py["num_rows"], n);
+    assert_eq!(py["key_distinct"], n, "every order once");
+    assert_eq!(py["key_sum"], n * (n - 1) / 2);
+    assert_eq!(py["types"]["amount"], "double", "the whole sample's type");
+    assert!(moto.keys("lake", "big/_autoloader/_schemas/").len() == 1);
+}
+
+#[test]
 fn two_streams_append_to_one_s3_table_concurrently() {
     let moto = Moto::start();
     moto.create_bucket("lake");

@@ -303,6 +303,23 @@ pub fn orders_jsonl(from: u64, to: u64) -> String {
         .collect()
 }
 
+/// JSON lines of orders `from..to`, about 250 bytes each (large batches without large
+/// counts): integer amounts, or with `older` amounts with cents and an extra `late` column.
+pub fn sample_orders_jsonl(from: u64, to: u64, older: bool) -> String {
+    let pad = "y".repeat(200);
+    (from..to)
+        .map(|i| {
+            if older {
+                format!(
+                    "{{\"order_id\": {i}, \"amount\": {i}.5, \"pad\": \"{pad}\", \"late\": \"L{i}\"}}\n"
+                )
+            } else {
+                format!("{{\"order_id\": {i}, \"amount\": {i}, \"pad\": \"{pad}\"}}\n")
+            }
+        })
+        .collect()
+}
+
 pub fn stdout_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
