@@ -201,6 +201,8 @@ pub enum ColumnBuilder {
         fields: Vec<(String, ColumnBuilder)>,
         arrow: Fields,
         validity: NullBufferBuilder,
+        /// Whether two fields' names differ only in letter case (no cursor lookup then).
+        case_twins: bool,
     },
     List {
         element: Box<ColumnBuilder>,
@@ -264,6 +266,11 @@ impl ColumnBuilder {
                 *s,
             ),
             DataType::Struct(fields) => ColumnBuilder::Struct {
+                case_twins: fields.iter().enumerate().any(|(i, a)| {
+                    fields[..i]
+                        .iter()
+                        .any(|b| a.name.eq_ignore_ascii_case(&b.name))
+                }),
                 fields: fields
                     .iter()
                     .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
@@ -390,14 +397,31 @@ impl ColumnBuilder {
                 },
             ),
             ColumnBuilder::Struct {
-                fields, validity, ..
+                fields,
+                validity,
+                case_twins,
+                ..
             } => match v {
                 Jv::Object(obj) => {
                     let mut ok = true;
                     let mut matched = 0;
+                    // The cursor of `RowBuilder::append_json_object`, for nested objects.
+                    let mut taken = [false; 32];
+                    let mut taken_prefix = 0;
+                    let cursor = !*case_twins && obj.len() <= taken.len();
                     for (name, child) in fields.iter_mut() {
-                        match lookup(obj, name, ctx) {
+                        let found = match obj.get(taken_prefix) {
+                            Some((k, _)) if cursor && k == name => Some(taken_prefix),
+                            _ => lookup(obj, name, ctx),
+                        };
+                        match found {
                             Some(i) => {
+                                if cursor {
+                                    taken[i] = true;
+                                    while taken_prefix < obj.len() && taken[taken_prefix] {
+                                        taken_prefix += 1;
+                                    }
+                                }
                                 matched += 1;
                                 ok &= child.append_json(&obj[i].1, ctx, new_fields);
                             }
@@ -530,6 +554,7 @@ impl ColumnBuilder {
                 fields,
                 arrow,
                 validity,
+                ..
             } => {
                 let children: Vec<ArrayRef> = fields.iter_mut().map(|(_, f)| f.finish()).collect();
                 Arc::new(StructArray::new(arrow.clone(), children, validity.finish()))
@@ -677,14 +702,20 @@ pub struct RowBuilder {
     /// Whether a struct value had a field its column type lacks.
     nested_new_fields: bool,
     rescue_stats: RescueStats,
+    /// Whether two columns' names differ only in letter case.
+    case_twins: bool,
 }
 
 impl RowBuilder {
     pub fn new(layout: Arc<Layout>, ctx: ReadContext, file: Arc<FileMeta>) -> RowBuilder {
-        let columns = layout
+        let columns: Vec<(String, ColumnBuilder)> = layout
             .value_fields()
             .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
             .collect();
+        let case_twins = columns
+            .iter()
+            .enumerate()
+            .any(|(i, (a, _))| columns[..i].iter().any(|(b, _)| a.eq_ignore_ascii_case(b)));
         RowBuilder {
             rescued: layout.rescued.as_ref().map(|_| StringBuilder::new()),
             corrupt: layout.corrupt.as_ref().map(|_| StringBuilder::new()),
@@ -698,6 +729,7 @@ impl RowBuilder {
             unknown_names: Vec::new(),
             nested_new_fields: false,
             rescue_stats: RescueStats::default(),
+            case_twins,
         }
     }
 
@@ -720,11 +752,24 @@ impl RowBuilder {
         // duplicate keys) are rescued, so no value is dropped.
         let mut taken = [false; 64];
         let mut taken_more: Vec<usize> = Vec::new();
+        // Entries before this index are all taken. Records tend to list their keys in
+        // column order, so a column's entry is first looked for right there; that finds
+        // the same entry as a search from the start, since the taken entries hold other
+        // columns' names (`case_twins` rules out columns that differ only in case).
+        let mut taken_prefix = 0;
+        let cursor = !self.case_twins && obj.len() <= taken.len();
         for (name, col) in &mut self.columns {
-            match lookup(obj, name, &self.ctx) {
+            let found = match obj.get(taken_prefix) {
+                Some((k, _)) if cursor && k == name => Some(taken_prefix),
+                _ => lookup(obj, name, &self.ctx),
+            };
+            match found {
                 Some(i) => {
                     if i < taken.len() {
                         taken[i] = true;
+                        while taken_prefix < taken.len() && taken[taken_prefix] {
+                            taken_prefix += 1;
+                        }
                     } else {
                         taken_more.push(i);
                     }
@@ -1006,6 +1051,46 @@ mod tests {
             .unwrap()
             .as_string::<i32>();
         col.iter().map(|v| v.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn the_first_of_duplicate_keys_is_read_and_the_others_rescued_in_any_order() {
+        let layout = layout("a BIGINT, b BIGINT, s STRUCT<x: BIGINT, y: BIGINT>");
+        let mut rows = RowBuilder::new(layout, CTX, file());
+        for text in [
+            r#"{"a": 1, "a": 5, "b": 2, "s": {"x": 1, "x": 5, "y": 2}}"#,
+            r#"{"b": 2, "a": 1, "a": 5, "s": {"y": 2, "x": 1}}"#,
+            r#"{"a": 1, "b": 2, "s": {"x": 1, "y": 2}}"#,
+        ] {
+            match Jv::parse(text.as_bytes()).unwrap() {
+                Jv::Object(entries) => rows.append_json_object(&entries),
+                other => panic!("{other:?}"),
+            }
+        }
+        let batch = rows.finish();
+        for name in ["a", "b"] {
+            let col = batch
+                .column_by_name(name)
+                .unwrap()
+                .as_primitive::<arrow_array::types::Int64Type>();
+            let want = if name == "a" { 1 } else { 2 };
+            assert_eq!(
+                col.iter().collect::<Vec<_>>(),
+                vec![Some(want); 3],
+                "{name}"
+            );
+        }
+        let rescued = rescued(&batch);
+        let first: Value = serde_json::from_str(rescued[0].as_deref().unwrap()).unwrap();
+        assert_eq!(first["a"], json!(5), "the second `a` is kept: {first}");
+        assert_eq!(
+            first["s"],
+            json!({"x": 5, "y": 2}),
+            "a struct with a duplicate is rescued whole"
+        );
+        let second: Value = serde_json::from_str(rescued[1].as_deref().unwrap()).unwrap();
+        assert_eq!(second["a"], json!(5), "{second}");
+        assert_eq!(rescued[2], None);
     }
 
     #[test]

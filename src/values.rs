@@ -106,8 +106,11 @@ fn parse_time(s: &str) -> Option<NaiveTime> {
             if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
                 return None;
             }
-            let padded = format!("{frac:0<9}");
-            padded.parse::<u32>().ok()?
+            // Right-padded to nanoseconds: ".5" is 500,000,000 (no allocation per value).
+            let digits = frac
+                .bytes()
+                .fold(0u32, |acc, c| acc * 10 + u32::from(c - b'0'));
+            digits * 10u32.pow(9 - frac.len() as u32)
         } else {
             0
         };
@@ -296,6 +299,15 @@ mod tests {
         assert_eq!(
             parse_timestamp("2026-03-15T14:00:00.5Z", Tz::UTC),
             Some(utc + 500_000)
+        );
+        assert_eq!(
+            parse_timestamp("2026-03-15T14:00:00.326Z", Tz::UTC),
+            Some(utc + 326_000)
+        );
+        assert_eq!(
+            parse_timestamp("2026-03-15T14:00:00.000001999Z", Tz::UTC),
+            Some(utc + 1),
+            "nanoseconds below a microsecond are cut, as Spark does"
         );
         assert_eq!(parse_timestamp("2026-03-15T14:00", Tz::UTC), Some(utc));
         assert_eq!(parse_timestamp("2026-03-15", Tz::UTC), None);

@@ -40,6 +40,27 @@ fn for_each_line(
     let mut buf = Vec::new();
     let mut line_no = 0u64;
     loop {
+        // The common case: the whole line is in the read buffer, and is handed over from
+        // there without a copy.
+        let available = reader
+            .fill_buf()
+            .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
+        if let Some(end) = memchr::memchr(b'\n', available).filter(|end| *end <= max_record_bytes) {
+            line_no += 1;
+            let mut line = &available[..end];
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            if line_no == 1 && line.starts_with(BOM) {
+                line = &line[BOM.len()..];
+            }
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                on_line(line, line_no)?;
+            }
+            reader.consume(end + 1);
+            continue;
+        }
+        // A line longer than what is buffered, or the last line without a newline.
         let read = read_line_bounded(reader, &mut buf, max_record_bytes)
             .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
         line_no += 1;

@@ -270,6 +270,14 @@ fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
         let t = if opts.typed { t } else { DataType::String };
         merge_into(acc, Inferred::Leaf(t));
     };
+    // Fast paths: STRING absorbs every observation, and DOUBLE every number.
+    match (&*acc, v) {
+        (Inferred::Leaf(DataType::String), _)
+        | (Inferred::Leaf(DataType::Double), Jv::Number(_)) => {
+            return;
+        }
+        _ => {}
+    }
     match v {
         Jv::Null => {}
         Jv::Object(_) | Jv::Array(_) if depth > opts.max_depth => {
