@@ -60,14 +60,18 @@ impl<'a> Jv<'a> {
             bytes: text.as_bytes(),
             pos: 0,
             depth: 0,
+            failure: None,
         };
         p.skip_ws();
-        let v = p.value()?;
-        p.skip_ws();
-        if p.pos != p.bytes.len() {
-            return Err(p.error("trailing characters"));
-        }
-        Ok(v)
+        let parsed = p.value().and_then(|v| {
+            p.skip_ws();
+            if p.pos == p.bytes.len() {
+                Ok(v)
+            } else {
+                Err(p.error("trailing characters"))
+            }
+        });
+        parsed.map_err(|Fail| p.failure.take().expect("a failure records its reason"))
     }
 
     pub fn is_null(&self) -> bool {
@@ -135,14 +139,21 @@ struct Parser<'a> {
     pos: usize,
     /// Arrays and objects open around the current position.
     depth: usize,
+    /// Why parsing stopped (kept here so the parse functions return a small `Result`).
+    failure: Option<JsonError>,
 }
 
+/// Parsing failed; the reason is in [`Parser::failure`].
+struct Fail;
+
 impl<'a> Parser<'a> {
-    fn error(&self, reason: &'static str) -> JsonError {
-        JsonError {
+    #[cold]
+    fn error(&mut self, reason: &'static str) -> Fail {
+        self.failure = Some(JsonError {
             offset: self.pos,
             reason,
-        }
+        });
+        Fail
     }
 
     fn peek(&self) -> Option<u8> {
@@ -155,7 +166,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value(&mut self) -> Result<Jv<'a>, JsonError> {
+    fn value(&mut self) -> Result<Jv<'a>, Fail> {
         match self.peek() {
             Some(b'{') => self.object(),
             Some(b'[') => self.array(),
@@ -169,7 +180,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn literal(&mut self, word: &[u8], v: Jv<'a>) -> Result<Jv<'a>, JsonError> {
+    fn literal(&mut self, word: &[u8], v: Jv<'a>) -> Result<Jv<'a>, Fail> {
         if self.bytes[self.pos..].starts_with(word) {
             self.pos += word.len();
             Ok(v)
@@ -178,7 +189,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn enter(&mut self) -> Result<(), JsonError> {
+    fn enter(&mut self) -> Result<(), Fail> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(self.error("nested too deeply"));
@@ -188,7 +199,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn object(&mut self) -> Result<Jv<'a>, JsonError> {
+    fn object(&mut self) -> Result<Jv<'a>, Fail> {
         self.enter()?;
         let mut entries = Vec::new();
         if self.peek() == Some(b'}') {
@@ -226,7 +237,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn array(&mut self) -> Result<Jv<'a>, JsonError> {
+    fn array(&mut self) -> Result<Jv<'a>, Fail> {
         self.enter()?;
         let mut items = Vec::new();
         if self.peek() == Some(b']') {
@@ -252,7 +263,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn number(&mut self) -> Result<Jv<'a>, JsonError> {
+    fn number(&mut self) -> Result<Jv<'a>, Fail> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -289,7 +300,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A string starting at the opening quote; borrowed unless it has escapes.
-    fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
+    fn string(&mut self) -> Result<Cow<'a, str>, Fail> {
         let start = self.pos + 1;
         let end = find_special(self.bytes, start);
         match self.bytes.get(end) {
@@ -317,7 +328,7 @@ impl<'a> Parser<'a> {
     }
 
     /// The rest of a string from its first escape to its closing quote.
-    fn escaped_rest(&mut self, out: &mut String) -> Result<(), JsonError> {
+    fn escaped_rest(&mut self, out: &mut String) -> Result<(), Fail> {
         loop {
             match self.peek() {
                 Some(b'"') => {
@@ -363,7 +374,7 @@ impl<'a> Parser<'a> {
 
     /// The code point of a `\uXXXX` escape (the position is past the `u`), joining a
     /// surrogate pair; a lone surrogate is an error, as in serde_json.
-    fn unicode_escape(&mut self) -> Result<char, JsonError> {
+    fn unicode_escape(&mut self) -> Result<char, Fail> {
         let first = self.hex4()?;
         let code = match first {
             0xD800..=0xDBFF => {
@@ -380,10 +391,13 @@ impl<'a> Parser<'a> {
             0xDC00..=0xDFFF => return Err(self.error("lone trailing surrogate in hex escape")),
             other => other,
         };
-        char::from_u32(code).ok_or_else(|| self.error("invalid unicode code point"))
+        match char::from_u32(code) {
+            Some(c) => Ok(c),
+            None => Err(self.error("invalid unicode code point")),
+        }
     }
 
-    fn hex4(&mut self) -> Result<u32, JsonError> {
+    fn hex4(&mut self) -> Result<u32, Fail> {
         let mut code = 0u32;
         for _ in 0..4 {
             let digit = match self.peek() {
