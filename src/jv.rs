@@ -414,6 +414,25 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Whether two keys are equal: what `a == b` answers, without a call into `memcmp` for
+/// the short names JSON keys and columns have (comparing names is in the inner loop of
+/// decoding and inference).
+#[inline]
+pub fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    match n {
+        0..8 => a.iter().zip(b).all(|(x, y)| x == y),
+        // Two words that overlap in the middle cover every byte.
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// The index of the first byte at or after `from` that ends a plain run of string
 /// characters: a quote, a backslash or a control character (or the length of `bytes`).
 /// Eight bytes at a time: on the clean path most strings end in a word or two.
@@ -610,6 +629,33 @@ mod tests {
                     }
                 }
                 agrees_with_serde(&text);
+            }
+        }
+    }
+
+    #[test]
+    fn same_key_is_string_equality() {
+        let names = [
+            "",
+            "a",
+            "ab",
+            "order_id",
+            "order_ie",
+            "created_at",
+            "created_au",
+            "gift_message",
+            "gift_messagf",
+            "abcdefghijklmnop",
+            "abcdefghijklmnoq",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopr",
+            "한국",
+            "한굮",
+            "x한",
+        ];
+        for a in names {
+            for b in names {
+                assert_eq!(same_key(a, b), a == b, "{a:?} {b:?}");
             }
         }
     }

@@ -36,7 +36,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::jv::Jv;
+use crate::jv::{Jv, same_key};
 
 use crate::options::CORRUPT_RECORD;
 use crate::schema::{DataType, Field, Schema};
@@ -411,7 +411,7 @@ impl ColumnBuilder {
                     let cursor = !*case_twins && obj.len() <= taken.len();
                     for (name, child) in fields.iter_mut() {
                         let found = match obj.get(taken_prefix) {
-                            Some((k, _)) if cursor && k == name => Some(taken_prefix),
+                            Some((k, _)) if cursor && same_key(k, name) => Some(taken_prefix),
                             _ => lookup(obj, name, ctx),
                         };
                         match found {
@@ -677,7 +677,7 @@ fn integer_is_exact(t: &str, f: f64) -> bool {
 /// The index of the entry for `name`: the exact name first, then (reading
 /// case-insensitively) another letter case.
 fn lookup(obj: &[(Cow<'_, str>, Jv<'_>)], name: &str, ctx: &ReadContext) -> Option<usize> {
-    obj.iter().position(|(k, _)| k == name).or_else(|| {
+    obj.iter().position(|(k, _)| same_key(k, name)).or_else(|| {
         (!ctx.case_sensitive)
             .then(|| obj.iter().position(|(k, _)| k.eq_ignore_ascii_case(name)))
             .flatten()
@@ -760,7 +760,7 @@ impl RowBuilder {
         let cursor = !self.case_twins && obj.len() <= taken.len();
         for (name, col) in &mut self.columns {
             let found = match obj.get(taken_prefix) {
-                Some((k, _)) if cursor && k == name => Some(taken_prefix),
+                Some((k, _)) if cursor && same_key(k, name) => Some(taken_prefix),
                 _ => lookup(obj, name, &self.ctx),
             };
             match found {

@@ -35,13 +35,10 @@ pub fn parse_timestamp(text: &str, zone: Tz) -> Option<i64> {
     let time = parse_time(time_part)?;
     let naive = NaiveDateTime::new(date, time);
     let utc: DateTime<Utc> = match offset_secs {
-        Some(secs) => {
-            let offset = chrono::FixedOffset::east_opt(secs)?;
-            offset
-                .from_local_datetime(&naive)
-                .single()?
-                .with_timezone(&Utc)
-        }
+        Some(secs) => chrono::FixedOffset::east_opt(secs)?
+            .from_local_datetime(&naive)
+            .single()?
+            .with_timezone(&Utc),
         None => zone
             .from_local_datetime(&naive)
             .earliest()?
@@ -328,6 +325,28 @@ mod tests {
             assert_eq!(parse_timestamp(text, Tz::UTC), None, "{text}");
         }
         assert!(parse_timestamp("2026-03-13 10:00:00.5", Tz::UTC).is_some());
+    }
+
+    #[test]
+    fn fixed_offsets_match_chrono() {
+        for text in [
+            "2026-03-15T14:00:00Z",
+            "2026-03-15T14:00:00.326+09:00",
+            "1969-12-31T23:59:59.999999-05:30",
+            "0001-01-01T00:00:00+14:00",
+            "9999-12-31T23:59:59.999999999-12:00",
+            "2024-02-29T12:34:56.000001+00:00",
+            "1900-01-01T00:00:00.5+01:00",
+        ] {
+            let reference = DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .timestamp_micros();
+            assert_eq!(parse_timestamp(text, Tz::UTC), Some(reference), "{text}");
+        }
+        assert_eq!(parse_timestamp("2025-02-29T00:00:00Z", Tz::UTC), None);
+        assert_eq!(parse_timestamp("2026-03-15T24:00:00Z", Tz::UTC), None);
+        assert_eq!(parse_timestamp("2026-03-15T23:60:00Z", Tz::UTC), None);
+        assert_eq!(parse_timestamp("2026-03-15T23:00:60Z", Tz::UTC), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use super::{DataType, Field, Schema};
-use crate::jv::Jv;
+use crate::jv::{Jv, same_key};
 use crate::values;
 
 /// A type under inference: like [`DataType`] but with `Null` for "no information yet".
@@ -339,7 +339,7 @@ fn observe_entries(
     let mut guess = 0;
     for (k, v) in entries {
         let idx = match fields.get(guess) {
-            Some((n, _)) if n == k => guess,
+            Some((n, _)) if same_key(n, k) => guess,
             _ => match fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(k)) {
                 Some(i) => i,
                 None => {
