@@ -20,6 +20,7 @@ can only make our ratio smaller.
 """
 
 import argparse
+import base64
 import datetime as dt
 import io
 import json
@@ -47,7 +48,10 @@ MIB = 1 << 20
 LOADS = []  # 1-minute load average just before each measured process
 OUR_TIMEOUT = 1800
 
-SETS = ["bulk", "csv", "drift", "small", "restart"]
+SETS = ["bulk", "csv", "drift", "small", "restart", "wide"]
+# `wide`: each file holds one order whose note is ~48 MB of text among ordinary orders,
+# for the memory target ("whatever the line sizes"); only autoloader is run on it.
+WIDE_NOTE_BYTES = 36_000_000  # random bytes, base64-encoded to 48 MB
 
 # (files, rows per file) per data set and size; bulk is ~1 GiB in 200 files.
 BULK_ROWS_PER_FILE = round(GIB / 200 / AVG_JSON_ROW)
@@ -58,6 +62,7 @@ SIZES = {
         "drift": (200, BULK_ROWS_PER_FILE),
         "small": (20_000, 4),
         "restart": (100_000, 1),
+        "wide": (8, 2_000),
     },
     "quick": {
         "bulk": (10, BULK_ROWS_PER_FILE),
@@ -65,6 +70,7 @@ SIZES = {
         "drift": (10, BULK_ROWS_PER_FILE),
         "small": (1_000, 4),
         "restart": (10_000, 1),
+        "wide": (2, 2_000),
     },
 }
 
@@ -198,7 +204,8 @@ def generate(name, size, path):
     # Sets derived from the bulk stream share its orders: csv is bulk flattened, drift is
     # bulk with drift in the second half. small/restart have their own streams.
     stream = "bulk" if name in ("bulk", "csv", "drift") else name
-    order_id = {"bulk": 1, "small": 10_000_001, "restart": 20_000_001}[stream]
+    order_id = {"bulk": 1, "small": 10_000_001, "restart": 20_000_001,
+                "wide": 30_000_001}[stream]
     mtime0 = 1_772_323_200  # 2026-03-01; file i gets mtime0 + i, so ingestion order is fixed
     t = time.time()
     for i in range(files):
@@ -215,8 +222,10 @@ def generate(name, size, path):
         out = []
         if ext == "csv":
             out.append(CSV_HEADER)
-        for _ in range(rows_per_file):
+        for k in range(rows_per_file):
             o = gen_order(rng, order_id)
+            if name == "wide" and k == rows_per_file // 2:
+                o["note"] = base64.b64encode(rng.randbytes(WIDE_NOTE_BYTES)).decode()
             manifest["order_id_sum"] += order_id
             manifest["note_count"] += o["note"] is not None
             manifest["gift_message_count"] += "gift_message" in o
@@ -720,7 +729,7 @@ def main():
             restart[name] = {"files": m["files"], "reruns": reruns}
             print("  rerun, nothing new: %s s" % ", ".join("%.2f" % r["wall"] for r in reruns),
                   flush=True)
-        if name != "restart":
+        if name not in ("restart", "wide"):
             for tool in ("duckdb", "polars"):
                 if tool not in tools:
                     continue

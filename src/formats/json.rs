@@ -17,8 +17,8 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::{
-    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile, open, read_error,
-    read_line_bounded,
+    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
+    large_record_turn, open, read_error, read_line_bounded,
 };
 use crate::jv::Jv;
 use crate::rows::{Layout, RowBuilder};
@@ -60,9 +60,13 @@ fn for_each_line(
             reader.consume(end + 1);
             continue;
         }
-        // A line longer than what is buffered, or the last line without a newline.
-        let read = read_line_bounded(reader, &mut buf, max_record_bytes)
-            .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
+        // A line longer than what is buffered, or the last line without a newline. One
+        // that turns out large is read and handled during this thread's turn.
+        let mut turn = None;
+        let read = read_line_bounded(reader, &mut buf, max_record_bytes, &mut || {
+            turn = Some(large_record_turn());
+        })
+        .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
         line_no += 1;
         let line = match read {
             None => return Ok(()),
@@ -81,10 +85,13 @@ fn for_each_line(
                 }
             }
         };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            on_line(line, line_no)?;
         }
-        on_line(line, line_no)?;
+        if turn.is_some() {
+            // A large line's buffer is not kept past its turn.
+            buf = Vec::new();
+        }
     }
 }
 
@@ -360,6 +367,13 @@ pub fn decode(
             path,
             opts.max_record_bytes,
             &mut |line, line_no| {
+                // A very large record (read during this thread's turn, see
+                // `LARGE_RECORD_BYTES`) is decoded and written as a batch of its own.
+                let large = line.len() >= LARGE_RECORD_BYTES;
+                if large && !rows.is_empty() {
+                    pending_bytes = 0;
+                    flush(&mut rows, &mut stats)?;
+                }
                 let parsed = Jv::parse(line);
                 if let (Some((inferrer, infer_opts)), Ok(v)) = (observed.as_mut(), &parsed) {
                     inferrer.add_jv(v, *infer_opts);
@@ -385,7 +399,7 @@ pub fn decode(
                     });
                 }
                 pending_bytes += line.len();
-                if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
+                if large || rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
                     pending_bytes = 0;
                     flush(&mut rows, &mut stats)?;
                 }
