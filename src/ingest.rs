@@ -681,7 +681,7 @@ impl<'a> Stream<'a> {
         Ok(true)
     }
 
-    /// A provisional first version for a large JSON-lines sample, inferred from the
+    /// A provisional first version for a large JSON-lines or CSV sample, inferred from the
     /// sample's first files only (see [`Speculation`]); `None` where reading the sample
     /// twice is cheap, or the provisional schema cannot be drafted.
     fn speculate(
@@ -691,11 +691,12 @@ impl<'a> Stream<'a> {
     ) -> Result<Option<StreamSchema>, IngestError> {
         let settings = &self.req.settings;
         let bytes: u64 = sample.iter().map(|f| f.size).sum();
-        if settings.user_schema.is_some()
-            || opts.format != Format::Json
-            || opts.multi_line
-            || bytes < SPECULATE_MIN_BYTES
-        {
+        let one_pass_format = match opts.format {
+            Format::Json => !opts.multi_line,
+            Format::Csv => true,
+            Format::Parquet => false,
+        };
+        if settings.user_schema.is_some() || !one_pass_format || bytes < SPECULATE_MIN_BYTES {
             return Ok(None);
         }
         let started = Instant::now();

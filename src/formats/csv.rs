@@ -187,6 +187,9 @@ pub fn infer(
         let columns = columns.as_ref().expect("set above");
         rows += 1;
         for (&column, raw) in columns.iter().zip(record.iter()) {
+            if inferrer.is_string_at(column) {
+                continue;
+            }
             let text = cell_text(raw);
             if text.is_empty() || *text == *opts.csv.null_value {
                 continue;
@@ -210,11 +213,13 @@ pub fn decode(
     let mut record = ::csv::ByteRecord::new();
     let mut stats = FileStats::default();
     let mut mapping: Option<(Vec<String>, Vec<Option<usize>>)> = None;
-    let mut cells: Vec<Option<String>> = Vec::new();
     let mut invalid: Vec<usize> = Vec::new();
     let mut pending_bytes = 0usize;
     let sep = char::from(opts.csv.sep).to_string();
     let mut unknown: Vec<String> = Vec::new();
+    // Types observed as `infer` observes them (one-pass inference of a first batch).
+    let mut observed = opts.observe_types.map(|o| (SchemaInferrer::new(), o));
+    let mut observed_columns: Vec<usize> = Vec::new();
     while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
         if mapping.is_none() {
             let names = if opts.csv.header {
@@ -222,6 +227,9 @@ pub fn decode(
             } else {
                 positional_names(record.len())
             };
+            if let Some((inferrer, _)) = observed.as_mut() {
+                observed_columns = names.iter().map(|n| inferrer.add_column(n)).collect();
+            }
             let columns: Vec<String> = rows.column_names().map(str::to_string).collect();
             // Each column takes one header: a repeated header name (`id,name,id`) is not
             // read into the column again; its values are rescued under that name.
@@ -248,8 +256,22 @@ pub fn decode(
             }
         }
         let (names, targets) = mapping.as_ref().expect("set above");
-        cells.clear();
+        if let Some((inferrer, infer_opts)) = observed.as_mut() {
+            inferrer.records += 1;
+            for (&column, raw) in observed_columns.iter().zip(record.iter()) {
+                if inferrer.is_string_at(column) {
+                    continue;
+                }
+                let text = cell_text(raw);
+                if text.is_empty() || *text == *opts.csv.null_value {
+                    continue;
+                }
+                inferrer.add_typed_at(column, Inferred::of_csv(&text, *infer_opts));
+            }
+        }
         invalid.clear();
+        // Cells borrow from the record (one vector per record, not a string per cell).
+        let mut cells: Vec<Option<std::borrow::Cow<'_, str>>> = Vec::with_capacity(names.len());
         for (i, raw) in record.iter().take(names.len()).enumerate() {
             let text = match std::str::from_utf8(raw) {
                 Ok(t) => std::borrow::Cow::Borrowed(t),
@@ -261,7 +283,7 @@ pub fn decode(
             cells.push(if text.is_empty() || *text == *opts.csv.null_value {
                 None
             } else {
-                Some(text.into_owned())
+                Some(text)
             });
         }
         let extra = (record.len() > names.len()).then(|| {
@@ -310,5 +332,6 @@ pub fn decode(
     stats.new_fields = !unknown.is_empty();
     stats.rescue = rows.rescue_stats().clone();
     stats.unknown_names = unknown;
+    stats.observed = observed.map(|(inferrer, _)| inferrer);
     Ok(stats)
 }

@@ -429,6 +429,12 @@ impl SchemaInferrer {
         *existing = old.merge(t);
     }
 
+    /// Whether the column at `index` is STRING already, which absorbs every observation
+    /// (so the caller can skip typing the value).
+    pub fn is_string_at(&self, index: usize) -> bool {
+        matches!(self.fields[index].1, Inferred::Leaf(DataType::String))
+    }
+
     /// Observes one column value of known type (CSV cells, Parquet columns).
     pub fn add_typed(&mut self, name: &str, t: Inferred) {
         merge_field(&mut self.fields, name, t);

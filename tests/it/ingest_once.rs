@@ -568,3 +568,56 @@ fn large_records_take_turns_and_land_with_their_neighbours() {
     assert_eq!(blobs.iter().filter(|b| b.len() == 9 << 20).count(), 3);
     assert_eq!(blobs.iter().filter(|b| *b == "small").count(), 12);
 }
+
+#[test]
+fn a_large_first_csv_run_infers_while_reading_and_reads_again_when_the_sample_disagrees() {
+    let s = Scratch::new();
+    let pad = "p".repeat(200);
+    let per_file = 80_000u64;
+    for f in 0..4u64 {
+        // The oldest file has cents and one more column; the sample is taken newest first.
+        let older = f == 0;
+        let mut text = String::from(if older {
+            "order_id,amount,pad,late\n"
+        } else {
+            "order_id,amount,pad\n"
+        });
+        for i in f * per_file..(f + 1) * per_file {
+            if older {
+                text.push_str(&format!("{i},{i}.5,{pad},L{i}\n"));
+            } else {
+                text.push_str(&format!("{i},{i},{pad}\n"));
+            }
+        }
+        s.land(&format!("part-{f}.csv"), text);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = s.ingest_with_env(
+        &["cloudFiles.format=csv", "cloudFiles.inferColumnTypes=true"],
+        &[("RUST_LOG", "info")],
+    );
+    let log = stderr(&out);
+    ok(&out);
+    assert!(log.contains("provisional schema"), "{log}");
+    assert!(log.contains("reading the batch again"), "{log}");
+    s.assert_ids_once(0..4 * per_file, "one-pass CSV");
+    let batches = read_table(&s.table());
+    assert_eq!(
+        batches[0]
+            .schema()
+            .field_with_name("amount")
+            .unwrap()
+            .data_type(),
+        &arrow_schema::DataType::Float64
+    );
+    let late = column_strings(&batches, "late");
+    assert_eq!(
+        late.iter().filter(|v| *v != "null").count(),
+        per_file as usize
+    );
+    assert!(
+        column_strings(&batches, "_rescued_data")
+            .iter()
+            .all(|v| v == "null")
+    );
+}
