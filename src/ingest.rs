@@ -1522,7 +1522,8 @@ fn split_batches<'a>(
 }
 
 enum Msg {
-    Batch(RecordBatch),
+    /// Decoded rows for the shared writer, with their share of [`IN_FLIGHT_MIB`].
+    Batch(RecordBatch, tokio::sync::OwnedSemaphorePermit),
     Done {
         index: usize,
         stats: FileStats,
@@ -1537,6 +1538,10 @@ enum Msg {
 
 /// What reading a batch's files gave: stats per file, or the first file that failed.
 type ReadOutcome = Result<Vec<FileStats>, (usize, DecodeError)>;
+
+/// Decoded rows (MiB of Arrow memory) that may wait for the shared writer at once; a
+/// larger batch takes the whole budget, so it waits alone.
+const IN_FLIGHT_MIB: usize = 64;
 
 /// From this many bytes in a batch, each decoding thread encodes its own Parquet files.
 const PARALLEL_ENCODE_BYTES: u64 = 64 << 20;
@@ -1967,15 +1972,17 @@ async fn read_files(
     let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
     let skip_arc: Arc<Vec<bool>> = Arc::new(skip.to_vec());
     let runtime = tokio::runtime::Handle::current();
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_MIB));
     let mut handles = Vec::new();
     for _ in 0..workers {
-        let (tx, next, stop, files, skip, runtime) = (
+        let (tx, next, stop, files, skip, runtime, in_flight) = (
             tx.clone(),
             Arc::clone(&next),
             Arc::clone(&stop),
             Arc::clone(&files_arc),
             Arc::clone(&skip_arc),
             runtime.clone(),
+            Arc::clone(&in_flight),
         );
         let mut own = if encode_in_workers {
             Some(sink.writer(&schema, &partition_columns)?)
@@ -2020,7 +2027,17 @@ async fn read_files(
                             false
                         }
                     },
-                    None => tx.blocking_send(Msg::Batch(b)).is_ok(),
+                    None => {
+                        // Decoded batches wait for the writer within a memory budget, so a
+                        // file of huge records does not queue several of them.
+                        let mib = (b.get_array_memory_size() >> 20).clamp(1, IN_FLIGHT_MIB);
+                        match runtime
+                            .block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32))
+                        {
+                            Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
+                            Err(_) => false,
+                        }
+                    }
                 };
                 let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
                 let msg = match (decoded, write_error) {
@@ -2047,7 +2064,7 @@ async fn read_files(
     let mut written_batches = 0u64;
     while let Some(msg) = rx.recv().await {
         match msg {
-            Msg::Batch(b) => {
+            Msg::Batch(b, _permit) => {
                 if failure.is_none() && write_failure.is_none() {
                     if let Err(e) = shared.write(b).await {
                         write_failure = Some(e);
