@@ -167,23 +167,39 @@ impl<'a> Parser<'a> {
     }
 
     fn value(&mut self) -> Result<Jv<'a>, Fail> {
+        let mut v = Jv::Null;
+        self.value_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Parses a value straight into `out` (an entry's slot in its object or array): a
+    /// value returned up the recursion and then moved into the vector was copied with
+    /// loads that straddled the callee's stores, a stall on every value.
+    fn value_into(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
         match self.peek() {
-            Some(b'{') => self.object(),
-            Some(b'[') => self.array(),
-            Some(b'"') => Ok(Jv::String(self.string()?)),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(b't') => self.literal(b"true", Jv::Bool(true)),
-            Some(b'f') => self.literal(b"false", Jv::Bool(false)),
-            Some(b'n') => self.literal(b"null", Jv::Null),
+            Some(b'{') => self.object(out),
+            Some(b'[') => self.array(out),
+            Some(b'"') => {
+                *out = Jv::String(Cow::Borrowed(""));
+                match out {
+                    Jv::String(text) => self.string_into(text),
+                    _ => unreachable!("set above"),
+                }
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(out),
+            Some(b't') => self.literal(b"true", Jv::Bool(true), out),
+            Some(b'f') => self.literal(b"false", Jv::Bool(false), out),
+            Some(b'n') => self.literal(b"null", Jv::Null, out),
             Some(_) => Err(self.error("expected a value")),
             None => Err(self.error("unexpected end of input")),
         }
     }
 
-    fn literal(&mut self, word: &[u8], v: Jv<'a>) -> Result<Jv<'a>, Fail> {
+    fn literal(&mut self, word: &[u8], v: Jv<'a>, out: &mut Jv<'a>) -> Result<(), Fail> {
         if self.bytes[self.pos..].starts_with(word) {
             self.pos += word.len();
-            Ok(v)
+            *out = v;
+            Ok(())
         } else {
             Err(self.error("expected a value"))
         }
@@ -199,28 +215,36 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn object(&mut self) -> Result<Jv<'a>, Fail> {
+    fn object(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
         self.enter()?;
-        let mut entries = Vec::new();
+        // Built in place, in `out` and in each entry's slot: a key, value or vector
+        // returned and then moved was copied with loads that straddled the stores just
+        // made (a store-forwarding stall on every value; perf showed a quarter of the
+        // parser's time on two such loads).
+        *out = Jv::Object(Vec::new());
+        let Jv::Object(entries) = out else {
+            unreachable!("set above")
+        };
         if self.peek() == Some(b'}') {
             self.pos += 1;
             self.depth -= 1;
-            return Ok(Jv::Object(entries));
+            return Ok(());
         }
         entries.reserve(if self.depth == 1 { 16 } else { 4 });
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.error("expected a key"));
             }
-            let key = self.string()?;
+            entries.resize_with(entries.len() + 1, || (Cow::Borrowed(""), Jv::Null));
+            let (key, value) = entries.last_mut().expect("just added");
+            self.string_into(key)?;
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.error("expected ':'"));
             }
             self.pos += 1;
             self.skip_ws();
-            let v = self.value()?;
-            entries.push((key, v));
+            self.value_into(value)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => {
@@ -230,23 +254,27 @@ impl<'a> Parser<'a> {
                 Some(b'}') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    return Ok(Jv::Object(entries));
+                    return Ok(());
                 }
                 _ => return Err(self.error("expected ',' or '}'")),
             }
         }
     }
 
-    fn array(&mut self) -> Result<Jv<'a>, Fail> {
+    fn array(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
         self.enter()?;
-        let mut items = Vec::new();
+        *out = Jv::Array(Vec::new());
+        let Jv::Array(items) = out else {
+            unreachable!("set above")
+        };
         if self.peek() == Some(b']') {
             self.pos += 1;
             self.depth -= 1;
-            return Ok(Jv::Array(items));
+            return Ok(());
         }
         loop {
-            items.push(self.value()?);
+            items.resize_with(items.len() + 1, || Jv::Null);
+            self.value_into(items.last_mut().expect("just added"))?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => {
@@ -256,14 +284,14 @@ impl<'a> Parser<'a> {
                 Some(b']') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    return Ok(Jv::Array(items));
+                    return Ok(());
                 }
                 _ => return Err(self.error("expected ',' or ']'")),
             }
         }
     }
 
-    fn number(&mut self) -> Result<Jv<'a>, Fail> {
+    fn number(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -290,7 +318,8 @@ impl<'a> Parser<'a> {
             }
             self.digits();
         }
-        Ok(Jv::Number(Cow::Borrowed(&self.text[start..self.pos])))
+        *out = Jv::Number(Cow::Borrowed(&self.text[start..self.pos]));
+        Ok(())
     }
 
     fn digits(&mut self) {
@@ -299,22 +328,24 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// A string starting at the opening quote; borrowed unless it has escapes.
-    fn string(&mut self) -> Result<Cow<'a, str>, Fail> {
+    /// Parses the string at the opening quote into `out`: borrowed unless it has escapes.
+    fn string_into(&mut self, out: &mut Cow<'a, str>) -> Result<(), Fail> {
         let start = self.pos + 1;
         let end = find_special(self.bytes, start);
         match self.bytes.get(end) {
             Some(b'"') => {
                 self.pos = end + 1;
                 // Slicing at ASCII quotes of a validated text keeps it valid UTF-8.
-                Ok(Cow::Borrowed(&self.text[start..end]))
+                *out = Cow::Borrowed(&self.text[start..end]);
+                Ok(())
             }
             Some(b'\\') => {
-                let mut out = String::with_capacity(end - start + 16);
-                out.push_str(&self.text[start..end]);
+                let mut owned = String::with_capacity(end - start + 16);
+                owned.push_str(&self.text[start..end]);
                 self.pos = end;
-                self.escaped_rest(&mut out)?;
-                Ok(Cow::Owned(out))
+                self.escaped_rest(&mut owned)?;
+                *out = Cow::Owned(owned);
+                Ok(())
             }
             Some(_) => {
                 self.pos = end;
