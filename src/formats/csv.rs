@@ -14,7 +14,7 @@ use super::{
 };
 use crate::options::CsvSettings;
 use crate::rows::{Layout, RowBuilder};
-use crate::schema::infer::{Inferred, SchemaInferrer};
+use crate::schema::infer::{InferOptions, Inferred, SchemaInferrer};
 
 const BOM: &str = "\u{feff}";
 
@@ -186,18 +186,32 @@ pub fn infer(
         }
         let columns = columns.as_ref().expect("set above");
         rows += 1;
-        for (&column, raw) in columns.iter().zip(record.iter()) {
-            if inferrer.is_string_at(column) {
-                continue;
-            }
-            let text = cell_text(raw);
-            if text.is_empty() || *text == *opts.csv.null_value {
-                continue;
-            }
-            inferrer.add_typed_at(column, Inferred::of_csv(&text, infer_opts));
-        }
+        observe_record(inferrer, columns, &record, &opts.csv, infer_opts);
     }
     Ok(rows)
+}
+
+/// Observes the cells of one data record into the inferrer's columns (`columns[i]` is
+/// the inferrer's index of the record's `i`-th header), skipping nulls and columns already
+/// STRING (which absorbs everything). Shared by inference and one-pass decoding, so both
+/// observe alike.
+fn observe_record(
+    inferrer: &mut SchemaInferrer,
+    columns: &[usize],
+    record: &::csv::ByteRecord,
+    csv: &CsvSettings,
+    infer_opts: InferOptions,
+) {
+    for (&column, raw) in columns.iter().zip(record.iter()) {
+        if inferrer.is_string_at(column) {
+            continue;
+        }
+        let text = cell_text(raw);
+        if text.is_empty() || *text == *csv.null_value {
+            continue;
+        }
+        inferrer.add_typed_at(column, Inferred::of_csv(&text, infer_opts));
+    }
 }
 
 /// Decodes the file into batches.
@@ -258,16 +272,7 @@ pub fn decode(
         let (names, targets) = mapping.as_ref().expect("set above");
         if let Some((inferrer, infer_opts)) = observed.as_mut() {
             inferrer.records += 1;
-            for (&column, raw) in observed_columns.iter().zip(record.iter()) {
-                if inferrer.is_string_at(column) {
-                    continue;
-                }
-                let text = cell_text(raw);
-                if text.is_empty() || *text == *opts.csv.null_value {
-                    continue;
-                }
-                inferrer.add_typed_at(column, Inferred::of_csv(&text, *infer_opts));
-            }
+            observe_record(inferrer, &observed_columns, &record, &opts.csv, *infer_opts);
         }
         invalid.clear();
         // Cells borrow from the record (one vector per record, not a string per cell).

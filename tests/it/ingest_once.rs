@@ -437,14 +437,15 @@ fn a_large_batch_is_encoded_on_every_core_and_lands_in_one_commit() {
     );
 }
 
-/// Lands four files of about 20 MB, oldest first; only the oldest has cents and `late`.
-fn land_sample(s: &Scratch) -> u64 {
+/// Lands four files of about 20 MB, oldest first; with `oldest_differs`, only the oldest
+/// has cents and `late`. Returns the number of orders.
+fn land_sample(s: &Scratch, oldest_differs: bool) -> u64 {
     let per_file = 80_000;
     for f in 0..4u64 {
         let from = f * per_file;
         s.land(
             &format!("part-{f}.json"),
-            common::sample_orders_jsonl(from, from + per_file, f == 0),
+            common::sample_orders_jsonl(from, from + per_file, oldest_differs && f == 0),
         );
         // Distinct modification times: the sample is taken newest first.
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -452,30 +453,26 @@ fn land_sample(s: &Scratch) -> u64 {
     4 * per_file
 }
 
-#[test]
-fn a_first_run_infers_while_reading_and_reads_again_when_the_sample_disagrees() {
-    let s = Scratch::new();
-    let total = land_sample(&s);
-    let out = s.ingest_with_env(
-        &["cloudFiles.inferColumnTypes=true"],
-        &[("RUST_LOG", "info")],
-    );
-    let log = stderr(&out);
-    ok(&out);
-    // The provisional schema comes from the two newest files (BIGINT amounts, no `late`);
-    // the whole sample says DOUBLE and has `late`, so the batch is read again with that.
+/// Asserts that a first run whose oldest file disagreed with the provisional schema read
+/// its batch again and landed it with the whole sample's schema: `amount` DOUBLE, the
+/// oldest file's `late` column filled, nothing rescued, only `_schemas/0` written.
+fn assert_read_again_with_the_whole_sample(s: &Scratch, log: &str, orders: u64, late: usize) {
+    // The provisional schema comes from the newest files (integer amounts, no `late`).
     assert!(log.contains("provisional schema"), "{log}");
     assert!(log.contains("reading the batch again"), "{log}");
-    s.assert_ids_once(0..total, "speculative first run");
+    s.assert_ids_once(0..orders, "first run read again");
     let batches = read_table(&s.table());
-    let schema = batches[0].schema();
     assert_eq!(
-        schema.field_with_name("amount").unwrap().data_type(),
+        batches[0]
+            .schema()
+            .field_with_name("amount")
+            .unwrap()
+            .data_type(),
         &arrow_schema::DataType::Float64,
         "the whole sample's type"
     );
-    let late = column_strings(&batches, "late");
-    assert_eq!(late.iter().filter(|v| *v != "null").count(), 80_000);
+    let filled = column_strings(&batches, "late");
+    assert_eq!(filled.iter().filter(|v| *v != "null").count(), late);
     assert!(
         column_strings(&batches, "_rescued_data")
             .iter()
@@ -485,32 +482,31 @@ fn a_first_run_infers_while_reading_and_reads_again_when_the_sample_disagrees() 
     let schemas = fs::read_dir(s.table().join("_autoloader/_schemas"))
         .unwrap()
         .count();
-    assert_eq!(
-        schemas, 1,
-        "only _schemas/0: the provisional schema is never written"
-    );
+    assert_eq!(schemas, 1, "the provisional schema is never written");
+}
+
+/// Runs a successful ingest with info logs; returns stdout and the log.
+fn ingest_logged(s: &Scratch, options: &[&str]) -> (String, String) {
+    let out = s.ingest_with_env(options, &[("RUST_LOG", "info")]);
+    (ok(&out), stderr(&out))
+}
+
+#[test]
+fn a_first_run_infers_while_reading_and_reads_again_when_the_sample_disagrees() {
+    let s = Scratch::new();
+    let total = land_sample(&s, true);
+    let (_, log) = ingest_logged(&s, &["cloudFiles.inferColumnTypes=true"]);
+    assert_read_again_with_the_whole_sample(&s, &log, total, 80_000);
 }
 
 #[test]
 fn a_first_run_that_agrees_with_its_provisional_schema_reads_once() {
     let s = Scratch::new();
-    let per_file = 80_000;
-    for f in 0..4u64 {
-        let from = f * per_file;
-        s.land(
-            &format!("part-{f}.json"),
-            common::sample_orders_jsonl(from, from + per_file, false),
-        );
-    }
-    let out = s.ingest_with_env(
-        &["cloudFiles.inferColumnTypes=true"],
-        &[("RUST_LOG", "info")],
-    );
-    let log = stderr(&out);
-    ok(&out);
+    let total = land_sample(&s, false);
+    let (_, log) = ingest_logged(&s, &["cloudFiles.inferColumnTypes=true"]);
     assert!(log.contains("read_by_the_batch=4"), "{log}");
     assert!(!log.contains("reading the batch again"), "{log}");
-    s.assert_ids_once(0..4 * per_file, "one-pass first run");
+    s.assert_ids_once(0..total, "one-pass first run");
     let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
     assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
 }
@@ -518,16 +514,14 @@ fn a_first_run_that_agrees_with_its_provisional_schema_reads_once() {
 #[test]
 fn a_first_batch_holding_little_of_the_sample_settles_the_schema_first() {
     let s = Scratch::new();
-    let total = land_sample(&s);
-    let out = s.ingest_with_env(
+    let total = land_sample(&s, true);
+    let (stdout, log) = ingest_logged(
+        &s,
         &[
             "cloudFiles.inferColumnTypes=true",
             "cloudFiles.maxFilesPerTrigger=1",
         ],
-        &[("RUST_LOG", "info")],
     );
-    let log = stderr(&out);
-    let stdout = ok(&out);
     assert_eq!(summary_figure(&stdout, "batches"), 4);
     assert!(log.contains("read_by_the_batch=0"), "{log}");
     s.assert_ids_once(0..total, "settled before the first batch");
@@ -592,32 +586,9 @@ fn a_large_first_csv_run_infers_while_reading_and_reads_again_when_the_sample_di
         s.land(&format!("part-{f}.csv"), text);
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let out = s.ingest_with_env(
+    let (_, log) = ingest_logged(
+        &s,
         &["cloudFiles.format=csv", "cloudFiles.inferColumnTypes=true"],
-        &[("RUST_LOG", "info")],
     );
-    let log = stderr(&out);
-    ok(&out);
-    assert!(log.contains("provisional schema"), "{log}");
-    assert!(log.contains("reading the batch again"), "{log}");
-    s.assert_ids_once(0..4 * per_file, "one-pass CSV");
-    let batches = read_table(&s.table());
-    assert_eq!(
-        batches[0]
-            .schema()
-            .field_with_name("amount")
-            .unwrap()
-            .data_type(),
-        &arrow_schema::DataType::Float64
-    );
-    let late = column_strings(&batches, "late");
-    assert_eq!(
-        late.iter().filter(|v| *v != "null").count(),
-        per_file as usize
-    );
-    assert!(
-        column_strings(&batches, "_rescued_data")
-            .iter()
-            .all(|v| v == "null")
-    );
+    assert_read_again_with_the_whole_sample(&s, &log, 4 * per_file, per_file as usize);
 }

@@ -138,12 +138,18 @@ fn run_with(moto: &Moto, args: &[String]) -> std::process::Output {
 }
 
 fn python_rows(moto: &Moto, table: &str) -> serde_json::Value {
+    python_read(moto, table, &[])
+}
+
+/// Runs `read_delta.py` on an S3 table (keyed by `order_id`) with extra arguments.
+fn python_read(moto: &Moto, table: &str, extra: &[&str]) -> serde_json::Value {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/common/read_delta.py");
     let out = Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
         .arg(script)
         .arg(table)
         .arg("order_id")
+        .args(extra)
         .envs(moto.env())
         .output()
         .unwrap();
@@ -254,24 +260,7 @@ fn a_large_first_run_into_an_s3_table_infers_while_reading() {
     ];
     let stdout = ok(&run_with(&moto, &args));
     assert_eq!(summary_figure(&stdout, "rows"), 4 * per_file);
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/common/read_delta.py");
-    let out = Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
-        .args([
-            script.to_str().unwrap(),
-            "s3://lake/big",
-            "order_id",
-            "--summary",
-        ])
-        .envs(moto.env())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let py = python_read(&moto, "s3://lake/big", &["--summary"]);
     let n = 4 * per_file;
     assert_eq!(py["num_rows"], n);
     assert_eq!(py["key_distinct"], n, "every order once");
