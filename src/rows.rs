@@ -266,11 +266,7 @@ impl ColumnBuilder {
                 *s,
             ),
             DataType::Struct(fields) => ColumnBuilder::Struct {
-                case_twins: fields.iter().enumerate().any(|(i, a)| {
-                    fields[..i]
-                        .iter()
-                        .any(|b| a.name.eq_ignore_ascii_case(&b.name))
-                }),
+                case_twins: has_case_twins(fields.iter().map(|f| f.name.as_str())),
                 fields: fields
                     .iter()
                     .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
@@ -405,23 +401,10 @@ impl ColumnBuilder {
                 Jv::Object(obj) => {
                     let mut ok = true;
                     let mut matched = 0;
-                    // The cursor of `RowBuilder::append_json_object`, for nested objects.
-                    let mut taken = [false; 32];
-                    let mut taken_prefix = 0;
-                    let cursor = !*case_twins && obj.len() <= taken.len();
+                    let mut taken = Taken::new(obj.len(), *case_twins);
                     for (name, child) in fields.iter_mut() {
-                        let found = match obj.get(taken_prefix) {
-                            Some((k, _)) if cursor && same_key(k, name) => Some(taken_prefix),
-                            _ => lookup(obj, name, ctx),
-                        };
-                        match found {
+                        match taken.find(obj, name, ctx) {
                             Some(i) => {
-                                if cursor {
-                                    taken[i] = true;
-                                    while taken_prefix < obj.len() && taken[taken_prefix] {
-                                        taken_prefix += 1;
-                                    }
-                                }
                                 matched += 1;
                                 ok &= child.append_json(&obj[i].1, ctx, new_fields);
                             }
@@ -674,6 +657,73 @@ fn integer_is_exact(t: &str, f: f64) -> bool {
     printed == digits && (negative == f.is_sign_negative() || digits.is_empty())
 }
 
+/// Whether two of the names differ only in letter case.
+fn has_case_twins<'a>(names: impl Iterator<Item = &'a str>) -> bool {
+    let names: Vec<&str> = names.collect();
+    names
+        .iter()
+        .enumerate()
+        .any(|(i, a)| names[..i].iter().any(|b| a.eq_ignore_ascii_case(b)))
+}
+
+/// Which entries of a JSON object the columns (or struct fields) took, and where to look
+/// for the next one. Records tend to list their keys in column order, so a column's entry
+/// is first looked for right after the leading run of taken entries. That finds the same
+/// entry as [`lookup`] from the start, since the taken entries hold other columns' names
+/// (columns whose names differ only in case turn the shortcut off).
+struct Taken {
+    first: [bool; 64],
+    /// Taken entries past the first 64.
+    more: Vec<usize>,
+    /// Entries before this index are all taken.
+    prefix: usize,
+    shortcut: bool,
+}
+
+impl Taken {
+    fn new(entries: usize, case_twins: bool) -> Taken {
+        Taken {
+            first: [false; 64],
+            more: Vec::new(),
+            prefix: 0,
+            shortcut: !case_twins && entries <= 64,
+        }
+    }
+
+    /// The entry for `name` (see [`lookup`]), marked as taken.
+    fn find(
+        &mut self,
+        obj: &[(Cow<'_, str>, Jv<'_>)],
+        name: &str,
+        ctx: &ReadContext,
+    ) -> Option<usize> {
+        let found = match obj.get(self.prefix) {
+            Some((k, _)) if self.shortcut && same_key(k, name) => Some(self.prefix),
+            _ => lookup(obj, name, ctx),
+        }?;
+        if found < self.first.len() {
+            self.first[found] = true;
+            while self.prefix < self.first.len() && self.first[self.prefix] {
+                self.prefix += 1;
+            }
+        } else {
+            self.more.push(found);
+        }
+        Some(found)
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.first
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| self.more.contains(&i))
+    }
+
+    fn count(&self) -> usize {
+        self.first.iter().filter(|t| **t).count() + self.more.len()
+    }
+}
+
 /// The index of the entry for `name`: the exact name first, then (reading
 /// case-insensitively) another letter case.
 fn lookup(obj: &[(Cow<'_, str>, Jv<'_>)], name: &str, ctx: &ReadContext) -> Option<usize> {
@@ -712,10 +762,7 @@ impl RowBuilder {
             .value_fields()
             .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
             .collect();
-        let case_twins = columns
-            .iter()
-            .enumerate()
-            .any(|(i, (a, _))| columns[..i].iter().any(|(b, _)| a.eq_ignore_ascii_case(b)));
+        let case_twins = has_case_twins(columns.iter().map(|(n, _)| n.as_str()));
         RowBuilder {
             rescued: layout.rescued.as_ref().map(|_| StringBuilder::new()),
             corrupt: layout.corrupt.as_ref().map(|_| StringBuilder::new()),
@@ -750,29 +797,10 @@ impl RowBuilder {
         let mut rescued = Map::new();
         // Which entries a column took; the rest (unknown names, other letter cases,
         // duplicate keys) are rescued, so no value is dropped.
-        let mut taken = [false; 64];
-        let mut taken_more: Vec<usize> = Vec::new();
-        // Entries before this index are all taken. Records tend to list their keys in
-        // column order, so a column's entry is first looked for right there; that finds
-        // the same entry as a search from the start, since the taken entries hold other
-        // columns' names (`case_twins` rules out columns that differ only in case).
-        let mut taken_prefix = 0;
-        let cursor = !self.case_twins && obj.len() <= taken.len();
+        let mut taken = Taken::new(obj.len(), self.case_twins);
         for (name, col) in &mut self.columns {
-            let found = match obj.get(taken_prefix) {
-                Some((k, _)) if cursor && same_key(k, name) => Some(taken_prefix),
-                _ => lookup(obj, name, &self.ctx),
-            };
-            match found {
+            match taken.find(obj, name, &self.ctx) {
                 Some(i) => {
-                    if i < taken.len() {
-                        taken[i] = true;
-                        while taken_prefix < taken.len() && taken[taken_prefix] {
-                            taken_prefix += 1;
-                        }
-                    } else {
-                        taken_more.push(i);
-                    }
                     let v = &obj[i].1;
                     if !col.append_json(v, &self.ctx, &mut self.nested_new_fields) {
                         rescued.insert(name.clone(), v.to_value());
@@ -781,15 +809,9 @@ impl RowBuilder {
                 None => col.append_null(),
             }
         }
-        let taken_count = taken.iter().filter(|t| **t).count() + taken_more.len();
-        if taken_count < obj.len() {
+        if taken.count() < obj.len() {
             for (i, (k, v)) in obj.iter().enumerate() {
-                let was_taken = if i < taken.len() {
-                    taken[i]
-                } else {
-                    taken_more.contains(&i)
-                };
-                if was_taken {
+                if taken.contains(i) {
                     continue;
                 }
                 if !self.columns.iter().any(|(n, _)| n.eq_ignore_ascii_case(k))
