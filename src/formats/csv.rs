@@ -10,7 +10,8 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 
 use super::{
-    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile, open, read_error,
+    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
+    large_record_turn, open, read_error,
 };
 use crate::options::CsvSettings;
 use crate::rows::{Layout, RowBuilder};
@@ -19,17 +20,27 @@ use crate::schema::infer::{InferOptions, Inferred, SchemaInferrer};
 const BOM: &str = "\u{feff}";
 
 /// The input with its last byte that is not a line break remembered: a quoted field that
-/// reaches the end of the file without that byte being the quote was never closed.
+/// reaches the end of the file without that byte being the quote was never closed. It
+/// also takes this thread's turn for a large record (see `LARGE_RECORD_BYTES`) as soon as
+/// the record being read grows that large, before more of it is held.
 struct TailWatch {
     inner: Box<dyn std::io::BufRead + Send>,
     last: u8,
     /// The input has ended (a read returned nothing).
     ended: bool,
+    /// Bytes read so far, and where the record being read starts.
+    read: u64,
+    record_start: u64,
+    turn: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl std::io::Read for TailWatch {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.turn.is_none() && self.read - self.record_start >= LARGE_RECORD_BYTES as u64 {
+            self.turn = Some(large_record_turn());
+        }
         self.ended |= n == 0 && !buf.is_empty();
         if let Some(b) = buf[..n].iter().rev().find(|b| !matches!(b, b'\n' | b'\r')) {
             self.last = *b;
@@ -61,6 +72,9 @@ fn reader(
             inner: input,
             last: 0,
             ended: false,
+            read: 0,
+            record_start: 0,
+            turn: None,
         });
     Ok(CsvReader {
         inner,
@@ -68,7 +82,8 @@ fn reader(
     })
 }
 
-/// Reads the next record; `Ok(false)` at end of file. A record longer than
+/// Reads the next record; `Ok(false)` at end of file. A large record's turn lasts until
+/// the next record is read, so the record is handled within it. A record longer than
 /// `cloudFiles.maxRecordBytes` is an error naming the file and line, and so is a quote that
 /// is never closed (it would swallow the rest of the file into one cell, unflagged).
 fn next_record(
@@ -77,6 +92,10 @@ fn next_record(
     path: &str,
     max_record_bytes: usize,
 ) -> Result<bool, DecodeError> {
+    let start = r.inner.position().byte();
+    let input = r.inner.get_mut();
+    input.turn = None;
+    input.record_start = start;
     let more = r.inner.read_byte_record(record).map_err(|e| {
         let line = e.position().map(|p| p.line());
         match e.into_kind() {
@@ -234,7 +253,27 @@ pub fn decode(
     // Types observed as `infer` observes them (one-pass inference of a first batch).
     let mut observed = opts.observe_types.map(|o| (SchemaInferrer::new(), o));
     let mut observed_columns: Vec<usize> = Vec::new();
+    let flush = |rows: &mut RowBuilder,
+                 stats: &mut FileStats,
+                 emit: &mut dyn FnMut(RecordBatch) -> bool| {
+        stats.rows += rows.len() as u64;
+        stats.rescued_rows += rows.rescued_rows() as u64;
+        if emit(rows.finish()) {
+            Ok(())
+        } else {
+            Err(DecodeError::Cancelled {
+                path: path.to_string(),
+            })
+        }
+    };
     while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
+        // A very large record (read during this thread's turn, see `TailWatch`) is
+        // decoded and written as a batch of its own.
+        let large = record.as_slice().len() >= LARGE_RECORD_BYTES;
+        if large && !rows.is_empty() {
+            pending_bytes = 0;
+            flush(&mut rows, &mut stats, emit)?;
+        }
         if mapping.is_none() {
             let names = if opts.csv.header {
                 header_names(&record)
@@ -313,25 +352,17 @@ pub fn decode(
         let borrowed: Vec<Option<&str>> = cells.iter().map(Option::as_deref).collect();
         rows.append_text_record(names, targets, &borrowed, &invalid, extra);
         pending_bytes += record.as_slice().len();
-        if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
+        if large || rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
             pending_bytes = 0;
-            stats.rows += rows.len() as u64;
-            stats.rescued_rows += rows.rescued_rows() as u64;
-            if !emit(rows.finish()) {
-                return Err(DecodeError::Cancelled {
-                    path: path.to_string(),
-                });
-            }
+            flush(&mut rows, &mut stats, emit)?;
+        }
+        if large {
+            // A large record's buffer is not kept past its turn.
+            record = ::csv::ByteRecord::new();
         }
     }
     if !rows.is_empty() {
-        stats.rows += rows.len() as u64;
-        stats.rescued_rows += rows.rescued_rows() as u64;
-        if !emit(rows.finish()) {
-            return Err(DecodeError::Cancelled {
-                path: path.to_string(),
-            });
-        }
+        flush(&mut rows, &mut stats, emit)?;
     }
     stats.dropped_values = rows.dropped_values();
     stats.new_fields = !unknown.is_empty();

@@ -538,29 +538,47 @@ fn a_first_batch_holding_little_of_the_sample_settles_the_schema_first() {
 
 #[test]
 fn large_records_take_turns_and_land_with_their_neighbours() {
-    // Lines over 8 MiB are read, decoded and written one at a time in the process; the
-    // small records around them still land, each once.
-    let s = Scratch::new();
+    // Records over 8 MiB are read, decoded and written one at a time in the process; the
+    // small records around them still land, each once. JSON lines and CSV alike.
     let big = "z".repeat(9 << 20);
-    for f in 0..3u64 {
-        let mut text = String::new();
-        for i in 0..5u64 {
-            let id = f * 10 + i;
-            let blob = if i == 2 { big.as_str() } else { "small" };
-            text.push_str(&format!("{{\"order_id\": {id}, \"blob\": \"{blob}\"}}\n"));
+    for format in ["json", "csv"] {
+        let s = Scratch::new();
+        for f in 0..3u64 {
+            let mut text = String::from(if format == "csv" {
+                "order_id,blob\n"
+            } else {
+                ""
+            });
+            for i in 0..5u64 {
+                let id = f * 10 + i;
+                let blob = if i == 2 { big.as_str() } else { "small" };
+                text.push_str(&if format == "csv" {
+                    format!("{id},{blob}\n")
+                } else {
+                    format!("{{\"order_id\": {id}, \"blob\": \"{blob}\"}}\n")
+                });
+            }
+            s.land(&format!("f{f}.{format}"), text);
         }
-        s.land(&format!("f{f}.json"), text);
+        ok(&s.ingest(&[&format!("cloudFiles.format={format}")]));
+        let mut expected: Vec<u64> = (0..3)
+            .flat_map(|f| (0..5).map(move |i| f * 10 + i))
+            .collect();
+        expected.sort_unstable();
+        s.assert_ids_once(expected, format);
+        let batches = read_table(&s.table());
+        let blobs = column_strings(&batches, "blob");
+        assert_eq!(
+            blobs.iter().filter(|b| b.len() == 9 << 20).count(),
+            3,
+            "{format}"
+        );
+        assert_eq!(
+            blobs.iter().filter(|b| *b == "small").count(),
+            12,
+            "{format}"
+        );
     }
-    ok(&s.ingest(&[]));
-    let mut expected: Vec<u64> = (0..3)
-        .flat_map(|f| (0..5).map(move |i| f * 10 + i))
-        .collect();
-    expected.sort_unstable();
-    s.assert_ids_once(expected, "large records");
-    let batches = read_table(&s.table());
-    let blobs = column_strings(&batches, "blob");
-    assert_eq!(blobs.iter().filter(|b| b.len() == 9 << 20).count(), 3);
-    assert_eq!(blobs.iter().filter(|b| *b == "small").count(), 12);
 }
 
 #[test]
