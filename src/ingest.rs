@@ -445,7 +445,7 @@ impl<'a> Stream<'a> {
             let uri = self.req.source.uri(&f.key);
             tracing::error!(
                 file = %uri, attempts = MAX_CRASHED_ATTEMPTS,
-                "Quarantined: this file crashed the process every time it was read. It is not ingested;                  fix or replace it under a new name to ingest it."
+                "Quarantined: this file crashed the process every time it was read. It is not ingested; fix or replace it under a new name to ingest it."
             );
             self.telemetry.emit(
                 Severity::Error,
@@ -710,6 +710,10 @@ impl<'a> Stream<'a> {
             })
             .cloned()
             .collect();
+        if prefix.len() == sample.len() {
+            // The prefix would be the whole sample: inferring first reads no more.
+            return Ok(None);
+        }
         let inferrer = infer_parallel(self.req, opts, &prefix)?;
         let Ok(draft) = draft_first_version(self.req, &self.checkpoint, Some(inferrer), sample)
         else {
@@ -2107,6 +2111,7 @@ async fn read_files(
         return Err(e.into());
     }
     if encode_in_workers {
+        // The rows are in the writers' files, not committed: what "mid-read" tests.
         failpoint::hit("mid-read");
     }
     Ok((

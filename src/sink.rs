@@ -428,7 +428,6 @@ impl BatchWriter {
 
 /// The writers of one stream batch (one, or one per decoding thread when the batch is
 /// large enough that encoding in parallel pays), committed together.
-#[derive(Default)]
 pub struct BatchWriters(pub Vec<BatchWriter>);
 
 impl BatchWriters {

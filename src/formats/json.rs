@@ -290,7 +290,7 @@ pub fn infer(
 ) -> Result<u64, DecodeError> {
     let infer_opts = opts.infer_options(typed);
     if !opts.multi_line {
-        // The fast path: types straight from the text, no values built.
+        // Each line parsed once into a borrowing value and observed, as decoding does.
         let path = file.meta.path.as_str();
         let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
         let before = inferrer.records;

@@ -136,8 +136,8 @@ pub struct DecodeOptions {
     /// Stop reading a file at its first field the schema lacks (the batch is about to be
     /// evolved and read again, so the rest would be read for nothing).
     pub stop_at_new_fields: bool,
-    /// Also observe every record's types as schema inference does (JSON lines), so the
-    /// first batch is read and inferred in one pass.
+    /// Also observe every record's types as schema inference does (JSON lines and CSV),
+    /// so the first batch is read and inferred in one pass.
     pub observe_types: Option<InferOptions>,
 }
 
@@ -379,8 +379,9 @@ pub fn unchanged(path: &Path, meta: &FileMeta) -> bool {
 }
 
 /// Reads one line into `buf` (without the newline or a trailing `\r`), never holding more
-/// than `max` bytes; calls `on_large` once when the line reaches [`LARGE_RECORD_BYTES`]. Returns `None` at end of input, `Some(false)` for an over-long line
-/// (skipped up to its newline).
+/// than `max` bytes; calls `on_large` once when the line reaches [`LARGE_RECORD_BYTES`].
+/// Returns `None` at end of input, `Some(false)` for an over-long line (skipped up to its
+/// newline).
 pub(crate) fn read_line_bounded(
     reader: &mut dyn BufRead,
     buf: &mut Vec<u8>,
