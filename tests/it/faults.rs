@@ -39,6 +39,29 @@ fn report(out: &Output) -> String {
     )
 }
 
+/// Asserts that a scenario's first run (its exit printed as `first-exit=N`) stopped on the
+/// full disk with an error naming the cause and the disk's path, and that the table copied
+/// out after the rerun holds `ids`, each once.
+fn assert_stopped_then_resumed(
+    out: &Output,
+    disk: &Path,
+    copy: &Path,
+    ids: std::ops::Range<u64>,
+    context: &str,
+) {
+    let text = report(out);
+    assert!(out.status.success(), "{context}: {text}");
+    assert!(
+        text.contains("first-exit=1"),
+        "{context}: the full disk stops the run: {text}"
+    );
+    assert!(
+        text.contains("No space left on device") && text.contains(&*disk.to_string_lossy()),
+        "{context}: the error names the cause and the path: {text}"
+    );
+    common::assert_table_ids_once(copy, ids, &format!("{context}, then resumed"));
+}
+
 #[test]
 fn a_full_table_disk_stops_naming_the_path_and_resumes_once_space_is_freed() {
     let s = Scratch::new();
@@ -76,17 +99,7 @@ fn a_full_table_disk_stops_naming_the_path_and_resumes_once_space_is_freed() {
     ) else {
         return;
     };
-    let text = report(&out);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("first-exit=1"),
-        "the full disk stops the run: {text}"
-    );
-    assert!(
-        text.contains("No space left on device") && text.contains(&*fs.to_string_lossy()),
-        "the error names the cause and the path: {text}"
-    );
-    common::assert_table_ids_once(&copy, 0..80_000, "table disk full, then resumed");
+    assert_stopped_then_resumed(&out, &fs, &copy, 0..80_000, "table disk full");
 }
 
 #[test]
@@ -128,17 +141,7 @@ fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
     ) else {
         return;
     };
-    let text = report(&out);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("first-exit=1"),
-        "the full disk stops the run: {text}"
-    );
-    assert!(
-        text.contains("No space left on device") && text.contains(&*fs.to_string_lossy()),
-        "the error names the cause and the checkpoint path: {text}"
-    );
-    common::assert_table_ids_once(&copy, 0..200, "checkpoint disk full, then resumed");
+    assert_stopped_then_resumed(&out, &fs, &copy, 0..200, "checkpoint disk full");
 }
 
 #[test]
