@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::discovery::Source;
-use crate::ingest::IngestRequest;
 use crate::options::{self, OptionsError};
+use crate::pipeline::IngestRequest;
+use crate::source::Source;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -7,13 +7,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use autoloader::alerts::{AlertSettings, parse_webhook};
 use autoloader::checkpoint::CheckpointError;
-use autoloader::discovery::Source;
-use autoloader::ingest::{self, Hooks, IngestError, IngestRequest, Progress, StopFlag, Summary};
-use autoloader::metrics::Registry;
 use autoloader::options::{self, OptionsError};
+use autoloader::pipeline::{self, IngestError, IngestRequest, Progress, StopFlag, Summary};
 use autoloader::reports;
+use autoloader::source::Source;
+use autoloader::telemetry::Hooks;
+use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
+use autoloader::telemetry::metrics::Registry;
 use autoloader::watch::{WatchTiming, run_watch};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -225,7 +226,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 .downcast_ref::<autoloader::config::ConfigError>()
                 .is_some()
             || cause
-                .downcast_ref::<autoloader::alerts::AlertError>()
+                .downcast_ref::<autoloader::telemetry::alerts::AlertError>()
                 .is_some()
         {
             return EXIT_USAGE;
@@ -320,7 +321,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     metrics: registry.as_ref().map(|r| r.stream(&req.name)),
                 };
                 let summary = if once {
-                    ingest::run_once(&req, &progress, &stop, &hooks).await?
+                    pipeline::run_once(&req, &progress, &stop, &hooks).await?
                 } else {
                     run_watch(&req, &progress, &stop, timing(poll_interval, &req), &hooks).await?
                 };
@@ -343,10 +344,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => {
             for t in &types {
-                if !autoloader::events::kind::ALL.contains(&t.as_str()) {
+                if !autoloader::telemetry::events::kind::ALL.contains(&t.as_str()) {
                     return Err(OptionsError::Conflict(format!(
                         "unknown event type {t}; types: {}",
-                        autoloader::events::kind::ALL.join(", ")
+                        autoloader::telemetry::events::kind::ALL.join(", ")
                     ))
                     .into());
                 }
@@ -450,7 +451,10 @@ async fn start_metrics(addr: Option<&str>) -> anyhow::Result<Option<Registry>> {
         .with_context(|| format!("cannot serve metrics on {addr}"))?;
     let registry = Registry::new();
     tracing::info!(addr = %listener.local_addr()?, "Serving metrics at /metrics.");
-    tokio::spawn(autoloader::metrics::serve(listener, registry.clone()));
+    tokio::spawn(autoloader::telemetry::metrics::serve(
+        listener,
+        registry.clone(),
+    ));
     Ok(Some(registry))
 }
 
@@ -482,11 +486,11 @@ fn run_config(
             tasks.push(tokio::spawn(async move {
                 let req = s.request;
                 let result = if once {
-                    ingest::run_once(&req, &ingest::NoProgress, &stop, &hooks).await
+                    pipeline::run_once(&req, &pipeline::NoProgress, &stop, &hooks).await
                 } else {
                     run_watch(
                         &req,
-                        &ingest::NoProgress,
+                        &pipeline::NoProgress,
                         &stop,
                         timing(poll_interval, &req),
                         &hooks,

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use chrono_tz::Tz;
 use globset::{GlobBuilder, GlobMatcher};
 
+use crate::record::scalars;
 use crate::schema::Schema;
-use crate::values;
+pub use crate::schema::evolution::EvolutionMode;
 
 /// The default rescued-data column name.
 pub const RESCUED_DATA_COLUMN: &str = "_rescued_data";
@@ -280,39 +280,6 @@ pub enum IncrementalListing {
     Auto,
     Always,
     Never,
-}
-
-/// `cloudFiles.schemaEvolutionMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EvolutionMode {
-    AddNewColumns,
-    Rescue,
-    FailOnNewColumns,
-    None,
-}
-
-impl FromStr for EvolutionMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "addnewcolumns" => Ok(EvolutionMode::AddNewColumns),
-            "rescue" => Ok(EvolutionMode::Rescue),
-            "failonnewcolumns" => Ok(EvolutionMode::FailOnNewColumns),
-            "none" => Ok(EvolutionMode::None),
-            _ => Err("expected one of addNewColumns, rescue, failOnNewColumns, none".into()),
-        }
-    }
-}
-
-impl fmt::Display for EvolutionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EvolutionMode::AddNewColumns => "addNewColumns",
-            EvolutionMode::Rescue => "rescue",
-            EvolutionMode::FailOnNewColumns => "failOnNewColumns",
-            EvolutionMode::None => "none",
-        })
-    }
 }
 
 /// CSV dialect.
@@ -716,7 +683,7 @@ fn invalid(key: &str, value: &str, reason: &str) -> OptionsError {
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, OptionsError> {
-    values::parse_bool(value).ok_or_else(|| invalid(key, value, "expected true or false"))
+    scalars::parse_bool(value).ok_or_else(|| invalid(key, value, "expected true or false"))
 }
 
 fn single_byte(key: &str, value: Option<&str>, default: u8) -> Result<u8, OptionsError> {
@@ -794,7 +761,7 @@ pub fn parse_instant(key: &str, value: &str) -> Result<i64, OptionsError> {
         Some(h) => format!("{text}{}{:02}:00", if h < 0 { '-' } else { '+' }, h.abs()),
         None => text,
     };
-    values::parse_timestamp(&text, Tz::UTC)
+    scalars::parse_timestamp(&text, Tz::UTC)
         .map(|micros| micros.div_euclid(1000))
         .ok_or_else(|| {
             invalid(

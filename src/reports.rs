@@ -12,11 +12,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::events::{self, Event, kind};
 use crate::options::RESCUED_DATA_COLUMN;
-use crate::rows::FILE_PATH_KEY;
+use crate::record::rows::FILE_PATH_KEY;
 use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaStoreError};
+use crate::telemetry::events::{self, Event, kind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -304,8 +304,8 @@ pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
     let local = crate::checkpoint::local_dir(checkpoint);
     // Opening a checkpoint creates one where there is none: check that it exists first
     // (on S3 its `stream` record; locally its lock file).
-    let exists = if crate::remote::is_remote(checkpoint) {
-        crate::remote::RemoteDir::open(&checkpoint.to_string_lossy())
+    let exists = if crate::storage::object_dir::is_remote(checkpoint) {
+        crate::storage::object_dir::RemoteDir::open(&checkpoint.to_string_lossy())
             .and_then(|d| d.get("stream"))
             .map_err(|e| io(std::io::Error::other(e.to_string())))?
             .is_some()
@@ -371,7 +371,7 @@ pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
                 .map_err(|e| io(std::io::Error::other(e.to_string())))?;
             st.files_ingested = Some(seen.len());
             if let Some(source) = &st.source
-                && let Ok(src) = crate::discovery::Source::parse(source)
+                && let Ok(src) = crate::source::Source::parse(source)
             {
                 let settings = crate::options::resolve(&[], checkpoint)
                     .map(|(s, _)| s)

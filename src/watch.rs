@@ -21,8 +21,9 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::discovery::{ListedFile, Source};
-use crate::ingest::{Hooks, IngestError, IngestRequest, Progress, StopFlag, Stream, Summary};
+use crate::pipeline::{IngestError, IngestRequest, Progress, StopFlag, StreamRun, Summary};
+use crate::source::{ListedFile, Source};
+use crate::telemetry::Hooks;
 
 /// What the events last said about a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,14 +202,14 @@ pub async fn run_watch(
     hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
-    let mut stream = Stream::open(req, progress, hooks).await?;
+    let mut stream = StreamRun::open(req, progress, hooks).await?;
     let result = watch_loop(req, &mut stream, stop, timing).await;
     stream.finish(result, started).await
 }
 
 async fn watch_loop(
     req: &IngestRequest,
-    stream: &mut Stream<'_>,
+    stream: &mut StreamRun<'_>,
     stop: &StopFlag,
     timing: WatchTiming,
 ) -> Result<(), IngestError> {
@@ -278,7 +279,7 @@ fn record(tracker: &mut SettleTracker, root: &Path, e: FileEvent) {
     // Temporary and hidden names are never ingested: no need to track them.
     if rel
         .iter()
-        .any(|part| crate::discovery::is_hidden(&part.to_string_lossy()))
+        .any(|part| crate::source::is_hidden(&part.to_string_lossy()))
     {
         return;
     }

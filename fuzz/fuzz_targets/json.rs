@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| autoloader::fuzzing::fuzz_json(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoloader::testing::fuzzing::fuzz_json(data));

@@ -17,7 +17,7 @@ use arrow_array::RecordBatch;
 use flate2::read::MultiGzDecoder;
 
 use crate::options::{Format, Settings};
-use crate::rows::{FileMeta, Layout, ReadContext};
+use crate::record::rows::{FileMeta, Layout, ReadContext};
 use crate::schema::infer::{InferOptions, SchemaInferrer};
 
 /// Rows per output batch (a batch is also cut at [`BATCH_BYTES`] of input).
@@ -99,7 +99,7 @@ impl DecodeError {
 pub struct SourceFile {
     pub local_path: PathBuf,
     /// Set for object-store sources: the object is fetched to a temporary file first.
-    pub remote: Option<crate::discovery::RemoteObject>,
+    pub remote: Option<crate::source::RemoteObject>,
     pub meta: Arc<FileMeta>,
 }
 
@@ -116,7 +116,7 @@ pub struct FileStats {
     /// for an evolution check.
     pub new_fields: bool,
     /// What was rescued, per key and reason.
-    pub rescue: crate::rows::RescueStats,
+    pub rescue: crate::record::rows::RescueStats,
     /// The types of every record, as inference sees them, when asked for with
     /// [`DecodeOptions::observe_types`] and the whole file was read.
     pub observed: Option<SchemaInferrer>,

@@ -15,7 +15,39 @@
 use std::fmt;
 
 use super::{DataType, Field, Schema};
-use crate::options::EvolutionMode;
+
+/// `cloudFiles.schemaEvolutionMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvolutionMode {
+    AddNewColumns,
+    Rescue,
+    FailOnNewColumns,
+    None,
+}
+
+impl std::str::FromStr for EvolutionMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "addnewcolumns" => Ok(EvolutionMode::AddNewColumns),
+            "rescue" => Ok(EvolutionMode::Rescue),
+            "failonnewcolumns" => Ok(EvolutionMode::FailOnNewColumns),
+            "none" => Ok(EvolutionMode::None),
+            _ => Err("expected one of addNewColumns, rescue, failOnNewColumns, none".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for EvolutionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EvolutionMode::AddNewColumns => "addNewColumns",
+            EvolutionMode::Rescue => "rescue",
+            EvolutionMode::FailOnNewColumns => "failOnNewColumns",
+            EvolutionMode::None => "none",
+        })
+    }
+}
 
 /// A field the data has and the schema did not.
 #[derive(Debug, Clone, PartialEq, Eq)]

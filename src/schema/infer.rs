@@ -25,8 +25,8 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use super::{DataType, Field, Schema};
-use crate::jv::{Jv, same_key};
-use crate::values;
+use crate::formats::json::parser::{JsonValue, same_key};
+use crate::record::scalars;
 
 /// A type under inference: like [`DataType`] but with `Null` for "no information yet".
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +78,7 @@ impl Inferred {
             Value::Number(n) => Inferred::Leaf(number_type(n.as_str())),
             Value::String(s) if s.is_empty() => Inferred::Null,
             Value::String(s) => {
-                if values::parse_timestamp(s, opts.zone).is_some() {
+                if scalars::parse_timestamp(s, opts.zone).is_some() {
                     Inferred::Leaf(DataType::Timestamp)
                 } else {
                     Inferred::Leaf(DataType::String)
@@ -92,22 +92,22 @@ impl Inferred {
         if !opts.typed {
             return Inferred::Leaf(DataType::String);
         }
-        let t = values::trim(text);
+        let t = scalars::trim(text);
         let leaf = if let Ok(v) = t.parse::<i64>() {
             if i32::try_from(v).is_ok() {
                 DataType::Integer
             } else {
                 DataType::Long
             }
-        } else if let Some((p, s)) = values::big_integer_decimal(t) {
+        } else if let Some((p, s)) = scalars::big_integer_decimal(t) {
             DataType::Decimal(p, s)
-        } else if values::parse_double(t).is_some() {
+        } else if scalars::parse_double(t).is_some() {
             DataType::Double
-        } else if values::parse_date(t).is_some() {
+        } else if scalars::parse_date(t).is_some() {
             DataType::Date
-        } else if values::parse_timestamp(t, opts.zone).is_some() {
+        } else if scalars::parse_timestamp(t, opts.zone).is_some() {
             DataType::Timestamp
-        } else if values::parse_bool(t).is_some() {
+        } else if scalars::parse_bool(t).is_some() {
             DataType::Boolean
         } else {
             DataType::String
@@ -183,7 +183,7 @@ fn number_type(text: &str) -> DataType {
         if text.parse::<i64>().is_ok() {
             return DataType::Long;
         }
-        if let Some((p, s)) = values::big_integer_decimal(text) {
+        if let Some((p, s)) = scalars::big_integer_decimal(text) {
             return DataType::Decimal(p, s);
         }
     }
@@ -265,7 +265,7 @@ fn merge_into(acc: &mut Inferred, t: Inferred) {
 /// Observes one parsed JSON value into an accumulated type, in place: the same rules as
 /// [`Inferred::of_json`] followed by [`Inferred::merge`], without building the value's
 /// own type first. `depth` is the value's nesting level (top-level columns are 1).
-fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
+fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usize) {
     let leaf = |acc: &mut Inferred, t: DataType| {
         let t = if opts.typed { t } else { DataType::String };
         merge_into(acc, Inferred::Leaf(t));
@@ -273,17 +273,17 @@ fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
     // Fast paths: STRING absorbs every observation, and DOUBLE every number.
     match (&*acc, v) {
         (Inferred::Leaf(DataType::String), _)
-        | (Inferred::Leaf(DataType::Double), Jv::Number(_)) => {
+        | (Inferred::Leaf(DataType::Double), JsonValue::Number(_)) => {
             return;
         }
         _ => {}
     }
     match v {
-        Jv::Null => {}
-        Jv::Object(_) | Jv::Array(_) if depth > opts.max_depth => {
+        JsonValue::Null => {}
+        JsonValue::Object(_) | JsonValue::Array(_) if depth > opts.max_depth => {
             merge_into(acc, Inferred::Leaf(DataType::String));
         }
-        Jv::Object(entries) => {
+        JsonValue::Object(entries) => {
             match acc {
                 Inferred::Null => *acc = Inferred::Struct(Vec::with_capacity(entries.len())),
                 Inferred::Struct(_) => {}
@@ -298,7 +298,7 @@ fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
             };
             observe_entries(fields, entries, opts, depth + 1);
         }
-        Jv::Array(items) => {
+        JsonValue::Array(items) => {
             match acc {
                 Inferred::Null => *acc = Inferred::Array(Box::new(Inferred::Null)),
                 Inferred::Array(_) => {}
@@ -314,11 +314,11 @@ fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
                 observe(element, item, opts, depth + 1);
             }
         }
-        Jv::Bool(_) => leaf(acc, DataType::Boolean),
-        Jv::Number(text) => leaf(acc, number_type(text)),
-        Jv::String(s) if s.is_empty() => {}
-        Jv::String(s) => {
-            if opts.typed && values::parse_timestamp(s, opts.zone).is_some() {
+        JsonValue::Bool(_) => leaf(acc, DataType::Boolean),
+        JsonValue::Number(text) => leaf(acc, number_type(text)),
+        JsonValue::String(s) if s.is_empty() => {}
+        JsonValue::String(s) => {
+            if opts.typed && scalars::parse_timestamp(s, opts.zone).is_some() {
                 leaf(acc, DataType::Timestamp);
             } else {
                 leaf(acc, DataType::String);
@@ -332,7 +332,7 @@ fn observe(acc: &mut Inferred, v: &Jv<'_>, opts: InferOptions, depth: usize) {
 /// repeat their key order, so each key is first looked for right after the previous one.
 fn observe_entries(
     fields: &mut Vec<(String, Inferred)>,
-    entries: &[(Cow<'_, str>, Jv<'_>)],
+    entries: &[(Cow<'_, str>, JsonValue<'_>)],
     opts: InferOptions,
     depth: usize,
 ) {
@@ -381,7 +381,7 @@ impl SchemaInferrer {
     /// path of [`SchemaInferrer::add_json`]). A line that is not valid JSON, or not an object
     /// or array of objects, adds nothing and returns false.
     pub fn add_json_text(&mut self, line: &[u8], opts: InferOptions) -> bool {
-        match Jv::parse(line) {
+        match JsonValue::parse(line) {
             Ok(v) => self.add_jv(&v, opts),
             Err(_) => false,
         }
@@ -391,16 +391,16 @@ impl SchemaInferrer {
     /// are records (as the decoder reads such a line). Returns false for anything else.
     /// Decoding calls this on the values it parses, so the first batch can be read and
     /// inferred in one pass.
-    pub fn add_jv(&mut self, v: &Jv<'_>, opts: InferOptions) -> bool {
+    pub fn add_jv(&mut self, v: &JsonValue<'_>, opts: InferOptions) -> bool {
         match v {
-            Jv::Object(entries) => {
+            JsonValue::Object(entries) => {
                 self.records += 1;
                 observe_entries(&mut self.fields, entries, opts, 1);
                 true
             }
-            Jv::Array(items) => {
+            JsonValue::Array(items) => {
                 for item in items {
-                    if let Jv::Object(entries) = item {
+                    if let JsonValue::Object(entries) = item {
                         self.records += 1;
                         observe_entries(&mut self.fields, entries, opts, 1);
                     }

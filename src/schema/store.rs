@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Schema;
-use crate::fsutil;
-use crate::remote::{RemoteDir, RemoteError};
+use crate::storage::atomic;
+use crate::storage::object_dir::{RemoteDir, RemoteError};
 
 /// Directory name under the schema location.
 pub const SCHEMAS_DIR: &str = "_schemas";
@@ -93,7 +93,7 @@ enum Backend {
 impl SchemaStore {
     /// The store under `schema_location`: a local folder, or an `s3://` prefix.
     pub fn open(schema_location: &Path) -> Result<Self, SchemaStoreError> {
-        let backend = if crate::remote::is_remote(schema_location) {
+        let backend = if crate::storage::object_dir::is_remote(schema_location) {
             let url = schema_location.to_string_lossy();
             Backend::Remote(RemoteDir::open(&url)?)
         } else {
@@ -223,7 +223,7 @@ impl SchemaStore {
                     path: dir.clone(),
                     source,
                 })?;
-                fsutil::write_new_atomic(&path, body.as_bytes()).map_err(|source| {
+                atomic::write_new_atomic(&path, body.as_bytes()).map_err(|source| {
                     SchemaStoreError::Io {
                         path: path.clone(),
                         source,

@@ -8,7 +8,7 @@ use crate::common::{self, Scratch, column_strings, ok, read_table, summary_figur
 
 #[test]
 fn every_failpoint_then_restart_loses_and_duplicates_nothing() {
-    for name in autoloader::failpoint::NAMES
+    for name in autoloader::testing::failpoint::NAMES
         .iter()
         .filter(|n| **n != "after-schema-evolve")
     {

@@ -7,7 +7,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use autoloader::fuzzing::{fuzz_checkpoint, fuzz_csv, fuzz_hints, fuzz_json};
+use autoloader::testing::fuzzing::{fuzz_checkpoint, fuzz_csv, fuzz_hints, fuzz_json};
 
 /// Tokens the mutations insert: the syntax of each input language and values at the edges
 /// of what the decoders convert (multi-byte text next to fixed offsets, huge exponents).

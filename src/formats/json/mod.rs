@@ -7,6 +7,8 @@
 //! is not valid JSON is a corrupt file (error with line and column), since no record
 //! boundary can be trusted in it.
 
+pub mod parser;
+
 use std::cell::Cell;
 use std::fmt;
 use std::rc::Rc;
@@ -20,8 +22,8 @@ use super::{
     BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
     large_record_turn, open, read_error, read_line_bounded,
 };
-use crate::jv::Jv;
-use crate::rows::{Layout, RowBuilder};
+use crate::formats::json::parser::JsonValue;
+use crate::record::rows::{Layout, RowBuilder};
 use crate::schema::infer::SchemaInferrer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -341,7 +343,12 @@ pub fn decode(
                 Ok(Value::Object(obj)) => {
                     let entries: Vec<_> = obj
                         .iter()
-                        .map(|(k, v)| (std::borrow::Cow::Borrowed(k.as_str()), Jv::from_value(v)))
+                        .map(|(k, v)| {
+                            (
+                                std::borrow::Cow::Borrowed(k.as_str()),
+                                JsonValue::from_value(v),
+                            )
+                        })
                         .collect();
                     rows.append_json_object(&entries);
                 }
@@ -374,16 +381,16 @@ pub fn decode(
                     pending_bytes = 0;
                     flush(&mut rows, &mut stats)?;
                 }
-                let parsed = Jv::parse(line);
+                let parsed = JsonValue::parse(line);
                 if let (Some((inferrer, infer_opts)), Ok(v)) = (observed.as_mut(), &parsed) {
                     inferrer.add_jv(v, *infer_opts);
                 }
                 match parsed {
-                    Ok(Jv::Object(entries)) => rows.append_json_object(&entries),
-                    Ok(Jv::Array(items)) => {
+                    Ok(JsonValue::Object(entries)) => rows.append_json_object(&entries),
+                    Ok(JsonValue::Array(items)) => {
                         for item in items {
                             match item {
-                                Jv::Object(entries) => rows.append_json_object(&entries),
+                                JsonValue::Object(entries) => rows.append_json_object(&entries),
                                 _ if opts.fail_fast => return Err(fail_fast(line_no)),
                                 other => rows.append_corrupt(&other.to_string()),
                             }

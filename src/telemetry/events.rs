@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn the_json_schema_lists_every_event_type() {
         let schema: Value =
-            serde_json::from_str(include_str!("../schemas/event.schema.json")).unwrap();
+            serde_json::from_str(include_str!("../../schemas/event.schema.json")).unwrap();
         let types: Vec<&str> = schema["properties"]["type"]["enum"]
             .as_array()
             .unwrap()

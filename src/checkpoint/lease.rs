@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{CheckpointError, now_ms};
-use crate::remote::RemoteDir;
+use crate::checkpoint::CheckpointError;
+use crate::clock::now_ms;
+use crate::storage::object_dir::RemoteDir;
 
 const LOCK_OBJECT: &str = "lock";
 /// How long a lease lasts without renewal: a crashed holder blocks others this long at most.

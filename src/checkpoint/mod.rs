@@ -23,7 +23,13 @@ use std::path::{Path, PathBuf};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::remote::{RemoteDir, RemoteError};
+use crate::clock::now_ms;
+use crate::storage::object_dir::{RemoteDir, RemoteError};
+
+pub mod crash;
+pub mod lease;
+pub mod listing;
+pub mod recover;
 
 /// Ingested files: source key → (size, mtime ms, batch).
 const FILES: TableDefinition<&str, (u64, i64, u64)> = TableDefinition::new("files");
@@ -117,14 +123,14 @@ pub struct Checkpoint {
 /// A checkpoint's S3 side: the folder and the lease held on it.
 struct Remote {
     dir: RemoteDir,
-    _lease: crate::lease::Lease,
+    _lease: crate::checkpoint::lease::Lease,
 }
 
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
 /// a cache folder named after it, under `$AUTOLOADER_STATE_DIR`, else
 /// `$XDG_CACHE_HOME/autoloader`, else `~/.cache/autoloader`.
 pub fn local_dir(location: &Path) -> PathBuf {
-    if !crate::remote::is_remote(location) {
+    if !crate::storage::object_dir::is_remote(location) {
         return location.to_path_buf();
     }
     let url = location.to_string_lossy();
@@ -180,11 +186,11 @@ impl Checkpoint {
     /// # Errors
     /// [`CheckpointError::Locked`] naming the holder when another process has it.
     pub fn open(location: &Path) -> Result<Checkpoint, CheckpointError> {
-        if !crate::remote::is_remote(location) {
+        if !crate::storage::object_dir::is_remote(location) {
             return Checkpoint::open_local(location);
         }
         let dir = RemoteDir::open(&location.to_string_lossy())?;
-        let lease = crate::lease::Lease::acquire(&dir)?;
+        let lease = crate::checkpoint::lease::Lease::acquire(&dir)?;
         let cache = local_dir(location);
         let mut checkpoint = Checkpoint::open_local(&cache)?;
         let recorded: Option<StreamRecord> = match dir.get("stream")? {
@@ -711,11 +717,6 @@ fn open_state(path: &Path) -> Result<Database, String> {
 #[serde(rename_all = "camelCase")]
 struct StreamRecord {
     stream_id: String,
-}
-
-/// Milliseconds since the epoch, as plans, leases and metadata record time.
-pub(crate) fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 /// A read snapshot of the file index.

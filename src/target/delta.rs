@@ -352,11 +352,11 @@ impl DeltaSink {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            crate::failpoint::hit("before-delta-commit");
+            crate::testing::failpoint::hit("before-delta-commit");
             let mut result = self.commit_actions(&actions, &props).await;
-            crate::failpoint::hit("after-delta-commit");
+            crate::testing::failpoint::hit("after-delta-commit");
             // Commit ambiguity, injected: the commit landed but the caller hears an error.
-            if result.is_ok() && crate::failpoint::fails("commit-reports-error") {
+            if result.is_ok() && crate::testing::failpoint::fails("commit-reports-error") {
                 result = Err(DeltaTableError::Generic(
                     "injected: commit reported an error".into(),
                 ));

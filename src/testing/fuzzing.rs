@@ -12,10 +12,10 @@ use std::sync::{Arc, OnceLock};
 use arrow_array::RecordBatch;
 
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan, PlannedFile};
+use crate::formats::json::parser::JsonValue;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
-use crate::jv::Jv;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};
-use crate::rows::{FileMeta, Layout, RowBuilder};
+use crate::record::rows::{FileMeta, Layout, RowBuilder};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::{DataType, Field, Schema};
@@ -78,7 +78,7 @@ pub fn fuzz_json(data: &[u8]) {
     // Our JSON parser accepts exactly what serde_json accepts, with the same value.
     for text in std::iter::once(data).chain(data.split(|b| *b == b'\n')) {
         match (
-            Jv::parse(text),
+            JsonValue::parse(text),
             serde_json::from_slice::<serde_json::Value>(text),
         ) {
             (Ok(ours), Ok(theirs)) => assert_eq!(ours.to_value(), theirs, "{text:?}"),
@@ -387,8 +387,8 @@ fn check_schema(schema: Schema) {
     let opts = decode_options(Format::Json, &[]);
     let mut rows = RowBuilder::new(Arc::clone(&layout), opts.ctx, meta);
     for record in SAMPLE_RECORDS {
-        match Jv::parse(record.as_bytes()).expect("sample records are JSON") {
-            Jv::Object(entries) => rows.append_json_object(&entries),
+        match JsonValue::parse(record.as_bytes()).expect("sample records are JSON") {
+            JsonValue::Object(entries) => rows.append_json_object(&entries),
             other => unreachable!("sample records are objects, not {other:?}"),
         }
     }

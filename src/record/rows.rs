@@ -36,11 +36,11 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::jv::{Jv, same_key};
+use crate::formats::json::parser::{JsonValue, same_key};
 
 use crate::options::CORRUPT_RECORD;
+use crate::record::scalars;
 use crate::schema::{DataType, Field, Schema};
-use crate::values;
 
 /// Name of the lineage struct column.
 pub const METADATA_COLUMN: &str = "_metadata";
@@ -227,7 +227,7 @@ pub enum ColumnBuilder {
 /// (`probe` is `None` for STRING keys, which always do).
 fn keys_read(
     probe: Option<&mut ColumnBuilder>,
-    obj: &[(Cow<'_, str>, Jv<'_>)],
+    obj: &[(Cow<'_, str>, JsonValue<'_>)],
     ctx: &ReadContext,
 ) -> bool {
     let Some(probe) = probe else {
@@ -336,7 +336,12 @@ impl ColumnBuilder {
 
     /// Appends a JSON value. Returns false when any part of it did not fit (that part is
     /// null in the column; the caller rescues the original).
-    pub fn append_json(&mut self, v: &Jv<'_>, ctx: &ReadContext, new_fields: &mut bool) -> bool {
+    pub fn append_json(
+        &mut self,
+        v: &JsonValue<'_>,
+        ctx: &ReadContext,
+        new_fields: &mut bool,
+    ) -> bool {
         if v.is_null() {
             self.append_null();
             return true;
@@ -345,7 +350,7 @@ impl ColumnBuilder {
         match self {
             ColumnBuilder::String(b) => {
                 match v {
-                    Jv::String(s) => b.append_value(s),
+                    JsonValue::String(s) => b.append_value(s),
                     other => b.append_value(other.to_string()),
                 }
                 true
@@ -361,12 +366,12 @@ impl ColumnBuilder {
             ColumnBuilder::Boolean(b) => append_opt(
                 b,
                 match v {
-                    Jv::Bool(x) => Some(*x),
+                    JsonValue::Bool(x) => Some(*x),
                     _ => None,
                 },
             ),
             ColumnBuilder::Binary(b) => match v {
-                Jv::String(s) => {
+                JsonValue::String(s) => {
                     b.append_value(s.as_bytes());
                     true
                 }
@@ -375,20 +380,22 @@ impl ColumnBuilder {
                     false
                 }
             },
-            ColumnBuilder::Date(b) => append_opt(b, v.as_str().and_then(values::parse_date)),
+            ColumnBuilder::Date(b) => append_opt(b, v.as_str().and_then(scalars::parse_date)),
             ColumnBuilder::Timestamp(b) => append_opt(
                 b,
                 match v {
-                    Jv::String(s) => values::parse_timestamp(s, ctx.zone),
+                    JsonValue::String(s) => scalars::parse_timestamp(s, ctx.zone),
                     // Spark reads a JSON integer in a TIMESTAMP column as epoch seconds.
-                    Jv::Number(_) => int_of(v).and_then(|secs| secs.checked_mul(1_000_000)),
+                    JsonValue::Number(_) => int_of(v).and_then(|secs| secs.checked_mul(1_000_000)),
                     _ => None,
                 },
             ),
             ColumnBuilder::Decimal(b, p, s) => append_opt(
                 b,
                 match v {
-                    Jv::Number(text) | Jv::String(text) => values::parse_decimal(text, *p, *s),
+                    JsonValue::Number(text) | JsonValue::String(text) => {
+                        scalars::parse_decimal(text, *p, *s)
+                    }
                     _ => None,
                 },
             ),
@@ -398,7 +405,7 @@ impl ColumnBuilder {
                 case_twins,
                 ..
             } => match v {
-                Jv::Object(obj) => {
+                JsonValue::Object(obj) => {
                     let mut ok = true;
                     let mut matched = 0;
                     let mut taken = Taken::new(obj.len(), *case_twins);
@@ -437,7 +444,7 @@ impl ColumnBuilder {
                 validity,
                 ..
             } => match v {
-                Jv::Array(items) => {
+                JsonValue::Array(items) => {
                     let mut ok = true;
                     for item in items {
                         ok &= element.append_json(item, ctx, new_fields);
@@ -461,12 +468,12 @@ impl ColumnBuilder {
                 validity,
                 ..
             } => match v {
-                Jv::Object(obj) if !keys_read(key_probe.as_deref_mut(), obj, ctx) => {
+                JsonValue::Object(obj) if !keys_read(key_probe.as_deref_mut(), obj, ctx) => {
                     offsets.push(*offsets.last().expect("offsets start with 0"));
                     validity.append_null();
                     false
                 }
-                Jv::Object(obj) => {
+                JsonValue::Object(obj) => {
                     let mut ok = true;
                     for (k, val) in obj {
                         ok &= keys.append_text(k, ctx, new_fields);
@@ -493,23 +500,23 @@ impl ColumnBuilder {
                 b.append_value(s);
                 true
             }
-            ColumnBuilder::Long(b) => append_opt(b, values::trim(s).parse().ok()),
-            ColumnBuilder::Integer(b) => append_opt(b, values::trim(s).parse().ok()),
-            ColumnBuilder::Short(b) => append_opt(b, values::trim(s).parse().ok()),
-            ColumnBuilder::Byte(b) => append_opt(b, values::trim(s).parse().ok()),
-            ColumnBuilder::Float(b) => append_opt(b, values::parse_double(s).map(|f| f as f32)),
-            ColumnBuilder::Double(b) => append_opt(b, values::parse_double(s)),
-            ColumnBuilder::Boolean(b) => append_opt(b, values::parse_bool(s)),
+            ColumnBuilder::Long(b) => append_opt(b, scalars::trim(s).parse().ok()),
+            ColumnBuilder::Integer(b) => append_opt(b, scalars::trim(s).parse().ok()),
+            ColumnBuilder::Short(b) => append_opt(b, scalars::trim(s).parse().ok()),
+            ColumnBuilder::Byte(b) => append_opt(b, scalars::trim(s).parse().ok()),
+            ColumnBuilder::Float(b) => append_opt(b, scalars::parse_double(s).map(|f| f as f32)),
+            ColumnBuilder::Double(b) => append_opt(b, scalars::parse_double(s)),
+            ColumnBuilder::Boolean(b) => append_opt(b, scalars::parse_bool(s)),
             ColumnBuilder::Binary(b) => {
                 b.append_value(s.as_bytes());
                 true
             }
-            ColumnBuilder::Date(b) => append_opt(b, values::parse_date(s)),
-            ColumnBuilder::Timestamp(b) => append_opt(b, values::parse_timestamp(s, ctx.zone)),
-            ColumnBuilder::Decimal(b, p, sc) => append_opt(b, values::parse_decimal(s, *p, *sc)),
+            ColumnBuilder::Date(b) => append_opt(b, scalars::parse_date(s)),
+            ColumnBuilder::Timestamp(b) => append_opt(b, scalars::parse_timestamp(s, ctx.zone)),
+            ColumnBuilder::Decimal(b, p, sc) => append_opt(b, scalars::parse_decimal(s, *p, *sc)),
             ColumnBuilder::Struct { .. }
             | ColumnBuilder::List { .. }
-            | ColumnBuilder::Map { .. } => match Jv::parse(s.as_bytes()) {
+            | ColumnBuilder::Map { .. } => match JsonValue::parse(s.as_bytes()) {
                 Ok(v) => self.append_json(&v, ctx, new_fields),
                 Err(_) => {
                     self.append_null();
@@ -613,26 +620,26 @@ fn append_opt<T, B: AppendOpt<T>>(b: &mut B, v: Option<T>) -> bool {
 }
 
 /// The integer a JSON number holds, if it is written as an integer and fits.
-fn int_of(v: &Jv<'_>) -> Option<i64> {
+fn int_of(v: &JsonValue<'_>) -> Option<i64> {
     match v {
-        Jv::Number(t) if !t.contains(['.', 'e', 'E']) => t.parse().ok(),
+        JsonValue::Number(t) if !t.contains(['.', 'e', 'E']) => t.parse().ok(),
         _ => None,
     }
 }
 
-fn float_of(v: &Jv<'_>) -> Option<f64> {
+fn float_of(v: &JsonValue<'_>) -> Option<f64> {
     match v {
         // A number beyond f64 (`1e400`) does not fit: rescued, not stored as infinity.
         // Nor does an integer that f64 would round (more than 15 digits can): its exact
         // digits are rescued rather than silently changed.
-        Jv::Number(t) => t
+        JsonValue::Number(t) => t
             .parse::<f64>()
             .ok()
             .filter(|f| f.is_finite())
             .filter(|f| t.len() <= 15 || !is_integer_text(t) || integer_is_exact(t, *f)),
-        Jv::String(s) => match s.as_ref() {
+        JsonValue::String(s) => match s.as_ref() {
             "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
-                values::parse_double(s)
+                scalars::parse_double(s)
             }
             _ => None,
         },
@@ -693,7 +700,7 @@ impl Taken {
     /// The entry for `name` (see [`lookup`]), marked as taken.
     fn find(
         &mut self,
-        obj: &[(Cow<'_, str>, Jv<'_>)],
+        obj: &[(Cow<'_, str>, JsonValue<'_>)],
         name: &str,
         ctx: &ReadContext,
     ) -> Option<usize> {
@@ -726,7 +733,7 @@ impl Taken {
 
 /// The index of the entry for `name`: the exact name first, then (reading
 /// case-insensitively) another letter case.
-fn lookup(obj: &[(Cow<'_, str>, Jv<'_>)], name: &str, ctx: &ReadContext) -> Option<usize> {
+fn lookup(obj: &[(Cow<'_, str>, JsonValue<'_>)], name: &str, ctx: &ReadContext) -> Option<usize> {
     obj.iter().position(|(k, _)| same_key(k, name)).or_else(|| {
         (!ctx.case_sensitive)
             .then(|| obj.iter().position(|(k, _)| k.eq_ignore_ascii_case(name)))
@@ -793,7 +800,7 @@ impl RowBuilder {
     }
 
     /// Appends one JSON object record.
-    pub fn append_json_object(&mut self, obj: &[(Cow<'_, str>, Jv<'_>)]) {
+    pub fn append_json_object(&mut self, obj: &[(Cow<'_, str>, JsonValue<'_>)]) {
         let mut rescued = Map::new();
         // Which entries a column took; the rest (unknown names, other letter cases,
         // duplicate keys) are rescued, so no value is dropped.
@@ -1006,23 +1013,23 @@ mod tests {
     #[test]
     fn integers_that_a_double_would_round_are_refused() {
         let big = "123456789012345678901234567890123456789012345678901";
-        assert_eq!(float_of(&Jv::Number(big.into())), None);
+        assert_eq!(float_of(&JsonValue::Number(big.into())), None);
         assert_eq!(
-            float_of(&Jv::Number("9007199254740993".into())),
+            float_of(&JsonValue::Number("9007199254740993".into())),
             None,
             "2^53 + 1 is not a double"
         );
         assert_eq!(
-            float_of(&Jv::Number("9007199254740992".into())),
+            float_of(&JsonValue::Number("9007199254740992".into())),
             Some(9_007_199_254_740_992.0)
         );
         assert_eq!(
-            float_of(&Jv::Number("-100000000000000000000".into())),
+            float_of(&JsonValue::Number("-100000000000000000000".into())),
             Some(-1e20),
             "a power of ten that a double holds exactly"
         );
         assert_eq!(
-            float_of(&Jv::Number("0.1".into())),
+            float_of(&JsonValue::Number("0.1".into())),
             Some(0.1),
             "fractions as before"
         );
@@ -1055,9 +1062,9 @@ mod tests {
         })
     }
 
-    fn obj(v: Value) -> Vec<(Cow<'static, str>, Jv<'static>)> {
-        match Jv::from_value(&v) {
-            Jv::Object(entries) => entries,
+    fn obj(v: Value) -> Vec<(Cow<'static, str>, JsonValue<'static>)> {
+        match JsonValue::from_value(&v) {
+            JsonValue::Object(entries) => entries,
             other => panic!("not an object: {other:?}"),
         }
     }
@@ -1084,8 +1091,8 @@ mod tests {
             r#"{"b": 2, "a": 1, "a": 5, "s": {"y": 2, "x": 1}}"#,
             r#"{"a": 1, "b": 2, "s": {"x": 1, "y": 2}}"#,
         ] {
-            match Jv::parse(text.as_bytes()).unwrap() {
-                Jv::Object(entries) => rows.append_json_object(&entries),
+            match JsonValue::parse(text.as_bytes()).unwrap() {
+                JsonValue::Object(entries) => rows.append_json_object(&entries),
                 other => panic!("{other:?}"),
             }
         }

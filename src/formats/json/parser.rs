@@ -36,20 +36,20 @@ impl std::error::Error for JsonError {}
 
 /// A JSON value borrowing from its input.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Jv<'a> {
+pub enum JsonValue<'a> {
     Null,
     Bool(bool),
     /// The number's text, exactly as written (no precision lost).
     Number(Cow<'a, str>),
     String(Cow<'a, str>),
-    Array(Vec<Jv<'a>>),
+    Array(Vec<JsonValue<'a>>),
     /// Entries in input order; duplicate keys are kept (and so never silently dropped).
-    Object(Vec<(Cow<'a, str>, Jv<'a>)>),
+    Object(Vec<(Cow<'a, str>, JsonValue<'a>)>),
 }
 
-impl<'a> Jv<'a> {
+impl<'a> JsonValue<'a> {
     /// Parses one JSON text (surrounding whitespace allowed, nothing else).
-    pub fn parse(text: &'a [u8]) -> Result<Jv<'a>, JsonError> {
+    pub fn parse(text: &'a [u8]) -> Result<JsonValue<'a>, JsonError> {
         // Validated once here, so every string sliced out below is valid UTF-8.
         let text = std::str::from_utf8(text).map_err(|e| JsonError {
             offset: e.valid_up_to(),
@@ -75,12 +75,12 @@ impl<'a> Jv<'a> {
     }
 
     pub fn is_null(&self) -> bool {
-        matches!(self, Jv::Null)
+        matches!(self, JsonValue::Null)
     }
 
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Jv::String(s) => Some(s),
+            JsonValue::String(s) => Some(s),
             _ => None,
         }
     }
@@ -88,14 +88,16 @@ impl<'a> Jv<'a> {
     /// The `serde_json::Value` of this value (for rescued data and multi-line documents).
     pub fn to_value(&self) -> Value {
         match self {
-            Jv::Null => Value::Null,
-            Jv::Bool(b) => Value::Bool(*b),
-            Jv::Number(t) => {
+            JsonValue::Null => Value::Null,
+            JsonValue::Bool(b) => Value::Bool(*b),
+            JsonValue::Number(t) => {
                 serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string()))
             }
-            Jv::String(s) => Value::String(s.to_string()),
-            Jv::Array(items) => Value::Array(items.iter().map(Jv::to_value).collect()),
-            Jv::Object(entries) => Value::Object(
+            JsonValue::String(s) => Value::String(s.to_string()),
+            JsonValue::Array(items) => {
+                Value::Array(items.iter().map(JsonValue::to_value).collect())
+            }
+            JsonValue::Object(entries) => Value::Object(
                 entries
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_value()))
@@ -105,29 +107,31 @@ impl<'a> Jv<'a> {
     }
 
     /// The owned form of a `serde_json::Value`.
-    pub fn from_value(v: &Value) -> Jv<'static> {
+    pub fn from_value(v: &Value) -> JsonValue<'static> {
         match v {
-            Value::Null => Jv::Null,
-            Value::Bool(b) => Jv::Bool(*b),
-            Value::Number(n) => Jv::Number(Cow::Owned(n.to_string())),
-            Value::String(s) => Jv::String(Cow::Owned(s.clone())),
-            Value::Array(items) => Jv::Array(items.iter().map(Jv::from_value).collect()),
-            Value::Object(map) => Jv::Object(
+            Value::Null => JsonValue::Null,
+            Value::Bool(b) => JsonValue::Bool(*b),
+            Value::Number(n) => JsonValue::Number(Cow::Owned(n.to_string())),
+            Value::String(s) => JsonValue::String(Cow::Owned(s.clone())),
+            Value::Array(items) => {
+                JsonValue::Array(items.iter().map(JsonValue::from_value).collect())
+            }
+            Value::Object(map) => JsonValue::Object(
                 map.iter()
-                    .map(|(k, v)| (Cow::Owned(k.clone()), Jv::from_value(v)))
+                    .map(|(k, v)| (Cow::Owned(k.clone()), JsonValue::from_value(v)))
                     .collect(),
             ),
         }
     }
 }
 
-impl fmt::Display for Jv<'_> {
+impl fmt::Display for JsonValue<'_> {
     /// JSON text (what a STRING column holds for a non-string value).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Jv::Number(t) => f.write_str(t),
-            Jv::Bool(b) => write!(f, "{b}"),
-            Jv::Null => f.write_str("null"),
+            JsonValue::Number(t) => f.write_str(t),
+            JsonValue::Bool(b) => write!(f, "{b}"),
+            JsonValue::Null => f.write_str("null"),
             other => write!(f, "{}", other.to_value()),
         }
     }
@@ -166,8 +170,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value(&mut self) -> Result<Jv<'a>, Fail> {
-        let mut v = Jv::Null;
+    fn value(&mut self) -> Result<JsonValue<'a>, Fail> {
+        let mut v = JsonValue::Null;
         self.value_into(&mut v)?;
         Ok(v)
     }
@@ -175,27 +179,32 @@ impl<'a> Parser<'a> {
     /// Parses a value straight into `out` (an entry's slot in its object or array): a
     /// value returned up the recursion and then moved into the vector was copied with
     /// loads that straddled the callee's stores, a stall on every value.
-    fn value_into(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
+    fn value_into(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         match self.peek() {
             Some(b'{') => self.object(out),
             Some(b'[') => self.array(out),
             Some(b'"') => {
-                *out = Jv::String(Cow::Borrowed(""));
+                *out = JsonValue::String(Cow::Borrowed(""));
                 match out {
-                    Jv::String(text) => self.string_into(text),
+                    JsonValue::String(text) => self.string_into(text),
                     _ => unreachable!("set above"),
                 }
             }
             Some(b'-' | b'0'..=b'9') => self.number(out),
-            Some(b't') => self.literal(b"true", Jv::Bool(true), out),
-            Some(b'f') => self.literal(b"false", Jv::Bool(false), out),
-            Some(b'n') => self.literal(b"null", Jv::Null, out),
+            Some(b't') => self.literal(b"true", JsonValue::Bool(true), out),
+            Some(b'f') => self.literal(b"false", JsonValue::Bool(false), out),
+            Some(b'n') => self.literal(b"null", JsonValue::Null, out),
             Some(_) => Err(self.error("expected a value")),
             None => Err(self.error("unexpected end of input")),
         }
     }
 
-    fn literal(&mut self, word: &[u8], v: Jv<'a>, out: &mut Jv<'a>) -> Result<(), Fail> {
+    fn literal(
+        &mut self,
+        word: &[u8],
+        v: JsonValue<'a>,
+        out: &mut JsonValue<'a>,
+    ) -> Result<(), Fail> {
         if self.bytes[self.pos..].starts_with(word) {
             self.pos += word.len();
             *out = v;
@@ -215,14 +224,14 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn object(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
+    fn object(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         self.enter()?;
         // Built in place, in `out` and in each entry's slot: a key, value or vector
         // returned and then moved was copied with loads that straddled the stores just
         // made (a store-forwarding stall on every value; perf showed a quarter of the
         // parser's time on two such loads).
-        *out = Jv::Object(Vec::new());
-        let Jv::Object(entries) = out else {
+        *out = JsonValue::Object(Vec::new());
+        let JsonValue::Object(entries) = out else {
             unreachable!("set above")
         };
         if self.peek() == Some(b'}') {
@@ -235,7 +244,7 @@ impl<'a> Parser<'a> {
             if self.peek() != Some(b'"') {
                 return Err(self.error("expected a key"));
             }
-            entries.resize_with(entries.len() + 1, || (Cow::Borrowed(""), Jv::Null));
+            entries.resize_with(entries.len() + 1, || (Cow::Borrowed(""), JsonValue::Null));
             let (key, value) = entries.last_mut().expect("just added");
             self.string_into(key)?;
             self.skip_ws();
@@ -261,10 +270,10 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn array(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
+    fn array(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         self.enter()?;
-        *out = Jv::Array(Vec::new());
-        let Jv::Array(items) = out else {
+        *out = JsonValue::Array(Vec::new());
+        let JsonValue::Array(items) = out else {
             unreachable!("set above")
         };
         if self.peek() == Some(b']') {
@@ -273,7 +282,7 @@ impl<'a> Parser<'a> {
             return Ok(());
         }
         loop {
-            items.resize_with(items.len() + 1, || Jv::Null);
+            items.resize_with(items.len() + 1, || JsonValue::Null);
             self.value_into(items.last_mut().expect("just added"))?;
             self.skip_ws();
             match self.peek() {
@@ -291,7 +300,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn number(&mut self, out: &mut Jv<'a>) -> Result<(), Fail> {
+    fn number(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -318,7 +327,7 @@ impl<'a> Parser<'a> {
             }
             self.digits();
         }
-        *out = Jv::Number(Cow::Borrowed(&self.text[start..self.pos]));
+        *out = JsonValue::Number(Cow::Borrowed(&self.text[start..self.pos]));
         Ok(())
     }
 
@@ -499,13 +508,13 @@ mod tests {
     #[test]
     fn parses_like_serde_json_value_and_borrows() {
         let text = br#"{"a": 1, "b": "x", "c": [true, null, 92233720368547758070, 1.50], "d": {"e": "q\"uote"}, "a": 2}"#;
-        let jv = Jv::parse(text).unwrap();
-        let Jv::Object(entries) = &jv else {
+        let jv = JsonValue::parse(text).unwrap();
+        let JsonValue::Object(entries) = &jv else {
             panic!("{jv:?}")
         };
         assert_eq!(entries.len(), 5, "duplicate keys are kept");
         assert!(
-            matches!(entries[1].1, Jv::String(Cow::Borrowed("x"))),
+            matches!(entries[1].1, JsonValue::String(Cow::Borrowed("x"))),
             "plain strings borrow"
         );
         assert_eq!(
@@ -516,15 +525,15 @@ mod tests {
         assert_eq!(entries[2].1.to_value()[3].to_string(), "1.50");
         let value: Value = serde_json::from_slice(text).unwrap();
         assert_eq!(jv.to_value()["d"], value["d"]);
-        assert_eq!(Jv::from_value(&value["c"]), entries[2].1);
-        assert!(Jv::parse(b"{\"a\": ").is_err());
-        assert!(Jv::parse(b"{} x").is_err());
+        assert_eq!(JsonValue::from_value(&value["c"]), entries[2].1);
+        assert!(JsonValue::parse(b"{\"a\": ").is_err());
+        assert!(JsonValue::parse(b"{} x").is_err());
     }
 
     /// Whether our parser and serde_json agree on `text`: both refuse it, or both accept
     /// it with the same value.
     fn agrees_with_serde(text: &[u8]) {
-        let ours = Jv::parse(text);
+        let ours = JsonValue::parse(text);
         let theirs = serde_json::from_slice::<Value>(text);
         match (&ours, &theirs) {
             (Ok(a), Ok(b)) => assert_eq!(&a.to_value(), b, "{:?}", String::from_utf8_lossy(text)),

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use url::Url;
 
-use crate::events::{Event, EventLog, Severity, kind};
+use crate::telemetry::events::{Event, EventLog, Severity, kind};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 const ATTEMPTS: u32 = 3;

@@ -17,6 +17,8 @@ use url::Url;
 use crate::checkpoint::{CheckpointError, SeenFiles};
 use crate::options::Settings;
 
+pub mod incremental;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
     #[error("source {path} does not exist or is not a directory")]
@@ -96,11 +98,11 @@ impl Source {
 
     fn s3(arg: &str) -> Result<Source, DiscoveryError> {
         let (store, bucket, prefix) =
-            crate::remote::s3_store(arg).map_err(|e| DiscoveryError::ObjectStore {
+            crate::storage::object_dir::s3_store(arg).map_err(|e| DiscoveryError::ObjectStore {
                 url: arg.to_string(),
                 reason: match e {
-                    crate::remote::RemoteError::Invalid { reason, .. }
-                    | crate::remote::RemoteError::Store { reason, .. } => reason,
+                    crate::storage::object_dir::RemoteError::Invalid { reason, .. }
+                    | crate::storage::object_dir::RemoteError::Store { reason, .. } => reason,
                 },
             })?;
         let url = if prefix.as_ref().is_empty() {

@@ -1,0 +1,106 @@
+//! The crate's error, and the one place where every error is classified into the kinds
+//! the command line turns into its documented exit codes.
+
+use crate::checkpoint::CheckpointError;
+use crate::config::ConfigError;
+use crate::location::LocationError;
+use crate::options::OptionsError;
+use crate::pipeline::IngestError;
+use crate::reports::ReportError;
+use crate::source::DiscoveryError;
+use crate::telemetry::alerts::AlertError;
+
+/// What kind of failure an error is, as the exit code tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Invalid arguments, options, config or location: nothing was done (exit 2).
+    Usage,
+    /// Another process holds the checkpoint (exit 75, EX_TEMPFAIL).
+    Locked,
+    /// A new schema version was written and `cloudFiles.stopOnSchemaChange=true` asked to
+    /// stop: run again to continue with it (exit 3).
+    SchemaChanged,
+    /// Anything else: bad input, I/O, the table (exit 1). The error names the file.
+    Failed,
+}
+
+/// Any error of the library's entry points.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Location(#[from] LocationError),
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Alert(#[from] AlertError),
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// An I/O failure outside any stream (the async runtime, the metrics listener).
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    /// Streams of a config file failed; each has printed its own error.
+    #[error("{} of the streams failed: {}", failed.len(), failed.join(", "))]
+    StreamsFailed { failed: Vec<String> },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Location(_) | Error::Options(_) | Error::Config(_) | Error::Alert(_) => {
+                ErrorClass::Usage
+            }
+            Error::Ingest(e) => e.class(),
+            Error::Discovery(e) => e.class(),
+            Error::Checkpoint(e) => e.class(),
+            Error::Report(_) | Error::Io { .. } | Error::StreamsFailed { .. } => ErrorClass::Failed,
+        }
+    }
+}
+
+impl IngestError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            IngestError::Config(_) => ErrorClass::Usage,
+            IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
+            IngestError::Checkpoint(e) => e.class(),
+            IngestError::Discovery(e) => e.class(),
+            IngestError::Schema(_)
+            | IngestError::Sink(_)
+            | IngestError::Decode(_)
+            | IngestError::NewColumnsRejected { .. }
+            | IngestError::Internal(_) => ErrorClass::Failed,
+        }
+    }
+}
+
+impl CheckpointError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            CheckpointError::Locked { .. } => ErrorClass::Locked,
+            _ => ErrorClass::Failed,
+        }
+    }
+}
+
+impl DiscoveryError {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            DiscoveryError::Checkpoint(e) => e.class(),
+            _ => ErrorClass::Failed,
+        }
+    }
+}

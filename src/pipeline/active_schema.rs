@@ -1,0 +1,65 @@
+//! The schema a stream reads batches with: the current `_schemas/N` and the table layout it
+//! gives (data columns, then rescued data, partition columns and `_metadata`).
+
+use std::sync::Arc;
+
+use tracing::warn;
+
+use crate::options::Settings;
+use crate::record::rows::{Layout, METADATA_COLUMN};
+use crate::schema::store::SchemaVersion;
+
+use super::one_pass::*;
+
+/// The schema version batches are read with, and its table layout.
+pub(crate) struct ActiveSchema {
+    pub(crate) version: SchemaVersion,
+    pub(crate) layout: Arc<Layout>,
+    /// Set while `version` is a provisional first version, not yet written.
+    pub(crate) one_pass: Option<OnePassInference>,
+}
+
+impl ActiveSchema {
+    pub(crate) fn new(version: SchemaVersion, settings: &Settings) -> Self {
+        let layout = Arc::new(layout_for(&version, settings));
+        ActiveSchema {
+            version,
+            layout,
+            one_pass: None,
+        }
+    }
+}
+
+/// Columns that stay last in the data schema (rescued data, corrupt record).
+pub(crate) fn reserved(settings: &Settings) -> Vec<&str> {
+    [
+        &settings.rescued_data_column,
+        &settings.corrupt_record_column,
+    ]
+    .into_iter()
+    .flatten()
+    .map(String::as_str)
+    .collect()
+}
+
+/// The table layout of a schema version.
+pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> Layout {
+    let include_metadata =
+        settings.include_metadata && version.data.field(METADATA_COLUMN).is_none();
+    if settings.include_metadata && !include_metadata {
+        warn!("The data has its own _metadata column; it wins over the lineage column.");
+    }
+    Layout {
+        data: version.data.clone(),
+        partition: version.partition.clone(),
+        rescued: settings
+            .rescued_data_column
+            .clone()
+            .filter(|c| version.data.field(c).is_some()),
+        corrupt: settings
+            .corrupt_record_column
+            .clone()
+            .filter(|c| version.data.field(c).is_some()),
+        include_metadata,
+    }
+}

@@ -1,0 +1,427 @@
+//! One planned batch, from read to mark: read the files, evolve or reject new columns and
+//! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
+use crate::clock::now_ms;
+use crate::formats::{DecodeOptions, FileStats, SourceFile};
+use crate::options::EvolutionMode;
+use crate::record::rows::RescueKind;
+use crate::schema::evolution::{self, Outcome};
+use crate::schema::infer::SchemaInferrer;
+use crate::schema::store::{SchemaStore, VersionInfo};
+use crate::source::ListedFile;
+use crate::target::delta::DeltaSink;
+use crate::telemetry::Telemetry;
+use crate::telemetry::events::{Severity, kind};
+use crate::testing::failpoint;
+
+use super::active_schema::*;
+use super::infer::*;
+use super::one_pass::*;
+use super::read::*;
+use super::*;
+
+pub(crate) struct RunContext<'a> {
+    pub(crate) req: &'a IngestRequest,
+    pub(crate) telemetry: &'a Telemetry,
+    pub(crate) opts: &'a DecodeOptions,
+    pub(crate) app_id: &'a str,
+    pub(crate) checkpoint: &'a Checkpoint,
+    pub(crate) store: &'a SchemaStore,
+    pub(crate) progress: &'a dyn Progress,
+}
+
+/// Reads, writes and commits one planned batch, then marks it done. A reported error
+/// records that no process died on this plan: only deaths count towards quarantine (see
+/// [`MAX_CRASHED_ATTEMPTS`]).
+pub(crate) async fn execute(
+    ctx: &RunContext<'_>,
+    state: &mut ActiveSchema,
+    sink: &mut DeltaSink,
+    plan: &Plan,
+    summary: &mut Summary,
+) -> Result<(), IngestError> {
+    let result = execute_counted(ctx, state, sink, plan, summary).await;
+    if result.is_err()
+        && let Err(e) = ctx.checkpoint.set_deaths(plan, 0)
+    {
+        // The batch's own error is the one to report (a full disk fails both).
+        warn!(error = %e, "Cannot record that the batch ended with an error.");
+    }
+    result
+}
+
+pub(crate) async fn execute_counted(
+    ctx: &RunContext<'_>,
+    state: &mut ActiveSchema,
+    sink: &mut DeltaSink,
+    plan: &Plan,
+    summary: &mut Summary,
+) -> Result<(), IngestError> {
+    let started = Instant::now();
+    let partition_columns: Vec<String> =
+        state.layout.partition.names().map(str::to_string).collect();
+    let files: Vec<SourceFile> = plan
+        .files
+        .iter()
+        .map(|f| {
+            source_file(
+                &ctx.req.source,
+                &f.key,
+                f.size,
+                f.mtime_ms,
+                &partition_columns,
+            )
+        })
+        .collect();
+    let mut skip: Vec<bool> = vec![false; files.len()];
+    let mut skipped_reasons: Vec<String> = Vec::new();
+    // A file skipped under ignoreCorruptFiles/ignoreMissingFiles may have emitted rows
+    // before it failed: the batch is then rewritten without it.
+    let settings = &ctx.req.settings;
+    let evolving = matches!(
+        settings.evolution_mode,
+        EvolutionMode::AddNewColumns | EvolutionMode::FailOnNewColumns
+    );
+    // While evolving, a read stops at the first new field, so the batch that meets new
+    // columns is not read in full twice (once for nothing). Turned off if that read finds
+    // nothing to evolve after all, so the batch is then read in full.
+    let mut stop_at_new_fields = evolving;
+    if let Some(spec) = &state.one_pass {
+        // One pass pays only when the batch holds most of the sample.
+        let planned: std::collections::HashSet<&str> =
+            plan.files.iter().map(|f| f.key.as_str()).collect();
+        let sampled: u64 = spec.sample.iter().map(|f| f.size).sum();
+        let in_batch: u64 = spec
+            .sample
+            .iter()
+            .filter(|f| planned.contains(f.key.as_str()))
+            .map(|f| f.size)
+            .sum();
+        if in_batch * 2 < sampled {
+            let spec = state.one_pass.take().expect("checked above");
+            let (v, _) = settle_first_version(ctx, sink, spec, HashMap::new()).await?;
+            *state = ActiveSchema::new(v, settings);
+        }
+    }
+    let (writer, stats) = loop {
+        let observe = state.one_pass.is_some();
+        // Writers for a table not created yet take the layout's schema as the table's.
+        let table_was_missing = !sink.exists();
+        let (writer, read) = read_files(
+            ctx,
+            &state.layout,
+            &files,
+            &skip,
+            sink,
+            stop_at_new_fields,
+            observe,
+        )
+        .await?;
+        if let Some(spec) = state.one_pass.take() {
+            let observed: HashMap<String, SchemaInferrer> = match &read {
+                Ok(stats) => plan
+                    .files
+                    .iter()
+                    .zip(stats)
+                    .filter_map(|(f, s)| s.observed.clone().map(|o| (f.key.clone(), o)))
+                    .collect(),
+                Err(_) => HashMap::new(),
+            };
+            let (v, created) = settle_first_version(ctx, sink, spec, observed).await?;
+            if v.data != state.version.data || v.partition != state.version.partition {
+                info!(
+                    "The whole sample's schema differs from the provisional one; reading the batch again."
+                );
+                writer.abort();
+                *state = ActiveSchema::new(v, settings);
+                continue;
+            }
+            if table_was_missing && !created {
+                // Another stream created the table meanwhile, with its own schema: write
+                // again with writers made for that table.
+                writer.abort();
+                state.version = v;
+                continue;
+            }
+            state.version = v;
+        }
+        match read {
+            Ok(stats) => {
+                if !evolving || !stats.iter().any(|s| s.new_fields) {
+                    break (writer, stats);
+                }
+                // Some file has fields the schema lacks: infer those files and decide.
+                let flagged: Vec<ListedFile> = plan
+                    .files
+                    .iter()
+                    .zip(&stats)
+                    .filter(|(_, s)| s.new_fields)
+                    .map(|(f, _)| ListedFile {
+                        key: f.key.clone(),
+                        size: f.size,
+                        mtime_ms: f.mtime_ms,
+                    })
+                    .collect();
+                let observed = infer_parallel(ctx.req, ctx.opts, &flagged)?.finish();
+                let reserved = reserved(settings);
+                match evolution::decide(
+                    &state.version.data,
+                    &observed,
+                    settings.evolution_mode,
+                    &reserved,
+                ) {
+                    Outcome::Unchanged if stop_at_new_fields => {
+                        writer.abort();
+                        stop_at_new_fields = false;
+                        continue;
+                    }
+                    Outcome::Unchanged => break (writer, stats),
+                    Outcome::Reject { added } => {
+                        writer.abort();
+                        let files: Vec<String> =
+                            flagged.iter().map(|f| ctx.req.source.uri(&f.key)).collect();
+                        ctx.telemetry.emit(
+                            Severity::Error,
+                            kind::NEW_COLUMNS_REJECTED,
+                            json!({
+                                "version": state.version.version,
+                                "addedColumns": added.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                                "files": files,
+                            }),
+                        );
+                        return Err(IngestError::NewColumnsRejected { files, added });
+                    }
+                    Outcome::Evolve { schema, added } => {
+                        writer.abort();
+                        let next = state.version.version + 1;
+                        let info = VersionInfo {
+                            stream_id: ctx.checkpoint.stream_id().to_string(),
+                            created_at_ms: now_ms(),
+                            reason: "evolved".into(),
+                            sampled_files: Some(flagged.len() as u64),
+                            sampled_records: None,
+                            sampled_bytes: Some(flagged.iter().map(|f| f.size).sum()),
+                        };
+                        let v = ctx
+                            .store
+                            .write(next, &schema, &state.version.partition, info)?;
+                        failpoint::hit("after-schema-evolve");
+                        let added_text: Vec<String> =
+                            added.iter().map(ToString::to_string).collect();
+                        warn!(
+                            version = next, added = %added_text.join(", "),
+                            file = %ctx.req.source.uri(&flagged[0].key),
+                            "Schema evolved: new columns added."
+                        );
+                        summary
+                            .evolutions
+                            .push(format!("version {next}: +{}", added_text.join(", +")));
+                        ctx.telemetry.emit(
+                            Severity::Warning,
+                            kind::SCHEMA_EVOLVED,
+                            json!({
+                                "oldVersion": state.version.version,
+                                "newVersion": next,
+                                "reason": "evolved",
+                                "addedColumns": added_text,
+                                "file": ctx.req.source.uri(&flagged[0].key),
+                                "batch": plan.batch,
+                            }),
+                        );
+                        ctx.telemetry
+                            .metrics
+                            .schema_version
+                            .store(next, Ordering::Relaxed);
+                        *state = ActiveSchema::new(v, settings);
+                        if settings.stop_on_schema_change {
+                            return Err(IngestError::SchemaChanged {
+                                version: next,
+                                added,
+                            });
+                        }
+                        // Read the batch again with the new schema.
+                        continue;
+                    }
+                }
+            }
+            Err((index, error)) => {
+                writer.abort();
+                if skippable(&error, &ctx.req.settings) {
+                    warn!(error = %error, "Skipping file and rewriting the batch without it.");
+                    ctx.telemetry.emit(
+                        Severity::Warning,
+                        kind::CORRUPT_FILE_SKIPPED,
+                        json!({ "file": files[index].meta.path, "error": error.to_string(), "batch": plan.batch }),
+                    );
+                    ctx.telemetry
+                        .metrics
+                        .corrupt_files
+                        .fetch_add(1, Ordering::Relaxed);
+                    skip[index] = true;
+                    skipped_reasons.push(error.to_string());
+                    continue;
+                }
+                return Err(error.into());
+            }
+        }
+    };
+    let rows: u64 = stats.iter().map(|s| s.rows).sum();
+    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum();
+    let dropped: u64 = stats.iter().map(|s| s.dropped_values).sum();
+    let bytes: u64 = plan
+        .files
+        .iter()
+        .zip(&skip)
+        .filter(|(_, s)| !**s)
+        .map(|(f, _)| f.size)
+        .sum();
+    if dropped > 0 {
+        warn!(
+            values = dropped,
+            "Values did not fit the schema and no rescuedDataColumn is set; they were dropped."
+        );
+    }
+    let mut unknown: Vec<&str> = stats
+        .iter()
+        .flat_map(|s| s.unknown_names.iter().map(String::as_str))
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    if !unknown.is_empty() {
+        warn!(columns = %unknown.join(", "), "Columns not in the schema were kept in the rescued data.");
+    }
+    let info = json!({
+        "streamId": ctx.checkpoint.stream_id(),
+        "source": ctx.req.source.describe(),
+        "batch": plan.batch,
+        "schemaVersion": state.version.version,
+        "rows": rows,
+        "rescuedRows": rescued_rows,
+        "files": plan.files.iter().zip(&skip).map(|(f, s)| json!({
+            "path": f.key, "size": f.size, "mtimeMs": f.mtime_ms, "skipped": *s,
+        })).collect::<Vec<_>>(),
+    });
+    let table_version = sink.commit(writer, ctx.app_id, plan.batch, info).await?;
+    if table_version % RELOAD_EVERY_VERSIONS == 0 {
+        sink.reload().await?;
+    }
+    let commit = CommitSummary {
+        table_version,
+        rows,
+        rescued_rows,
+        bytes,
+        schema_version: state.version.version,
+        skipped: skipped_reasons,
+    };
+    ctx.checkpoint.mark_committed(plan, &commit)?;
+    failpoint::hit("after-mark");
+    let skipped = skip.iter().filter(|s| **s).count() as u64;
+    info!(
+        batch = plan.batch,
+        files = plan.files.len(),
+        rows,
+        rescued_rows,
+        skipped,
+        version = table_version,
+        seconds = started.elapsed().as_secs_f64(),
+        "Committed batch."
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    let files_done = plan.files.len() as u64 - skipped;
+    ctx.telemetry
+        .metrics
+        .batch(files_done, rows, bytes, rescued_rows, seconds);
+    ctx.telemetry.emit(
+        Severity::Info,
+        kind::BATCH_COMMITTED,
+        json!({
+            "batch": plan.batch, "files": files_done, "rows": rows, "bytes": bytes,
+            "rescuedRows": rescued_rows, "skippedFiles": skipped, "seconds": seconds,
+            "tableVersion": table_version, "schemaVersion": state.version.version,
+        }),
+    );
+    report_rescue(ctx, plan, &files, &stats, rows, rescued_rows, state);
+    summary.batches += 1;
+    summary.files += plan.files.len() as u64 - skipped;
+    summary.skipped_files += skipped;
+    summary.rows += rows;
+    summary.bytes += bytes;
+    summary.rescued_rows += rescued_rows;
+    Ok(())
+}
+
+/// Records what a batch rescued: one `rescued_data_seen` event (keys, share, first file)
+/// and one `type_mismatch` event per column whose values did not fit.
+pub(crate) fn report_rescue(
+    ctx: &RunContext<'_>,
+    plan: &Plan,
+    files: &[SourceFile],
+    stats: &[FileStats],
+    rows: u64,
+    rescued_rows: u64,
+    state: &ActiveSchema,
+) {
+    let mut all = crate::record::rows::RescueStats::default();
+    for s in stats {
+        all.merge(&s.rescue);
+    }
+    if all.keys.is_empty() {
+        return;
+    }
+    let first_file = stats
+        .iter()
+        .position(|s| !s.rescue.keys.is_empty())
+        .map(|i| files[i].meta.path.clone());
+    let has_rescue_column = state.layout.rescued.is_some();
+    let mismatches = all.keys_of(RescueKind::TypeMismatch);
+    if rescued_rows > 0 {
+        ctx.telemetry.emit(
+            Severity::Warning,
+            kind::RESCUED_DATA_SEEN,
+            json!({
+                "batch": plan.batch,
+                "rows": rows,
+                "rescuedRows": rescued_rows,
+                "share": if rows == 0 { 0.0 } else { rescued_rows as f64 / rows as f64 },
+                "keys": all.keys.keys().collect::<Vec<_>>(),
+                "newColumns": all.keys_of(RescueKind::NewColumn),
+                "typeMismatches": mismatches,
+                "caseMismatches": all.keys_of(RescueKind::CaseMismatch),
+                "malformedRecords": all.keys.get(crate::options::CORRUPT_RECORD).map_or(0, |(_, n)| *n),
+                "file": first_file,
+            }),
+        );
+    }
+    for column in mismatches {
+        let n = all.keys.get(column).map_or(0, |(_, n)| *n);
+        let file = stats
+            .iter()
+            .position(|s| s.rescue.keys.contains_key(column))
+            .map(|i| files[i].meta.path.clone());
+        let expected = state
+            .version
+            .data
+            .field(column)
+            .map(|f| f.data_type.to_string());
+        ctx.telemetry.emit(
+            if has_rescue_column {
+                Severity::Warning
+            } else {
+                Severity::Error
+            },
+            kind::TYPE_MISMATCH,
+            json!({
+                "batch": plan.batch, "column": column, "expectedType": expected, "rows": n,
+                "rescued": has_rescue_column, "file": file,
+            }),
+        );
+    }
+}

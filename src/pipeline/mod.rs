@@ -1,0 +1,175 @@
+//! The ingest pipeline of one stream: recover, discover, infer or load the schema, then for
+//! each batch plan → read → write → commit → mark (see `shared/reference/reliability.md` §4).
+//!
+//! Files of a batch are decoded on blocking threads (one per core). In a large batch each
+//! thread also encodes its rows into its own Parquet files, so encoding uses every core; a
+//! small batch streams its Arrow batches to one writer, so it stays one Parquet file. Either
+//! way memory stays bounded by a few batches, and all files land in one commit.
+
+mod active_schema;
+mod batch;
+mod first_version;
+mod infer;
+mod one_pass;
+mod plan;
+mod read;
+mod stream;
+
+pub use crate::telemetry::Hooks;
+pub use stream::StreamRun;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::checkpoint::CheckpointError;
+use crate::formats::DecodeError;
+use crate::options::Settings;
+use crate::schema::evolution::AddedField;
+use crate::schema::store::SchemaStoreError;
+use crate::source::{DiscoveryError, Source};
+use crate::target::delta::SinkError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error(transparent)]
+    Schema(#[from] SchemaStoreError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("{0}")]
+    Config(String),
+    #[error(
+        "new columns {} in {} (cloudFiles.schemaEvolutionMode=failOnNewColumns); nothing of this batch \
+         was committed: add them with cloudFiles.schemaHints or the schema option, or choose another mode",
+        added.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        files.join(", ")
+    )]
+    NewColumnsRejected {
+        files: Vec<String>,
+        added: Vec<AddedField>,
+    },
+    #[error(
+        "the schema changed: wrote version {version} adding {}; run again to continue \
+         (cloudFiles.stopOnSchemaChange=true)",
+        added.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    SchemaChanged {
+        version: u64,
+        added: Vec<AddedField>,
+    },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// What one run should do.
+#[derive(Debug, Clone)]
+pub struct IngestRequest {
+    /// The stream's name in events, alerts and metrics.
+    pub name: String,
+    pub source: Source,
+    pub table: PathBuf,
+    pub checkpoint: PathBuf,
+    pub settings: Settings,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    pub batches: u64,
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    pub rescued_rows: u64,
+    pub skipped_files: u64,
+    /// Files quarantined this run (they crashed the process every time they were read).
+    pub quarantined_files: u64,
+    pub schema_version: Option<u64>,
+    pub seconds: f64,
+    pub table_version: Option<u64>,
+    /// Schema versions this run wrote by evolution, described.
+    pub evolutions: Vec<String>,
+}
+
+/// Table versions between fresh loads of the table state (see [`DeltaSink::reload`]).
+const RELOAD_EVERY_VERSIONS: u64 = 50;
+
+/// How long a finishing run waits for its queued alerts to be sent.
+const ALERT_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Progress reporting hooks (a terminal bar in the CLI, nothing in tests).
+pub trait Progress: Send + Sync {
+    fn start(&self, _files: u64, _bytes: u64) {}
+    fn file_done(&self, _bytes: u64) {}
+    fn finish(&self) {}
+}
+
+/// No progress output.
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// Runs the stream once over every file present now (Auto Loader's AvailableNow), stopping
+/// between batches when `stop` is set.
+pub async fn run_once(
+    req: &IngestRequest,
+    progress: &dyn Progress,
+    stop: &StopFlag,
+    hooks: &Hooks,
+) -> Result<Summary, IngestError> {
+    let started = Instant::now();
+    let mut stream = StreamRun::open(req, progress, hooks).await?;
+    let result = async {
+        let files = stream.discover().await?;
+        let total_files = files.len() as u64 + stream.pending_files();
+        let total_bytes = files.iter().map(|f| f.size).sum::<u64>() + stream.pending_bytes();
+        stream.set_pending(total_files);
+        progress.start(total_files, total_bytes);
+        stream.ingest(files, stop).await?;
+        progress.finish();
+        Ok(())
+    }
+    .await;
+    stream.finish(result, started).await
+}
+
+/// Set by a signal handler: the stream stops between batches (a batch in flight finishes).
+#[derive(Debug, Default, Clone)]
+pub struct StopFlag(Arc<StopInner>);
+
+#[derive(Debug, Default)]
+struct StopInner {
+    stopped: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl StopFlag {
+    pub fn new() -> Self {
+        StopFlag::default()
+    }
+
+    pub fn stop(&self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.0.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Completes once [`StopFlag::stop`] has been called.
+    pub async fn stopped(&self) {
+        let notified = self.0.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.is_stopped() {
+            return;
+        }
+        notified.await;
+    }
+}

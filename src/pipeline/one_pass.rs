@@ -1,0 +1,143 @@
+//! One-pass inference: for a large first run, a provisional schema from the sample's first
+//! files, confirmed or corrected by what the first batch observes while it is read.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tracing::info;
+
+use crate::checkpoint::Checkpoint;
+use crate::formats::DecodeOptions;
+use crate::options::Format;
+use crate::schema::infer::SchemaInferrer;
+use crate::schema::store::SchemaVersion;
+use crate::source::ListedFile;
+use crate::target::delta::DeltaSink;
+use crate::testing::failpoint;
+
+use super::active_schema::*;
+use super::batch::*;
+use super::first_version::*;
+use super::infer::*;
+use super::*;
+
+/// From this much sampled data on, the first schema version is inferred in one pass with
+/// the first batch (see [`OnePassInference`]); below it, reading the sample twice costs little.
+pub(crate) const SPECULATE_MIN_BYTES: u64 = 64 << 20;
+/// How much of the sample (its first files) the provisional schema is inferred from.
+pub(crate) const SPECULATE_PREFIX_BYTES: u64 = 32 << 20;
+
+/// A first schema version inferred from the sample's first files only, to be confirmed
+/// or corrected by the types the first batch observes while it is read.
+///
+/// Auto Loader infers from the whole sample (up to 1,000 files / 50 GB) before it reads
+/// a row, so a first run reads its data twice. Here the first batch is read with the
+/// provisional schema while every record's types are observed, exactly as inference
+/// would; then the schema is settled from the whole sample (files outside the batch, or
+/// not read to the end, are inferred on their own), merged in sample order, and written
+/// as `_schemas/0`. The same schema as inferring first, so: if it matches the provisional
+/// one the batch is committed as read, otherwise the batch is read again with it.
+pub(crate) struct OnePassInference {
+    pub(crate) sample: Vec<ListedFile>,
+    pub(crate) started: Instant,
+}
+
+/// Settles a provisional first version: merges what the batch observed (`observed`, by
+/// file key) with inference of the sample's other files, in sample order; writes it as
+/// `_schemas/0`, announces it, and creates the table. Also returns whether this call
+/// created the table.
+pub(crate) async fn settle_first_version(
+    ctx: &RunContext<'_>,
+    sink: &mut DeltaSink,
+    spec: OnePassInference,
+    mut observed: HashMap<String, SchemaInferrer>,
+) -> Result<(SchemaVersion, bool), IngestError> {
+    let missing: Vec<ListedFile> = spec
+        .sample
+        .iter()
+        .filter(|f| !observed.contains_key(&f.key))
+        .cloned()
+        .collect();
+    let mut inferred_missing = infer_files(ctx.req, ctx.opts, &missing)?.into_iter();
+    let mut merged = SchemaInferrer::new();
+    for f in &spec.sample {
+        let one = match observed.remove(&f.key) {
+            Some(o) => Some(o),
+            None => inferred_missing.next().flatten(),
+        };
+        if let Some(o) = one {
+            merged.merge(o);
+        }
+    }
+    info!(
+        files = spec.sample.len(),
+        read_by_the_batch = spec.sample.len() - missing.len(),
+        "Settled the schema inferred while reading the first batch."
+    );
+    let draft = draft_first_version(ctx.req, ctx.checkpoint, Some(merged), &spec.sample)?;
+    log_inferred(&draft, spec.started);
+    let v = write_first_version(ctx.store, draft)?;
+    failpoint::hit("after-schema-write");
+    announce_first_version(ctx.telemetry, &v);
+    ctx.telemetry
+        .metrics
+        .schema_version
+        .store(v.version, Ordering::Relaxed);
+    let layout = layout_for(&v, &ctx.req.settings);
+    let created = sink
+        .ensure_created(&layout.arrow_schema(), ctx.checkpoint.stream_id())
+        .await?;
+    Ok((v, created))
+}
+
+/// A provisional first version for a large JSON-lines or CSV sample, inferred from the
+/// sample's first files only (see [`OnePassInference`]); `None` where reading the sample
+/// twice is cheap, or the provisional schema cannot be drafted.
+pub(crate) fn provisional_first_version(
+    req: &IngestRequest,
+    checkpoint: &Checkpoint,
+    opts: &DecodeOptions,
+    sample: &[ListedFile],
+) -> Result<Option<ActiveSchema>, IngestError> {
+    let settings = &req.settings;
+    let bytes: u64 = sample.iter().map(|f| f.size).sum();
+    let one_pass_format = match opts.format {
+        Format::Json => !opts.multi_line,
+        Format::Csv => true,
+        Format::Parquet => false,
+    };
+    if settings.user_schema.is_some() || !one_pass_format || bytes < SPECULATE_MIN_BYTES {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let mut prefix_bytes = 0u64;
+    let prefix: Vec<ListedFile> = sample
+        .iter()
+        .take_while(|f| {
+            let take = prefix_bytes < SPECULATE_PREFIX_BYTES;
+            prefix_bytes += f.size;
+            take
+        })
+        .cloned()
+        .collect();
+    if prefix.len() == sample.len() {
+        // The prefix would be the whole sample: inferring first reads no more.
+        return Ok(None);
+    }
+    let inferrer = infer_parallel(req, opts, &prefix)?;
+    let Ok(draft) = draft_first_version(req, checkpoint, Some(inferrer), sample) else {
+        return Ok(None);
+    };
+    info!(
+        files = prefix.len(),
+        sampled_files = sample.len(),
+        "Inferred a provisional schema from the first files; the first batch confirms it as it is read."
+    );
+    let mut state = ActiveSchema::new(draft, settings);
+    state.one_pass = Some(OnePassInference {
+        sample: sample.to_vec(),
+        started,
+    });
+    Ok(Some(state))
+}

@@ -1,0 +1,248 @@
+//! Reading a batch's files on every core into the table's writers, within a memory budget
+//! for decoded rows.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use arrow_array::RecordBatch;
+use tokio::sync::mpsc;
+
+use crate::formats::{self, DecodeError, FileStats, SourceFile};
+use crate::record::rows::{FileMeta, Layout};
+use crate::source::{self as discovery, Source};
+use crate::target::delta::{BatchWriters, DeltaSink, SinkError};
+use crate::testing::failpoint;
+
+use super::batch::*;
+use super::*;
+
+pub(crate) enum Msg {
+    /// Decoded rows for the shared writer, with their share of [`IN_FLIGHT_MIB`].
+    Batch(RecordBatch, tokio::sync::OwnedSemaphorePermit),
+    Done {
+        index: usize,
+        stats: FileStats,
+    },
+    Failed {
+        index: usize,
+        error: DecodeError,
+    },
+    /// A decoding thread's own writer failed (a full disk): the batch cannot be written.
+    WriteFailed(SinkError),
+}
+
+/// What reading a batch's files gave: stats per file, or the first file that failed.
+pub(crate) type ReadOutcome = Result<Vec<FileStats>, (usize, DecodeError)>;
+
+/// Decoded rows (MiB of Arrow memory) that may wait for the shared writer at once; a
+/// larger batch takes the whole budget, so it waits alone.
+pub(crate) const IN_FLIGHT_MIB: usize = 64;
+
+/// From this many bytes in a batch, each decoding thread encodes its own Parquet files.
+pub(crate) const PARALLEL_ENCODE_BYTES: u64 = 64 << 20;
+
+pub(crate) fn source_file(
+    source: &Source,
+    key: &str,
+    size: u64,
+    mtime_ms: i64,
+    partition_columns: &[String],
+) -> SourceFile {
+    let (local_path, remote) = source.locate(key);
+    SourceFile {
+        local_path,
+        remote,
+        meta: Arc::new(FileMeta {
+            path: source.uri(key),
+            name: key.rsplit('/').next().unwrap_or(key).to_string(),
+            size,
+            mtime_ms,
+            partition_values: discovery::partition_values(key, partition_columns),
+        }),
+    }
+}
+
+/// Reads the files of a batch in parallel and writes their rows, returning the writers
+/// that hold them (to commit or abort) and per-file stats; the inner error is the first
+/// file that failed (the caller decides whether to skip it). With `stop_at_new_fields`,
+/// reading stops at the first field the schema lacks (no further file is started, and
+/// that file stops there): the stats are then partial, and the caller evolves and reads
+/// the batch again.
+///
+/// A large batch of several files gives each decoding thread its own writer, so Parquet
+/// encoding runs on every core; a small one streams into one writer on the async side, so
+/// it still becomes one Parquet file.
+pub(crate) async fn read_files(
+    ctx: &RunContext<'_>,
+    layout: &Arc<Layout>,
+    files: &[SourceFile],
+    skip: &[bool],
+    sink: &DeltaSink,
+    stop_at_new_fields: bool,
+    observe_types: bool,
+) -> Result<(BatchWriters, ReadOutcome), IngestError> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(files.len().max(1));
+    let bytes: u64 = files
+        .iter()
+        .zip(skip)
+        .filter(|(_, s)| !**s)
+        .map(|(f, _)| f.meta.size)
+        .sum();
+    let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
+    let schema = layout.arrow_schema();
+    let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
+    let mut shared = sink.writer(&schema, &partition_columns)?;
+    let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
+    let skip_arc: Arc<Vec<bool>> = Arc::new(skip.to_vec());
+    let runtime = tokio::runtime::Handle::current();
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_MIB));
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let (tx, next, stop, files, skip, runtime, in_flight) = (
+            tx.clone(),
+            Arc::clone(&next),
+            Arc::clone(&stop),
+            Arc::clone(&files_arc),
+            Arc::clone(&skip_arc),
+            runtime.clone(),
+            Arc::clone(&in_flight),
+        );
+        let mut own = if encode_in_workers {
+            Some(sink.writer(&schema, &partition_columns)?)
+        } else {
+            None
+        };
+        let mut opts = ctx.opts.clone();
+        opts.stop_at_new_fields = stop_at_new_fields;
+        opts.observe_types =
+            observe_types.then(|| ctx.opts.infer_options(ctx.req.settings.infer_column_types));
+        let layout = Arc::clone(layout);
+        handles.push(tokio::task::spawn_blocking(move || {
+            loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                let Some(file) = files.get(index) else { break };
+                if skip[index] {
+                    if tx
+                        .blocking_send(Msg::Done {
+                            index,
+                            stats: FileStats::default(),
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                    continue;
+                }
+                if failpoint::armed() {
+                    failpoint::hit(&failpoint::read_point(&file.meta.name));
+                }
+                let mut write_error = None;
+                let mut emit = |b: RecordBatch| match own.as_mut() {
+                    // A blocking thread may wait on the runtime: the write encodes here,
+                    // and only its file I/O goes through the runtime.
+                    Some(w) => match runtime.block_on(w.write(b)) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            write_error = Some(e);
+                            false
+                        }
+                    },
+                    None => {
+                        // Decoded batches wait for the writer within a memory budget, so a
+                        // file of huge records does not queue several of them.
+                        let mib = (b.get_array_memory_size() >> 20).clamp(1, IN_FLIGHT_MIB);
+                        match runtime
+                            .block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32))
+                        {
+                            Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
+                            Err(_) => false,
+                        }
+                    }
+                };
+                let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
+                let msg = match (decoded, write_error) {
+                    (_, Some(error)) => Msg::WriteFailed(error),
+                    (Ok(stats), None) => {
+                        if stop_at_new_fields && stats.new_fields {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        Msg::Done { index, stats }
+                    }
+                    (Err(error), None) => Msg::Failed { index, error },
+                };
+                if tx.blocking_send(msg).is_err() {
+                    break;
+                }
+            }
+            own
+        }));
+    }
+    drop(tx);
+    let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
+    let mut failure: Option<(usize, DecodeError)> = None;
+    let mut write_failure: Option<SinkError> = None;
+    let mut written_batches = 0u64;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Msg::Batch(b, _permit) => {
+                if failure.is_none() && write_failure.is_none() {
+                    if let Err(e) = shared.write(b).await {
+                        write_failure = Some(e);
+                        stop.store(true, Ordering::SeqCst);
+                        continue;
+                    }
+                    written_batches += 1;
+                    if written_batches == 1 {
+                        failpoint::hit("mid-read");
+                    }
+                }
+            }
+            Msg::Done { index, stats: s } => {
+                ctx.progress.file_done(files[index].meta.size);
+                stats[index] = s;
+            }
+            Msg::Failed { index, error } => {
+                if failure.is_none() {
+                    failure = Some((index, error));
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+            Msg::WriteFailed(e) => {
+                if write_failure.is_none() {
+                    write_failure = Some(e);
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+    let mut writers = BatchWriters(vec![shared]);
+    for h in handles {
+        let own = h
+            .await
+            .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
+        writers.0.extend(own);
+    }
+    if let Some(e) = write_failure {
+        writers.abort();
+        return Err(e.into());
+    }
+    if encode_in_workers {
+        // The rows are in the writers' files, not committed: what "mid-read" tests.
+        failpoint::hit("mid-read");
+    }
+    Ok((
+        writers,
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(stats),
+        },
+    ))
+}

@@ -1,0 +1,501 @@
+//! One stream, open: recovery, discovery, replay of unfinished plans, then new batches.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
+use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
+use crate::formats::DecodeOptions;
+use crate::options::IncrementalListing;
+use crate::schema::evolution::{self};
+use crate::schema::store::SchemaStore;
+use crate::source::{self as discovery, ListedFile, Source};
+use crate::target::delta::DeltaSink;
+use crate::telemetry::events::{Severity, kind};
+use crate::telemetry::{Hooks, Telemetry};
+use crate::testing::failpoint;
+
+use super::active_schema::*;
+use super::batch::*;
+use super::first_version::*;
+use super::one_pass::*;
+use super::plan::*;
+use super::*;
+use crate::clock::now_ms;
+use crate::source::incremental::{self, ListingState};
+
+/// One stream, open: its locked checkpoint, its table, and (once files have been seen)
+/// its format and schema.
+pub struct StreamRun<'a> {
+    req: &'a IngestRequest,
+    telemetry: Telemetry,
+    checkpoint: Checkpoint,
+    app_id: String,
+    sink: DeltaSink,
+    store: SchemaStore,
+    progress: &'a dyn Progress,
+    opts: Option<DecodeOptions>,
+    schema: Option<ActiveSchema>,
+    /// Plans left unfinished by an earlier run; replayed before anything new.
+    pending: Vec<Plan>,
+    /// Set when an unfinished plan was discarded and its files need planning again.
+    replanned: bool,
+    summary: Summary,
+}
+
+impl<'a> StreamRun<'a> {
+    /// Locks the checkpoint, opens the table, and records the first start.
+    pub async fn open(
+        req: &'a IngestRequest,
+        progress: &'a dyn Progress,
+        hooks: &Hooks,
+    ) -> Result<StreamRun<'a>, IngestError> {
+        let settings = &req.settings;
+        let mut checkpoint = Checkpoint::open(&req.checkpoint)?;
+        let sink = DeltaSink::open(&req.table).await?;
+        let store = SchemaStore::open(&settings.schema_location)?;
+        if checkpoint.is_fresh()? && sink.exists() {
+            let commits = sink.autoloader_commits().await?;
+            let schema_stream = store.latest()?.map(|v| v.info.stream_id);
+            checkpoint.recover_from_commits(
+                &commits,
+                schema_stream.as_deref(),
+                &req.source.describe(),
+            )?;
+        }
+        let app_id = checkpoint.app_id();
+        if checkpoint.meta("initialized")?.is_none() {
+            if !settings.include_existing_files {
+                let listed = req.source.list(settings).await?;
+                if !listed.is_empty() {
+                    let existing = Plan {
+                        batch: u64::MAX,
+                        files: planned(&listed),
+                        created_at_ms: now_ms(),
+                    };
+                    checkpoint.mark_existing(&existing)?;
+                    info!(
+                        files = listed.len(),
+                        "Not ingesting files present at the first start (cloudFiles.includeExistingFiles=false)."
+                    );
+                }
+            }
+            checkpoint.set_meta("initialized", &now_ms().to_string())?;
+        }
+        let (_, pending) = checkpoint.pending_plans()?;
+        let schema = store.latest()?.map(|v| v.version);
+        let telemetry = Telemetry::start(
+            &crate::checkpoint::local_dir(&req.checkpoint),
+            &req.name,
+            hooks,
+        );
+        telemetry.emit(
+            Severity::Info,
+            kind::STREAM_STARTED,
+            json!({
+                "source": req.source.describe(),
+                "table": req.table.display().to_string(),
+                "checkpoint": checkpoint.describe(),
+                "streamId": checkpoint.stream_id(),
+                "schemaVersion": schema,
+            }),
+        );
+        if let Some(v) = schema {
+            telemetry.metrics.schema_version.store(v, Ordering::Relaxed);
+        }
+        Ok(StreamRun {
+            req,
+            telemetry,
+            checkpoint,
+            app_id,
+            sink,
+            store,
+            progress,
+            opts: None,
+            schema: None,
+            pending,
+            replanned: false,
+            summary: Summary {
+                schema_version: schema,
+                ..Summary::default()
+            },
+        })
+    }
+
+    /// The source's files that are neither ingested nor in an unfinished plan.
+    pub async fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
+        // Only an object store is listed incrementally; a local walk needs no high-water mark.
+        let high_water = match self.req.source {
+            Source::S3 { .. } => self.checkpoint.highest_key()?,
+            Source::Local { .. } => None,
+        };
+        let listing = match self.req.source {
+            Source::S3 { .. } => Some(self.checkpoint.listing_state()?),
+            Source::Local { .. } => None,
+        };
+        let settings = &self.req.settings;
+        let after = listing.and_then(|state| {
+            incremental::start_after(
+                settings.incremental_listing,
+                settings.full_listing_interval,
+                state,
+                now_ms(),
+                high_water.as_deref(),
+            )
+        });
+        let listed = self
+            .req
+            .source
+            .list_after(&self.req.settings, after.as_deref())
+            .await?;
+        let seen = self.checkpoint.seen_files()?;
+        let (mut new, overwritten) = discovery::new_files(listed, &seen, &self.req.settings)?;
+        if let Some(state) = listing
+            && after.is_none()
+        {
+            self.note_full_listing(state, &new, high_water.as_deref())?;
+        }
+        for f in overwritten {
+            // One event per file and content, however often it is listed.
+            if self
+                .telemetry
+                .overwritten_reported
+                .insert((f.key.clone(), f.size, f.mtime_ms))
+            {
+                self.telemetry.emit(
+                    Severity::Warning,
+                    kind::OVERWRITTEN_FILE_IGNORED,
+                    json!({ "file": self.req.source.uri(&f.key), "size": f.size, "mtimeMs": f.mtime_ms }),
+                );
+            }
+        }
+        new.retain(|f| {
+            !self
+                .pending
+                .iter()
+                .any(|p| p.files.iter().any(|pf| pf.key == f.key))
+        });
+        Ok(new)
+    }
+
+    /// A batch that crashed the process [`MAX_CRASHED_ATTEMPTS`] times: its files are
+    /// planned again one per batch, or, when it held one file, that file is quarantined
+    /// (marked seen without its rows, recorded, reported as an error event and alert).
+    /// Returns how many files were quarantined.
+    fn isolate_or_quarantine(&self, plan: &Plan) -> Result<u64, IngestError> {
+        if plan.files.len() > 1 {
+            warn!(
+                batch = plan.batch,
+                files = plan.files.len(),
+                attempts = MAX_CRASHED_ATTEMPTS,
+                "This batch crashed the process every time it was read; its files are now read one per batch to find the one at fault."
+            );
+            self.checkpoint.isolate(plan)?;
+            return Ok(0);
+        }
+        for f in &plan.files {
+            let uri = self.req.source.uri(&f.key);
+            tracing::error!(
+                file = %uri, attempts = MAX_CRASHED_ATTEMPTS,
+                "Quarantined: this file crashed the process every time it was read. It is not ingested; fix or replace it under a new name to ingest it."
+            );
+            self.telemetry.emit(
+                Severity::Error,
+                kind::FILE_QUARANTINED,
+                json!({ "file": uri, "size": f.size, "mtimeMs": f.mtime_ms, "attempts": MAX_CRASHED_ATTEMPTS, "batch": plan.batch }),
+            );
+        }
+        Ok(self.checkpoint.quarantine(plan)?.len() as u64)
+    }
+
+    /// Records a full listing of an object store: when, and whether its new keys all sort
+    /// after the ones already ingested (what `useIncrementalListing=auto` relies on).
+    fn note_full_listing(
+        &self,
+        state: ListingState,
+        new: &[ListedFile],
+        high_water: Option<&str>,
+    ) -> Result<(), IngestError> {
+        let mode = self.req.settings.incremental_listing;
+        if mode == IncrementalListing::Never {
+            return Ok(());
+        }
+        let judged = incremental::judge_full_listing(
+            mode,
+            state,
+            new.iter().map(|f| f.key.as_str()),
+            high_water,
+        );
+        if state.lexical_order != Some(judged.ordered) {
+            self.checkpoint.set_lexical_order(judged.ordered)?;
+            if mode == IncrementalListing::Auto {
+                if judged.ordered {
+                    info!(
+                        "New keys arrive in lexical order: listing incrementally between full listings."
+                    );
+                } else {
+                    info!(late = ?judged.late.iter().take(3).collect::<Vec<_>>(), "New keys sort before ingested ones: listing the whole source each time.");
+                }
+            }
+        }
+        if !judged.late.is_empty() && state.lexical_order == Some(true) {
+            warn!(files = judged.late.len(), first = %judged.late[0], "A full listing found files that incremental listing had skipped (their keys sort before ingested ones); ingesting them now.");
+        }
+        if judged.record_time {
+            self.checkpoint.set_last_full_listing(now_ms())?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn pending_files(&self) -> u64 {
+        self.pending.iter().map(|p| p.files.len() as u64).sum()
+    }
+
+    pub(crate) fn pending_bytes(&self) -> u64 {
+        self.pending
+            .iter()
+            .flat_map(|p| &p.files)
+            .map(|f| f.size)
+            .sum()
+    }
+
+    /// Sets the files-pending gauge.
+    pub fn set_pending(&self, files: u64) {
+        self.telemetry
+            .metrics
+            .files_pending
+            .store(files, Ordering::Relaxed);
+    }
+
+    /// Ends a run: records `stream_stopped` or `stream_failed` and returns the summary.
+    pub async fn finish(
+        &self,
+        result: Result<(), IngestError>,
+        started: Instant,
+    ) -> Result<Summary, IngestError> {
+        let outcome = self.finish_events(result, started);
+        self.telemetry.alerter.close(ALERT_DRAIN).await;
+        outcome
+    }
+
+    fn finish_events(
+        &self,
+        result: Result<(), IngestError>,
+        started: Instant,
+    ) -> Result<Summary, IngestError> {
+        let mut summary = self.summary();
+        summary.seconds = started.elapsed().as_secs_f64();
+        match result {
+            Ok(()) => {
+                self.telemetry.emit(
+                    Severity::Info,
+                    kind::STREAM_STOPPED,
+                    json!({ "files": summary.files, "rows": summary.rows, "seconds": summary.seconds }),
+                );
+                Ok(summary)
+            }
+            Err(e) => {
+                let severity = if matches!(e, IngestError::SchemaChanged { .. }) {
+                    Severity::Warning
+                } else {
+                    Severity::Error
+                };
+                self.telemetry.emit(
+                    severity,
+                    kind::STREAM_FAILED,
+                    json!({ "error": e.to_string() }),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// What the stream has done so far.
+    pub fn summary(&self) -> Summary {
+        let mut s = self.summary.clone();
+        s.schema_version = self
+            .schema
+            .as_ref()
+            .map(|st| st.version.version)
+            .or(s.schema_version);
+        s.table_version = self.sink.version();
+        s
+    }
+
+    /// Loads (or infers, from `files` and the pending plans) the format and schema.
+    /// Returns false when there is nothing to learn them from yet.
+    async fn ensure_schema(&mut self, files: &[ListedFile]) -> Result<bool, IngestError> {
+        if self.schema.is_some() {
+            return Ok(true);
+        }
+        let settings = &self.req.settings;
+        let Some(format) = resolve_format(&self.checkpoint, settings, files, &self.pending)? else {
+            return Ok(false);
+        };
+        let opts = DecodeOptions::new(format, settings);
+        let version = match self.store.latest()? {
+            Some(v) => v,
+            None => {
+                let sample = inference_sample(files, &self.pending, settings);
+                if sample.is_empty() && settings.user_schema.is_none() {
+                    return Ok(false);
+                }
+                if let Some(state) =
+                    provisional_first_version(self.req, &self.checkpoint, &opts, &sample)?
+                {
+                    // The table is created once the first batch has settled the schema.
+                    self.opts = Some(opts);
+                    self.schema = Some(state);
+                    return Ok(true);
+                }
+                let v =
+                    create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)?;
+                failpoint::hit("after-schema-write");
+                announce_first_version(&self.telemetry, &v);
+                v
+            }
+        };
+        let before = version.version;
+        let version = reconcile(&self.store, version, settings, self.checkpoint.stream_id())?;
+        if version.version != before {
+            self.telemetry.emit(
+                Severity::Warning,
+                kind::SCHEMA_EVOLVED,
+                json!({
+                    "oldVersion": before,
+                    "newVersion": version.version,
+                    "reason": version.info.reason,
+                    "addedColumns": evolution::merge(&self.store.read(before)?.data, &version.data, &[]).1.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                }),
+            );
+        }
+        self.telemetry
+            .metrics
+            .schema_version
+            .store(version.version, Ordering::Relaxed);
+        let state = ActiveSchema::new(version, settings);
+        self.sink
+            .ensure_created(&state.layout.arrow_schema(), self.checkpoint.stream_id())
+            .await?;
+        self.opts = Some(opts);
+        self.schema = Some(state);
+        Ok(true)
+    }
+
+    /// Replays unfinished plans, then ingests `files` in batches, checking `stop` between
+    /// batches (files not reached are left for the next run).
+    pub async fn ingest(
+        &mut self,
+        files: Vec<ListedFile>,
+        stop: &StopFlag,
+    ) -> Result<(), IngestError> {
+        if !self.ensure_schema(&files).await? {
+            if !files.is_empty() || !self.pending.is_empty() {
+                info!("No schema can be inferred from these files yet.");
+            }
+            return Ok(());
+        }
+        let opts = self.opts.clone().expect("ensure_schema sets the options");
+        let mut state = self.schema.take().expect("ensure_schema sets the schema");
+        let mut result = self.ingest_with(&opts, &mut state, files, stop).await;
+        if result.is_ok() && std::mem::take(&mut self.replanned) {
+            // Files of a discarded plan are new again: take them in this run too.
+            result = match self.discover().await {
+                Ok(again) => self.ingest_with(&opts, &mut state, again, stop).await,
+                Err(e) => Err(e),
+            };
+        }
+        self.schema = Some(state);
+        result
+    }
+
+    async fn ingest_with(
+        &mut self,
+        opts: &DecodeOptions,
+        state: &mut ActiveSchema,
+        files: Vec<ListedFile>,
+        stop: &StopFlag,
+    ) -> Result<(), IngestError> {
+        let ctx = RunContext {
+            req: self.req,
+            telemetry: &self.telemetry,
+            opts,
+            app_id: &self.app_id,
+            checkpoint: &self.checkpoint,
+            store: &self.store,
+            progress: self.progress,
+        };
+        while let Some(plan) = self.pending.first().cloned() {
+            if stop.is_stopped() {
+                return Ok(());
+            }
+            self.sink.refresh().await?;
+            if self
+                .sink
+                .committed_batch(&self.app_id)
+                .await?
+                .is_some_and(|v| v >= as_i64(plan.batch))
+            {
+                info!(
+                    batch = plan.batch,
+                    "Batch had been committed to the table before a restart; marking it done."
+                );
+                let table_version = self.sink.version().unwrap_or_default();
+                self.checkpoint.mark_committed(
+                    &plan,
+                    &CommitSummary {
+                        table_version,
+                        ..CommitSummary::default()
+                    },
+                )?;
+                for f in &plan.files {
+                    self.progress.file_done(f.size);
+                }
+            } else if let Some(changed) = changed_since_planned(self.req, &plan) {
+                // An exact replay is impossible and nothing of the batch landed: plan again.
+                warn!(
+                    batch = plan.batch, file = %changed,
+                    "A file of an unfinished batch changed since it was planned; the batch is planned again from the current files."
+                );
+                self.checkpoint.discard_plan(plan.batch)?;
+                self.replanned = true;
+            } else {
+                let deaths = self.checkpoint.crashed_attempts(&plan)?;
+                if deaths >= MAX_CRASHED_ATTEMPTS {
+                    self.summary.quarantined_files += self.isolate_or_quarantine(&plan)?;
+                    self.replanned = true;
+                } else {
+                    // Counted before the re-run: if this process dies too, the count says so.
+                    self.checkpoint.set_deaths(&plan, deaths + 1)?;
+                    info!(
+                        batch = plan.batch,
+                        files = plan.files.len(),
+                        "Re-running an unfinished batch exactly as planned."
+                    );
+                    execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+                }
+            }
+            self.pending.remove(0);
+        }
+        let first = self.checkpoint.next_batch()?;
+        let suspects = self.checkpoint.suspects()?;
+        for (batch, files) in (first..).zip(split_batches(&files, &self.req.settings, &suspects)) {
+            if stop.is_stopped() {
+                info!("Stopping between batches; the remaining files are left for the next run.");
+                return Ok(());
+            }
+            let plan = Plan {
+                batch,
+                files: planned(files),
+                created_at_ms: now_ms(),
+            };
+            self.checkpoint.write_plan(&plan)?;
+            failpoint::hit("after-plan");
+            execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+        }
+        Ok(())
+    }
+}
