@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::pipeline::IngestRequest;
 use crate::source::Source;
@@ -96,30 +97,6 @@ fn option_text(v: &toml::Value) -> String {
     }
 }
 
-fn resolve_path(base: &Path, p: &str) -> PathBuf {
-    let path = Path::new(p);
-    if path.is_absolute() || p.contains("://") {
-        path.to_path_buf()
-    } else {
-        base.join(path)
-    }
-}
-
-/// Normalizes a path for comparison, whether or not it exists yet.
-fn normalized(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 /// Reads and validates a config file. `only` keeps one stream by name.
 pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
@@ -157,10 +134,15 @@ pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigE
         if out.iter().any(|o| o.name == s.name) {
             return Err(invalid(format!("two streams are named \"{}\"", s.name)));
         }
-        let table = resolve_path(&base, &s.table);
+        let location = |field: &str, text: &str| {
+            Location::parse(text)
+                .map(|l| l.relative_to(&base))
+                .map_err(|e| invalid(format!("stream \"{}\": {field}: {e}", s.name)))
+        };
+        let table = location("table", &s.table)?;
         let checkpoint = match &s.checkpoint {
-            Some(c) => resolve_path(&base, c),
-            None => table.join("_autoloader").join(&s.name),
+            Some(c) => location("checkpoint", c)?,
+            None => IngestRequest::default_checkpoint(&table, Some(&s.name)),
         };
         let mut raw: Vec<(String, String)> = parsed
             .defaults
@@ -172,7 +154,7 @@ pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigE
         // A relative schema location is relative to the config file too.
         for (k, v) in &mut raw {
             if k.eq_ignore_ascii_case("cloudFiles.schemaLocation") {
-                *v = resolve_path(&base, v).display().to_string();
+                *v = location("cloudFiles.schemaLocation", v)?.to_string();
             }
         }
         let (settings, warnings) =
@@ -184,8 +166,7 @@ pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigE
         for w in warnings {
             tracing::warn!(stream = %s.name, "{w}");
         }
-        let source_path = resolve_path(&base, &s.source);
-        let source = Source::parse(&source_path.display().to_string())
+        let source = Source::open(&location("source", &s.source)?)
             .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         out.push(NamedStream {
             name: s.name.clone(),
@@ -207,22 +188,18 @@ pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigE
     }
     for (i, a) in out.iter().enumerate() {
         for b in &out[i + 1..] {
-            if normalized(&a.request.checkpoint) == normalized(&b.request.checkpoint) {
+            if a.request.checkpoint.normalized() == b.request.checkpoint.normalized() {
                 return Err(invalid(format!(
                     "streams \"{}\" and \"{}\" share the checkpoint {}; each stream needs its own",
-                    a.name,
-                    b.name,
-                    a.request.checkpoint.display()
+                    a.name, b.name, a.request.checkpoint
                 )));
             }
-            if normalized(&a.request.settings.schema_location)
-                == normalized(&b.request.settings.schema_location)
+            if a.request.settings.schema_location.normalized()
+                == b.request.settings.schema_location.normalized()
             {
                 return Err(invalid(format!(
                     "streams \"{}\" and \"{}\" share the schema location {}; each stream needs its own",
-                    a.name,
-                    b.name,
-                    a.request.settings.schema_location.display()
+                    a.name, b.name, a.request.settings.schema_location
                 )));
             }
         }
@@ -280,7 +257,7 @@ table = "bronze/shared"
         let base = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(
             streams[0].request.checkpoint,
-            base.join("bronze/shared/_autoloader/a")
+            Location::Local(base.join("bronze/shared/_autoloader/a"))
         );
         assert!(streams[0].request.settings.infer_column_types);
         assert!(!streams[1].request.settings.infer_column_types);

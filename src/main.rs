@@ -2,30 +2,37 @@
 //! codes. Everything else lives in the library.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
-use autoloader::checkpoint::CheckpointError;
+use autoloader::config::NamedStream;
 use autoloader::options::{self, OptionsError};
-use autoloader::pipeline::{self, IngestError, IngestRequest, Progress, StopFlag, Summary};
+use autoloader::pipeline::{self, IngestRequest, Progress, RunMode, StopFlag, Summary};
 use autoloader::reports;
 use autoloader::source::Source;
 use autoloader::telemetry::Hooks;
 use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
+use autoloader::telemetry::events::kind;
 use autoloader::telemetry::metrics::Registry;
-use autoloader::watch::{WatchTiming, run_watch};
+use autoloader::{Error, ErrorClass, Location};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// Exit code for invalid arguments or options.
-const EXIT_USAGE: u8 = 2;
-/// Exit code after writing a new schema version with `cloudFiles.stopOnSchemaChange=true`:
-/// run again to continue with it.
-const EXIT_SCHEMA_CHANGED: u8 = 3;
-/// Exit code when another process holds the checkpoint (EX_TEMPFAIL).
-const EXIT_LOCKED: u8 = 75;
+/// The exit code of each kind of error (documented in the README).
+fn exit_code(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Failed => 1,
+        ErrorClass::Usage => 2,
+        ErrorClass::SchemaChanged => 3,
+        ErrorClass::Locked => 75,
+    }
+}
+
+/// A location argument, refused at parse time (exit 2) when its scheme is unsupported.
+fn location(text: &str) -> Result<Location, autoloader::location::LocationError> {
+    Location::parse(text)
+}
 
 #[derive(Parser)]
 #[command(
@@ -66,7 +73,7 @@ struct Reporting {
 }
 
 impl Reporting {
-    fn alert_settings(&self, extra: &[String]) -> anyhow::Result<AlertSettings> {
+    fn alert_settings(&self, extra: &[String]) -> Result<AlertSettings, Error> {
         let webhooks = self
             .alert_webhooks
             .iter()
@@ -82,14 +89,19 @@ impl Reporting {
     }
 }
 
+// Parsed once per process: the size of a variant costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Ingest new files from SOURCE into the Delta table at TABLE.
     Ingest {
-        /// Landing folder to read (a local directory).
-        source: String,
-        /// Delta table location (a directory, created on first commit).
-        table: PathBuf,
+        /// Landing folder to read: a local directory or s3://BUCKET/PREFIX.
+        #[arg(value_parser = location)]
+        source: Location,
+        /// Delta table location (created on first commit): a local directory or
+        /// s3://BUCKET/PATH.
+        #[arg(value_parser = location)]
+        table: Location,
         /// Take every file present now, in batches, then exit (Auto Loader's AvailableNow).
         /// Without it, keep watching and ingest files as they land until SIGINT or SIGTERM.
         #[arg(long)]
@@ -102,8 +114,8 @@ enum Command {
         #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
         options: Vec<String>,
         /// Where the stream keeps its progress [default: TABLE/_autoloader].
-        #[arg(long, value_name = "DIR")]
-        checkpoint: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", value_parser = location)]
+        checkpoint: Option<Location>,
         #[command(flatten)]
         reporting: Reporting,
     },
@@ -125,9 +137,9 @@ enum Command {
     },
     /// Print a stream's events (schema changes, rescued data, batches, failures).
     Events {
-        /// The stream's checkpoint directory.
-        #[arg(long, value_name = "DIR")]
-        checkpoint: PathBuf,
+        /// The stream's checkpoint: a local directory or s3://BUCKET/PREFIX.
+        #[arg(long, value_name = "DIR", value_parser = location)]
+        checkpoint: Location,
         /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
         #[arg(long = "type", value_name = "TYPE")]
         types: Vec<String>,
@@ -140,9 +152,9 @@ enum Command {
     },
     /// What a stream has ingested, what is pending, and its last error.
     Status {
-        /// The stream's checkpoint directory.
-        #[arg(long, value_name = "DIR")]
-        checkpoint: PathBuf,
+        /// The stream's checkpoint: a local directory or s3://BUCKET/PREFIX.
+        #[arg(long, value_name = "DIR", value_parser = location)]
+        checkpoint: Location,
         #[arg(long)]
         json: bool,
     },
@@ -153,8 +165,9 @@ enum Command {
     },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
-        /// The Delta table.
-        table: PathBuf,
+        /// The Delta table (a local directory).
+        #[arg(value_parser = location)]
+        table: Location,
         /// Only rows ingested at or after this time, or this long ago (7d is 168h).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
@@ -168,13 +181,16 @@ enum SchemaCommand {
     /// Every version with its time and the columns it added.
     History {
         /// The schema location (by default the checkpoint, TABLE/_autoloader).
-        location: PathBuf,
+        #[arg(value_parser = location)]
+        location: Location,
         #[arg(long)]
         json: bool,
     },
     /// Columns added, removed or retyped between two versions.
     Diff {
-        location: PathBuf,
+        /// The schema location.
+        #[arg(value_parser = location)]
+        location: Location,
         a: u64,
         b: u64,
         #[arg(long)]
@@ -197,50 +213,27 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", error_text(&err));
-            ExitCode::from(exit_code(&err))
+            ExitCode::from(exit_code(err.class()))
         }
     }
 }
 
 /// The error and its causes on one line, skipping a cause that the text already holds
-/// (library errors often print their source, and anyhow's chain would repeat it).
-fn error_text(err: &anyhow::Error) -> String {
+/// (library errors often print their source, and the chain would repeat it).
+fn error_text(err: &Error) -> String {
     let mut text = String::new();
-    for cause in err.chain() {
-        let part = cause.to_string();
-        if text.contains(&part) {
-            continue;
+    let mut cause: Option<&dyn std::error::Error> = Some(err);
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
         }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&part);
+        cause = c.source();
     }
     text
-}
-
-fn exit_code(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if cause.downcast_ref::<OptionsError>().is_some()
-            || cause
-                .downcast_ref::<autoloader::config::ConfigError>()
-                .is_some()
-            || cause
-                .downcast_ref::<autoloader::telemetry::alerts::AlertError>()
-                .is_some()
-        {
-            return EXIT_USAGE;
-        }
-        if let Some(CheckpointError::Locked { .. }) = cause.downcast_ref::<CheckpointError>() {
-            return EXIT_LOCKED;
-        }
-        match cause.downcast_ref::<IngestError>() {
-            Some(IngestError::Checkpoint(CheckpointError::Locked { .. })) => return EXIT_LOCKED,
-            Some(IngestError::SchemaChanged { .. }) => return EXIT_SCHEMA_CHANGED,
-            _ => {}
-        }
-    }
-    1
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -260,15 +253,18 @@ fn init_logging(verbose: u8, quiet: bool) {
         .init();
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("cannot start the async runtime")
+        .map_err(|source| Error::Io {
+            what: "cannot start the async runtime".into(),
+            source,
+        })
 }
 
 /// Parses `--since`: a timestamp, or a duration meaning that long ago.
-fn parse_since(text: Option<&str>) -> anyhow::Result<Option<i64>> {
+fn parse_since(text: Option<&str>) -> Result<Option<i64>, Error> {
     let Some(text) = text else { return Ok(None) };
     if let Ok(ms) = options::parse_instant("--since", text) {
         return Ok(Some(ms));
@@ -278,7 +274,27 @@ fn parse_since(text: Option<&str>) -> anyhow::Result<Option<i64>> {
     Ok(Some(chrono::Utc::now().timestamp_millis() - ms))
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run_mode(once: bool, poll_interval: f64) -> RunMode {
+    if once {
+        RunMode::Once
+    } else {
+        RunMode::Watch {
+            poll_interval: Duration::from_secs_f64(poll_interval.max(0.0)),
+        }
+    }
+}
+
+/// Prints `value` as JSON on stdout.
+fn print_json(value: &impl serde::Serialize, pretty: bool) {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    println!("{}", text.expect("reports serialize"));
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Ingest {
             source,
@@ -293,20 +309,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .iter()
                 .map(|o| options::split_key_value(o))
                 .collect::<Result<Vec<_>, _>>()?;
-            let checkpoint = checkpoint.unwrap_or_else(|| table.join("_autoloader"));
+            let checkpoint =
+                checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
             let (settings, warnings) = options::resolve(&pairs, &checkpoint)?;
             for w in warnings {
                 tracing::warn!("{w}");
             }
             let alerts = reporting.alert_settings(&[])?;
-            let name = table.file_name().map_or_else(
-                || "stream".to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            let source = Source::parse(&source)?;
             let req = IngestRequest {
-                name,
-                source,
+                name: IngestRequest::default_name(&table),
+                source: Source::open(&source)?,
                 table,
                 checkpoint,
                 settings,
@@ -320,12 +332,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     alerts,
                     metrics: registry.as_ref().map(|r| r.stream(&req.name)),
                 };
-                let summary = if once {
-                    pipeline::run_once(&req, &progress, &stop, &hooks).await?
-                } else {
-                    run_watch(&req, &progress, &stop, timing(poll_interval, &req), &hooks).await?
-                };
-                anyhow::Ok(summary)
+                let mode = run_mode(once, poll_interval);
+                Ok::<_, Error>(pipeline::run_stream(&req, &progress, &stop, mode, &hooks).await?)
             })?;
             println!("{}", summary_line(&summary));
             Ok(())
@@ -336,7 +344,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             stream,
             poll_interval,
             reporting,
-        } => run_config(&config, once, stream.as_deref(), poll_interval, &reporting),
+        } => run_config(
+            &config,
+            stream.as_deref(),
+            run_mode(once, poll_interval),
+            &reporting,
+        ),
         Command::Events {
             checkpoint,
             types,
@@ -344,10 +357,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => {
             for t in &types {
-                if !autoloader::telemetry::events::kind::ALL.contains(&t.as_str()) {
+                if !kind::ALL.contains(&t.as_str()) {
                     return Err(OptionsError::Conflict(format!(
                         "unknown event type {t}; types: {}",
-                        autoloader::telemetry::events::kind::ALL.join(", ")
+                        kind::ALL.join(", ")
                     ))
                     .into());
                 }
@@ -356,7 +369,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 reports::filtered_events(&checkpoint, &types, parse_since(since.as_deref())?)?;
             for e in events {
                 if json {
-                    println!("{}", serde_json::to_string(&e)?);
+                    print_json(&e, false);
                 } else {
                     println!(
                         "{}  {:<7}  {:<24}  {}",
@@ -372,7 +385,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status { checkpoint, json } => {
             let st = runtime()?.block_on(reports::status(&checkpoint))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&st)?);
+                print_json(&st, true);
             } else {
                 print_status(&st);
             }
@@ -383,7 +396,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let history = reports::schema_history(&location)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&history)?);
+                print_json(&history, true);
             } else {
                 for h in history {
                     let added = if h.added.is_empty() {
@@ -410,7 +423,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let diff = reports::schema_diff(&location, a, b)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&diff)?);
+                print_json(&diff, true);
             } else {
                 for c in &diff.added {
                     println!("+ {c}");
@@ -428,7 +441,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let since = parse_since(since.as_deref())?;
             let report = runtime()?.block_on(reports::drift(&table, since))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report, true);
             } else {
                 print_drift(&report);
             }
@@ -437,20 +450,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn timing(poll_interval: f64, req: &IngestRequest) -> WatchTiming {
-    WatchTiming {
-        poll_interval: Duration::from_secs_f64(poll_interval.max(0.05)),
-        settle: req.settings.settle_time,
-    }
-}
-
-async fn start_metrics(addr: Option<&str>) -> anyhow::Result<Option<Registry>> {
+async fn start_metrics(addr: Option<&str>) -> Result<Option<Registry>, Error> {
     let Some(addr) = addr else { return Ok(None) };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot serve metrics on {addr}"))?;
+    let io = |source| Error::Io {
+        what: format!("cannot serve metrics on {addr}"),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
     let registry = Registry::new();
-    tracing::info!(addr = %listener.local_addr()?, "Serving metrics at /metrics.");
+    tracing::info!(addr = %listener.local_addr().map_err(io)?, "Serving metrics at /metrics.");
     tokio::spawn(autoloader::telemetry::metrics::serve(
         listener,
         registry.clone(),
@@ -460,74 +468,49 @@ async fn start_metrics(addr: Option<&str>) -> anyhow::Result<Option<Registry>> {
 
 /// Runs the streams of a config file concurrently; each prints its own summary line.
 fn run_config(
-    config: &Path,
-    once: bool,
+    config: &std::path::Path,
     only: Option<&str>,
-    poll_interval: f64,
+    mode: RunMode,
     reporting: &Reporting,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let streams = autoloader::config::load(config, only)?;
     let mut prepared = Vec::new();
-    for s in streams {
-        let alerts = reporting.alert_settings(&s.alert_webhooks)?;
-        prepared.push((s, alerts));
+    for NamedStream {
+        request,
+        alert_webhooks,
+        ..
+    } in streams
+    {
+        let alerts = reporting.alert_settings(&alert_webhooks)?;
+        prepared.push((request, alerts));
     }
     let stop = StopFlag::new();
     let results = runtime()?.block_on(async {
         listen_for_signals(stop.clone());
         let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
-        let mut tasks = Vec::new();
-        for (s, alerts) in prepared {
-            let stop = stop.clone();
-            let hooks = Hooks {
-                alerts,
-                metrics: registry.as_ref().map(|r| r.stream(&s.name)),
-            };
-            tasks.push(tokio::spawn(async move {
-                let req = s.request;
-                let result = if once {
-                    pipeline::run_once(&req, &pipeline::NoProgress, &stop, &hooks).await
-                } else {
-                    run_watch(
-                        &req,
-                        &pipeline::NoProgress,
-                        &stop,
-                        timing(poll_interval, &req),
-                        &hooks,
-                    )
-                    .await
-                };
-                (s.name, result)
-            }));
-        }
-        let mut results = Vec::new();
-        for t in tasks {
-            results.push(t.await);
-        }
-        anyhow::Ok(results)
+        let streams = prepared
+            .into_iter()
+            .map(|(req, alerts)| {
+                let metrics = registry.as_ref().map(|r| r.stream(&req.name));
+                (req, Hooks { alerts, metrics })
+            })
+            .collect();
+        Ok::<_, Error>(pipeline::run_streams(streams, &stop, mode).await)
     })?;
     let mut failed = Vec::new();
-    for r in results {
-        match r {
-            Ok((name, Ok(summary))) => println!("[{name}] {}", summary_line(&summary)),
-            Ok((name, Err(e))) => {
+    for (name, result) in results {
+        match result {
+            Ok(summary) => println!("[{name}] {}", summary_line(&summary)),
+            Err(e) => {
                 eprintln!("error: stream \"{name}\": {e}");
                 failed.push(name);
-            }
-            Err(e) => {
-                eprintln!("error: a stream task failed: {e}");
-                failed.push("?".into());
             }
         }
     }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(anyhow::anyhow!(
-            "{} of the streams failed: {}",
-            failed.len(),
-            failed.join(", ")
-        ))
+        Err(Error::StreamsFailed { failed })
     }
 }
 

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
 
 use chrono_tz::Tz;
 use globset::{GlobBuilder, GlobMatcher};
 
+use crate::location::Location;
 use crate::record::scalars;
 use crate::schema::Schema;
 pub use crate::schema::evolution::EvolutionMode;
@@ -297,7 +297,7 @@ pub struct CsvSettings {
 pub struct Settings {
     /// `None`: detected from the files' extensions.
     pub format: Option<Format>,
-    pub schema_location: PathBuf,
+    pub schema_location: Location,
     pub infer_column_types: bool,
     pub schema_hints: Option<String>,
     /// A user-given schema (`schema` option); inference is then off.
@@ -343,7 +343,7 @@ pub struct Settings {
 /// default schema location.
 pub fn resolve(
     raw: &[(String, String)],
-    checkpoint: &Path,
+    checkpoint: &Location,
 ) -> Result<(Settings, Vec<String>), OptionsError> {
     let mut map: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut unknown = Vec::new();
@@ -581,10 +581,14 @@ pub fn resolve(
             .ok_or_else(|| invalid("cloudFiles.maxNestingDepth", v, "expected 1 to 64"))?,
         None => 32,
     };
+    let schema_location = match get("cloudFiles.schemaLocation") {
+        Some(v) => Location::parse(v)
+            .map_err(|e| invalid("cloudFiles.schemaLocation", v, &e.to_string()))?,
+        None => checkpoint.clone(),
+    };
     let settings = Settings {
         format,
-        schema_location: get("cloudFiles.schemaLocation")
-            .map_or_else(|| checkpoint.to_path_buf(), PathBuf::from),
+        schema_location,
         infer_column_types: bool_or("cloudFiles.inferColumnTypes", false)?,
         schema_hints,
         user_schema,
@@ -781,13 +785,13 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        resolve(&raw, Path::new("/ckpt")).map(|(s, _)| s)
+        resolve(&raw, &Location::Local("/ckpt".into())).map(|(s, _)| s)
     }
 
     #[test]
     fn defaults_follow_auto_loader() {
         let s = opts(&[]).unwrap();
-        assert_eq!(s.schema_location, PathBuf::from("/ckpt"));
+        assert_eq!(s.schema_location, Location::Local("/ckpt".into()));
         assert!(!s.infer_column_types);
         assert_eq!(s.evolution_mode, EvolutionMode::AddNewColumns);
         assert_eq!(s.max_files_per_trigger, 1000);
@@ -836,7 +840,7 @@ mod tests {
             ),
             ("zzzz".to_string(), "1".to_string()),
         ];
-        let (_, warnings) = resolve(&raw, Path::new("/c")).unwrap();
+        let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
         assert_eq!(warnings.len(), 1);
     }
 

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray};
@@ -12,6 +11,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::checkpoint::Checkpoint;
+use crate::location::Location;
 use crate::options::RESCUED_DATA_COLUMN;
 use crate::record::rows::FILE_PATH_KEY;
 use crate::schema::evolution;
@@ -28,6 +29,10 @@ pub enum ReportError {
     NoVersion(u64),
     #[error("cannot read the table {path}: {reason}")]
     Table { path: String, reason: String },
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    #[error("{path} is not a checkpoint (nothing was ever ingested with it)")]
+    NotACheckpoint { path: String },
     #[error("cannot read {path}: {source}")]
     Io {
         path: String,
@@ -54,7 +59,7 @@ fn time_of(ms: i64) -> String {
 }
 
 /// Every `_schemas/N` with its time and what it added.
-pub fn schema_history(location: &Path) -> Result<Vec<HistoryEntry>, ReportError> {
+pub fn schema_history(location: &Location) -> Result<Vec<HistoryEntry>, ReportError> {
     let store = SchemaStore::open(location)?;
     let versions = store.versions()?;
     if versions.is_empty() {
@@ -92,7 +97,7 @@ pub struct SchemaDiff {
     pub changed: Vec<String>,
 }
 
-pub fn schema_diff(location: &Path, a: u64, b: u64) -> Result<SchemaDiff, ReportError> {
+pub fn schema_diff(location: &Location, a: u64, b: u64) -> Result<SchemaDiff, ReportError> {
     let store = SchemaStore::open(location)?;
     let versions = store.versions()?;
     for v in [a, b] {
@@ -146,10 +151,15 @@ pub struct KeyDrift {
 }
 
 /// Builds the drift report from the table's rescued-data column.
-pub async fn drift(table: &Path, since_ms: Option<i64>) -> Result<DriftReport, ReportError> {
+pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftReport, ReportError> {
     let table_err = |reason: String| ReportError::Table {
-        path: table.display().to_string(),
+        path: table.to_string(),
         reason,
+    };
+    let Some(table) = table.as_local() else {
+        return Err(table_err(
+            "the drift report reads local tables only, for now".into(),
+        ));
     };
     let abs = fs::canonicalize(table).map_err(|e| table_err(e.to_string()))?;
     let url = url::Url::from_directory_path(&abs).map_err(|()| table_err("not a path".into()))?;
@@ -255,13 +265,13 @@ pub async fn drift(table: &Path, since_ms: Option<i64>) -> Result<DriftReport, R
 
 /// Events of a checkpoint, filtered by type and time.
 pub fn filtered_events(
-    checkpoint: &Path,
+    checkpoint: &Location,
     kinds: &[String],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
     let local = crate::checkpoint::local_dir(checkpoint);
     let all = events::read_events(&local).map_err(|source| ReportError::Io {
-        path: checkpoint.display().to_string(),
+        path: checkpoint.to_string(),
         source,
     })?;
     Ok(all
@@ -296,27 +306,17 @@ pub struct Status {
 
 /// Reads what a checkpoint says. When no process holds it, the file index is read and the
 /// pending files listed; while a stream runs, figures come from its event log.
-pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
+pub async fn status(checkpoint: &Location) -> Result<Status, ReportError> {
     let io = |source| ReportError::Io {
-        path: checkpoint.display().to_string(),
+        path: checkpoint.to_string(),
         source,
     };
     let local = crate::checkpoint::local_dir(checkpoint);
-    // Opening a checkpoint creates one where there is none: check that it exists first
-    // (on S3 its `stream` record; locally its lock file).
-    let exists = if crate::storage::object_dir::is_remote(checkpoint) {
-        crate::storage::object_dir::RemoteDir::open(&checkpoint.to_string_lossy())
-            .and_then(|d| d.get("stream"))
-            .map_err(|e| io(std::io::Error::other(e.to_string())))?
-            .is_some()
-    } else {
-        local.join("lock").exists()
-    };
-    if !exists {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "not a checkpoint (no lock file)",
-        )));
+    // Opening a checkpoint creates one where there is none: check that it exists first.
+    if !Checkpoint::exists(checkpoint)? {
+        return Err(ReportError::NotACheckpoint {
+            path: checkpoint.to_string(),
+        });
     }
     let mut st = Status::default();
     let all = events::read_events(&local).map_err(io)?;
@@ -354,24 +354,22 @@ pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
             _ => {}
         }
     }
-    match crate::checkpoint::Checkpoint::open(checkpoint) {
+    match Checkpoint::open(checkpoint) {
         Ok(c) => {
             st.stream_id = Some(c.stream_id().to_string());
-            let commits = c
-                .commits()
-                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            let commits = c.commits()?;
             st.batches = commits.len() as u64;
             for (_, s) in &commits {
                 st.rows += s.rows;
                 st.rescued_rows += s.rescued_rows;
                 st.bytes += s.bytes;
             }
-            let seen = c
-                .seen_files()
-                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            let seen = c.seen_files()?;
             st.files_ingested = Some(seen.len());
             if let Some(source) = &st.source
-                && let Ok(src) = crate::source::Source::parse(source)
+                && let Ok(src) = Location::parse(source)
+                    .map_err(|_| ())
+                    .and_then(|l| crate::source::Source::open(&l).map_err(|_| ()))
             {
                 let settings = crate::options::resolve(&[], checkpoint)
                     .map(|(s, _)| s)
@@ -400,7 +398,7 @@ pub async fn status(checkpoint: &Path) -> Result<Status, ReportError> {
                 st.bytes += e.fields.get("bytes").and_then(Value::as_u64).unwrap_or(0);
             }
         }
-        Err(e) => return Err(io(std::io::Error::other(e.to_string()))),
+        Err(e) => return Err(e.into()),
     }
     Ok(st)
 }

@@ -226,7 +226,7 @@ async fn watch_loop(
     crate::memory::prefer_returning_memory();
     let mut tracker = SettleTracker::new(timing.settle);
     let mut ingested_since_idle = false;
-    info!(source = %req.source.describe(), table = %req.table.display(), "Watching for new files.");
+    info!(source = %req.source.describe(), table = %req.table, "Watching for new files.");
     loop {
         if stop.is_stopped() {
             break;

@@ -24,6 +24,7 @@ use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
+use crate::location::Location;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
 pub mod crash;
@@ -44,6 +45,8 @@ const STATE_FILE: &str = "state.redb";
 /// Page cache of the state store.
 const STATE_CACHE_BYTES: usize = 16 << 20;
 const LOCK_FILE: &str = "lock";
+/// The S3 object that records a checkpoint's stream id.
+const STREAM_OBJECT: &str = "stream";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -129,11 +132,11 @@ struct Remote {
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
 /// a cache folder named after it, under `$AUTOLOADER_STATE_DIR`, else
 /// `$XDG_CACHE_HOME/autoloader`, else `~/.cache/autoloader`.
-pub fn local_dir(location: &Path) -> PathBuf {
-    if !crate::storage::object_dir::is_remote(location) {
-        return location.to_path_buf();
-    }
-    let url = location.to_string_lossy();
+pub fn local_dir(location: &Location) -> PathBuf {
+    let url = match location {
+        Location::Local(dir) => return dir.clone(),
+        Location::S3(url) => url.as_str(),
+    };
     let base = std::env::var_os("AUTOLOADER_STATE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("autoloader")))
@@ -185,19 +188,20 @@ impl Checkpoint {
     ///
     /// # Errors
     /// [`CheckpointError::Locked`] naming the holder when another process has it.
-    pub fn open(location: &Path) -> Result<Checkpoint, CheckpointError> {
-        if !crate::storage::object_dir::is_remote(location) {
-            return Checkpoint::open_local(location);
-        }
-        let dir = RemoteDir::open(&location.to_string_lossy())?;
+    pub fn open(location: &Location) -> Result<Checkpoint, CheckpointError> {
+        let url = match location {
+            Location::Local(dir) => return Checkpoint::open_local(dir),
+            Location::S3(url) => url,
+        };
+        let dir = RemoteDir::open(url)?;
         let lease = crate::checkpoint::lease::Lease::acquire(&dir)?;
         let cache = local_dir(location);
         let mut checkpoint = Checkpoint::open_local(&cache)?;
-        let recorded: Option<StreamRecord> = match dir.get("stream")? {
+        let recorded: Option<StreamRecord> = match dir.get(STREAM_OBJECT)? {
             Some(bytes) => {
                 Some(
                     serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Store {
-                        path: PathBuf::from(dir.url_of("stream")),
+                        path: PathBuf::from(dir.url_of(STREAM_OBJECT)),
                         reason: e.to_string(),
                     })?,
                 )
@@ -231,7 +235,7 @@ impl Checkpoint {
                 stream_id: checkpoint.stream_id.clone(),
             };
             let body = serde_json::to_vec(&record).expect("records serialize");
-            if !dir.put_new("stream", body)? {
+            if !dir.put_new(STREAM_OBJECT, body)? {
                 return Err(CheckpointError::PlanConflict {
                     path: PathBuf::from(dir.url()),
                     batch: 0,
@@ -307,6 +311,15 @@ impl Checkpoint {
     }
 
     /// Opens (creating if needed) and locks the checkpoint in a local folder.
+    /// Whether a checkpoint exists at `location` (its lock file, or on S3 its `stream`
+    /// record), without creating one.
+    pub fn exists(location: &Location) -> Result<bool, CheckpointError> {
+        match location {
+            Location::Local(dir) => Ok(dir.join(LOCK_FILE).exists()),
+            Location::S3(url) => Ok(RemoteDir::open(url)?.get(STREAM_OBJECT)?.is_some()),
+        }
+    }
+
     fn open_local(dir: &Path) -> Result<Checkpoint, CheckpointError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let lock_path = dir.join(LOCK_FILE);
@@ -772,8 +785,10 @@ mod tests {
     #[test]
     fn second_opener_is_refused_naming_the_holder() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Checkpoint::open(dir.path()).unwrap();
-        let err = Checkpoint::open(dir.path()).err().unwrap();
+        let first = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
+        let err = Checkpoint::open(&Location::Local(dir.path().into()))
+            .err()
+            .unwrap();
         let text = err.to_string();
         assert!(
             text.contains(&format!("pid {}", std::process::id())),
@@ -781,7 +796,7 @@ mod tests {
         );
         let id = first.stream_id().to_string();
         drop(first);
-        let again = Checkpoint::open(dir.path()).unwrap();
+        let again = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
         assert_eq!(again.stream_id(), id, "the stream id survives reopening");
     }
 
@@ -792,7 +807,7 @@ mod tests {
     fn a_damaged_allocator_state_is_repaired_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let c = Checkpoint::open(dir.path()).unwrap();
+            let c = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
             for batch in 0..3 {
                 let p = plan(batch, &[&format!("orders/2026-03-1{batch}.json")]);
                 c.write_plan(&p).unwrap();
@@ -805,7 +820,7 @@ mod tests {
         let mut bytes = fs::read(&state).unwrap();
         bytes[0x1080] ^= 0x80;
         fs::write(&state, bytes).unwrap();
-        let c = Checkpoint::open(dir.path()).unwrap();
+        let c = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
         assert_eq!(
             c.next_batch().unwrap(),
             3,
@@ -813,13 +828,13 @@ mod tests {
         );
         assert_eq!(c.seen_files().unwrap().len(), 2);
         drop(c);
-        Checkpoint::open(dir.path()).unwrap();
+        Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
     }
 
     #[test]
     fn plans_then_commits_track_files() {
         let dir = tempfile::tempdir().unwrap();
-        let c = Checkpoint::open(dir.path()).unwrap();
+        let c = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
         assert_eq!(c.next_batch().unwrap(), 0);
         let p0 = plan(0, &["a.json", "b.json"]);
         c.write_plan(&p0).unwrap();

@@ -14,17 +14,19 @@ mod one_pass;
 mod plan;
 mod read;
 mod stream;
+mod supervisor;
 
 pub use crate::telemetry::Hooks;
 pub use stream::StreamRun;
+pub use supervisor::{RunMode, run_stream, run_streams};
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::checkpoint::CheckpointError;
 use crate::formats::DecodeError;
+use crate::location::Location;
 use crate::options::Settings;
 use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;
@@ -74,9 +76,27 @@ pub struct IngestRequest {
     /// The stream's name in events, alerts and metrics.
     pub name: String,
     pub source: Source,
-    pub table: PathBuf,
-    pub checkpoint: PathBuf,
+    pub table: Location,
+    pub checkpoint: Location,
     pub settings: Settings,
+}
+
+impl IngestRequest {
+    /// The checkpoint a stream of `table` keeps when none is given: `TABLE/_autoloader`
+    /// (Delta readers ignore `_` folders), or `TABLE/_autoloader/NAME` for a named stream
+    /// of a config file, so several streams can share the table.
+    pub fn default_checkpoint(table: &Location, stream: Option<&str>) -> Location {
+        let base = table.join("_autoloader");
+        match stream {
+            Some(name) => base.join(name),
+            None => base,
+        }
+    }
+
+    /// The name of the stream of `table` when none is given: the table's folder name.
+    pub fn default_name(table: &Location) -> String {
+        table.file_name().unwrap_or_else(|| "stream".to_string())
+    }
 }
 
 /// What a run did.

@@ -97,7 +97,7 @@ impl<'a> StreamRun<'a> {
             kind::STREAM_STARTED,
             json!({
                 "source": req.source.describe(),
-                "table": req.table.display().to_string(),
+                "table": req.table.to_string(),
                 "checkpoint": checkpoint.describe(),
                 "streamId": checkpoint.stream_id(),
                 "schemaVersion": schema,

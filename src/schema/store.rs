@@ -10,11 +10,12 @@
 //! create-only put, so two writers cannot both write version N.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::Schema;
+use crate::location::Location;
 use crate::storage::atomic;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
@@ -92,12 +93,10 @@ enum Backend {
 
 impl SchemaStore {
     /// The store under `schema_location`: a local folder, or an `s3://` prefix.
-    pub fn open(schema_location: &Path) -> Result<Self, SchemaStoreError> {
-        let backend = if crate::storage::object_dir::is_remote(schema_location) {
-            let url = schema_location.to_string_lossy();
-            Backend::Remote(RemoteDir::open(&url)?)
-        } else {
-            Backend::Local(schema_location.join(SCHEMAS_DIR))
+    pub fn open(schema_location: &Location) -> Result<Self, SchemaStoreError> {
+        let backend = match schema_location {
+            Location::S3(url) => Backend::Remote(RemoteDir::open(url)?),
+            Location::Local(dir) => Backend::Local(dir.join(SCHEMAS_DIR)),
         };
         Ok(SchemaStore { backend })
     }
@@ -254,7 +253,7 @@ mod tests {
     #[test]
     fn versions_are_create_only_and_latest_wins() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SchemaStore::open(dir.path()).unwrap();
+        let store = SchemaStore::open(&Location::Local(dir.path().into())).unwrap();
         assert!(store.latest().unwrap().is_none());
         let info = VersionInfo {
             stream_id: "s".into(),
@@ -288,7 +287,7 @@ mod tests {
     #[test]
     fn a_schema_too_deep_to_read_back_is_refused_not_written() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SchemaStore::open(dir.path()).unwrap();
+        let store = SchemaStore::open(&Location::Local(dir.path().into())).unwrap();
         let mut t = DataType::Long;
         for _ in 0..60 {
             t = DataType::Struct(vec![Field::new("a", t)]);

@@ -15,6 +15,7 @@ use tracing::warn;
 use url::Url;
 
 use crate::checkpoint::{CheckpointError, SeenFiles};
+use crate::location::Location;
 use crate::options::Settings;
 
 pub mod incremental;
@@ -28,8 +29,6 @@ pub enum DiscoveryError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("unsupported source {0}: use a local directory or s3://bucket/prefix")]
-    Unsupported(String),
     #[error("cannot use {url}: {reason}")]
     ObjectStore { url: String, reason: String },
     #[error(transparent)]
@@ -72,18 +71,12 @@ pub struct ListedFile {
 }
 
 impl Source {
-    /// Parses a `SOURCE` argument.
-    pub fn parse(arg: &str) -> Result<Source, DiscoveryError> {
-        if let Some(rest) = arg.strip_prefix("file://") {
-            return Source::local(Path::new(rest));
+    /// Opens the source at `location`: a local folder must exist.
+    pub fn open(location: &Location) -> Result<Source, DiscoveryError> {
+        match location {
+            Location::Local(path) => Source::local(path),
+            Location::S3(url) => Source::s3(url.as_str()),
         }
-        if arg.starts_with("s3://") || arg.starts_with("s3a://") {
-            return Source::s3(arg);
-        }
-        if arg.contains("://") {
-            return Err(DiscoveryError::Unsupported(arg.to_string()));
-        }
-        Source::local(Path::new(arg))
     }
 
     fn local(path: &Path) -> Result<Source, DiscoveryError> {
@@ -451,7 +444,7 @@ mod tests {
     fn modified_after_keeps_a_grace_window_on_object_stores() {
         let (s, _) = crate::options::resolve(
             &[("modifiedAfter".into(), "2026-03-15T00:00:00Z".into())],
-            Path::new("/c"),
+            &crate::location::Location::Local("/c".into()),
         )
         .unwrap();
         let boundary = s.modified_after_ms.unwrap();

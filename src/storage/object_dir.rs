@@ -21,13 +21,6 @@ pub enum RemoteError {
     Store { url: String, reason: String },
 }
 
-/// Whether a location (checkpoint, schema location, table) names an object store.
-pub fn is_remote(location: &std::path::Path) -> bool {
-    location
-        .to_str()
-        .is_some_and(|s| s.starts_with("s3://") || s.starts_with("s3a://"))
-}
-
 /// An S3 store for `url`'s bucket, credentials and endpoint from the standard AWS
 /// environment, and the prefix `url` names inside it.
 pub fn s3_store(url: &str) -> Result<(Arc<dyn ObjectStore>, String, ObjectPath), RemoteError> {
@@ -80,7 +73,8 @@ impl std::fmt::Debug for RemoteDir {
 
 impl RemoteDir {
     /// Opens `s3://bucket/prefix` (nothing is read yet).
-    pub fn open(url: &str) -> Result<RemoteDir, RemoteError> {
+    pub fn open(url: &Url) -> Result<RemoteDir, RemoteError> {
+        let url = url.as_str();
         let (store, bucket, prefix) = s3_store(url)?;
         state_runtime().map_err(|e| RemoteError::Invalid {
             url: url.to_string(),

@@ -5,7 +5,7 @@
 //! table's `txn` version for our app id before any retry.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
@@ -19,6 +19,8 @@ use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
 use deltalake::{DeltaTable, DeltaTableError};
 use tracing::{info, warn};
 use url::Url;
+
+use crate::location::Location;
 
 /// Target size of one Parquet file written to the table.
 const TARGET_FILE_BYTES: u64 = 128 << 20;
@@ -57,11 +59,12 @@ pub struct DeltaSink {
 }
 
 impl DeltaSink {
-    /// Opens the table at `path`, which may not exist yet.
-    pub async fn open(path: &Path) -> Result<DeltaSink, SinkError> {
-        if let Some(url) = path.to_str().filter(|p| is_object_store_url(p)) {
-            return DeltaSink::open_url(url).await;
-        }
+    /// Opens the table at `location`, which may not exist yet.
+    pub async fn open(location: &Location) -> Result<DeltaSink, SinkError> {
+        let path = match location {
+            Location::S3(url) => return DeltaSink::open_url(url.as_str()).await,
+            Location::Local(path) => path,
+        };
         std::fs::create_dir_all(path).map_err(|source| SinkError::Io {
             path: path.to_path_buf(),
             source,
@@ -448,11 +451,6 @@ impl IntoKernelStruct for arrow_schema::Schema {
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
         TryIntoKernel::<StructType>::try_into_kernel(self).map_err(|e| e.to_string())
     }
-}
-
-/// Whether a table location is an object-store URL rather than a local path.
-pub fn is_object_store_url(location: &str) -> bool {
-    location.starts_with("s3://") || location.starts_with("s3a://")
 }
 
 fn delta_err(location: &str, e: DeltaTableError) -> SinkError {

@@ -14,6 +14,7 @@ use arrow_array::RecordBatch;
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan, PlannedFile};
 use crate::formats::json::parser::JsonValue;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
+use crate::location::Location;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};
 use crate::record::rows::{FileMeta, Layout, RowBuilder};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
@@ -169,7 +170,7 @@ pub fn fuzz_checkpoint(data: &[u8]) {
     let dir = scratch.path().join("checkpoint");
     std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     std::fs::write(dir.join("state.redb"), state).expect("the temp dir is writable");
-    let Ok(checkpoint) = Checkpoint::open(&dir) else {
+    let Ok(checkpoint) = Checkpoint::open(&Location::Local(dir.clone())) else {
         return;
     };
     assert!(
@@ -204,7 +205,8 @@ fn template_state() -> &'static [u8] {
     STATE.get_or_init(|| {
         let scratch = Scratch::new("checkpoint-template");
         {
-            let c = Checkpoint::open(scratch.path()).expect("a new checkpoint opens");
+            let c = Checkpoint::open(&Location::Local(scratch.path().to_path_buf()))
+                .expect("a new checkpoint opens");
             for batch in 0..3 {
                 let plan = Plan {
                     batch,
@@ -286,8 +288,8 @@ fn decode_options(format: Format, raw: &[(&str, &str)]) -> DecodeOptions {
         .iter()
         .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
         .collect();
-    let (settings, _) =
-        options::resolve(&raw, Path::new("/fuzz/checkpoint")).expect("fuzz options are valid");
+    let (settings, _) = options::resolve(&raw, &Location::Local("/fuzz/checkpoint".into()))
+        .expect("fuzz options are valid");
     DecodeOptions::new(format, &settings)
 }
 

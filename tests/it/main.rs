@@ -12,5 +12,6 @@ mod evolution;
 mod faults;
 mod fuzz_smoke;
 mod ingest_once;
+mod locations;
 mod s3;
 mod watch;
