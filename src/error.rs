@@ -99,8 +99,9 @@ impl CheckpointError {
 impl DiscoveryError {
     pub fn class(&self) -> ErrorClass {
         match self {
-            DiscoveryError::Checkpoint(e) => e.class(),
-            _ => ErrorClass::Failed,
+            DiscoveryError::NotADirectory { .. }
+            | DiscoveryError::List { .. }
+            | DiscoveryError::ObjectStore { .. } => ErrorClass::Failed,
         }
     }
 }

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::pipeline::{IngestError, IngestRequest, Progress, StopFlag, StreamRun, Summary};
-use crate::source::{ListedFile, Source};
+use crate::source::{FileRef, Source};
 use crate::telemetry::Hooks;
 
 /// What the events last said about a file.
@@ -73,10 +73,10 @@ impl SettleTracker {
     /// when the next not-ready file could become ready by settling.
     pub fn ready(
         &mut self,
-        listed: Vec<ListedFile>,
+        listed: Vec<FileRef>,
         now: Instant,
         now_ms: i64,
-    ) -> (Vec<ListedFile>, Option<Duration>) {
+    ) -> (Vec<FileRef>, Option<Duration>) {
         let mut ready = Vec::new();
         let mut next_check: Option<Duration> = None;
         let mut keep_observed = HashMap::with_capacity(listed.len());
@@ -294,8 +294,8 @@ fn record(tracker: &mut SettleTracker, root: &Path, e: FileEvent) {
 mod tests {
     use super::*;
 
-    fn file(key: &str, size: u64, mtime_ms: i64) -> ListedFile {
-        ListedFile {
+    fn file(key: &str, size: u64, mtime_ms: i64) -> FileRef {
+        FileRef {
             key: key.into(),
             size,
             mtime_ms,

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, CheckpointError, Plan, PlannedFile};
+use super::{Checkpoint, CheckpointError, FileRef, Plan};
 use crate::clock::now_ms;
 
 /// Deaths after which a batch is split, or its one file quarantined.
@@ -117,7 +117,7 @@ impl Checkpoint {
         let added: Vec<QuarantinedFile> = plan
             .files
             .iter()
-            .map(|f: &PlannedFile| QuarantinedFile {
+            .map(|f: &FileRef| QuarantinedFile {
                 path: f.key.clone(),
                 size: f.size,
                 mtime_ms: f.mtime_ms,
@@ -152,7 +152,7 @@ mod tests {
             batch,
             files: keys
                 .iter()
-                .map(|k| PlannedFile {
+                .map(|k| FileRef {
                     key: (*k).to_string(),
                     size: 1,
                     mtime_ms: 2,

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
 use crate::location::Location;
+use crate::source::FileRef;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
 pub mod crash;
@@ -71,22 +72,12 @@ pub enum CheckpointError {
     Remote(#[from] RemoteError),
 }
 
-/// One file of a plan.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct PlannedFile {
-    /// Path relative to the source root, `/`-separated: the file's identity with size and mtime.
-    pub key: String,
-    pub size: u64,
-    pub mtime_ms: i64,
-}
-
 /// The files of one batch, fixed before any of them is read.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub batch: u64,
-    pub files: Vec<PlannedFile>,
+    pub files: Vec<FileRef>,
     pub created_at_ms: i64,
 }
 
@@ -104,11 +95,10 @@ pub struct CommitSummary {
     pub skipped: Vec<String>,
 }
 
-/// A previously ingested file's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeenFile {
-    pub size: u64,
-    pub mtime_ms: i64,
+/// An entry of the file index: the file as it was ingested, and the batch that took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestedFile {
+    pub file: FileRef,
     pub batch: u64,
 }
 
@@ -739,16 +729,20 @@ pub struct SeenFiles {
 }
 
 impl SeenFiles {
-    pub fn get(&self, key: &str) -> Result<Option<SeenFile>, CheckpointError> {
+    /// The ingested file under `key`, as it was when ingested, and its batch.
+    pub fn get(&self, key: &str) -> Result<Option<IngestedFile>, CheckpointError> {
         let v = self.table.get(key).map_err(|e| CheckpointError::Store {
             path: self.path.clone(),
             reason: e.to_string(),
         })?;
         Ok(v.map(|v| {
             let (size, mtime_ms, batch) = v.value();
-            SeenFile {
-                size,
-                mtime_ms,
+            IngestedFile {
+                file: FileRef {
+                    key: key.to_string(),
+                    size,
+                    mtime_ms,
+                },
                 batch,
             }
         }))
@@ -772,7 +766,7 @@ mod tests {
             batch,
             files: keys
                 .iter()
-                .map(|k| PlannedFile {
+                .map(|k| FileRef {
                     key: (*k).into(),
                     size: 1,
                     mtime_ms: 2,
@@ -850,9 +844,12 @@ mod tests {
         let seen = c.seen_files().unwrap();
         assert_eq!(
             seen.get("a.json").unwrap(),
-            Some(SeenFile {
-                size: 1,
-                mtime_ms: 2,
+            Some(IngestedFile {
+                file: FileRef {
+                    key: "a.json".into(),
+                    size: 1,
+                    mtime_ms: 2
+                },
                 batch: 0
             })
         );

@@ -3,7 +3,7 @@
 
 use tracing::warn;
 
-use super::{Checkpoint, CheckpointError, CommitSummary, Plan, PlannedFile};
+use super::{Checkpoint, CheckpointError, CommitSummary, FileRef, Plan};
 use crate::clock::now_ms;
 
 impl Checkpoint {
@@ -61,13 +61,13 @@ impl Checkpoint {
             let Some(batch) = c.get("batch").and_then(serde_json::Value::as_u64) else {
                 continue;
             };
-            let planned: Vec<PlannedFile> = c
+            let planned: Vec<FileRef> = c
                 .get("files")
                 .and_then(serde_json::Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(|f| {
-                    Some(PlannedFile {
+                    Some(FileRef {
                         key: f.get("path")?.as_str()?.to_string(),
                         size: f.get("size")?.as_u64()?,
                         mtime_ms: f.get("mtimeMs")?.as_i64()?,

@@ -357,7 +357,7 @@ pub fn decode_file(
         Format::Parquet => parquet::decode(&local, opts, layout, emit),
     }?;
     // A local file rewritten while it was read would commit a torn mix: refuse it.
-    if file.remote.is_none() && !unchanged(&file.local_path, &file.meta) {
+    if file.remote.is_none() && !unchanged(&file.local_path, file.meta.size, file.meta.mtime_ms) {
         return Err(DecodeError::Changed {
             path: file.meta.path.clone(),
         });
@@ -366,16 +366,16 @@ pub fn decode_file(
 }
 
 /// Whether a local file still has the size and modification time it was planned with.
-pub fn unchanged(path: &Path, meta: &FileMeta) -> bool {
+pub fn unchanged(path: &Path, size: u64, mtime_ms: i64) -> bool {
     let Ok(m) = std::fs::metadata(path) else {
         return false;
     };
-    let mtime_ms = m
+    let modified_ms = m
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    m.len() == meta.size && mtime_ms == meta.mtime_ms
+    m.len() == size && modified_ms == mtime_ms
 }
 
 /// Reads one line into `buf` (without the newline or a trailing `\r`), never holding more

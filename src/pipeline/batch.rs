@@ -16,7 +16,7 @@ use crate::record::rows::RescueKind;
 use crate::schema::evolution::{self, Outcome};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, VersionInfo};
-use crate::source::ListedFile;
+use crate::source::FileRef;
 use crate::target::delta::DeltaSink;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
@@ -159,16 +159,12 @@ pub(crate) async fn execute_counted(
                     break (writer, stats);
                 }
                 // Some file has fields the schema lacks: infer those files and decide.
-                let flagged: Vec<ListedFile> = plan
+                let flagged: Vec<FileRef> = plan
                     .files
                     .iter()
                     .zip(&stats)
                     .filter(|(_, s)| s.new_fields)
-                    .map(|(f, _)| ListedFile {
-                        key: f.key.clone(),
-                        size: f.size,
-                        mtime_ms: f.mtime_ms,
-                    })
+                    .map(|(f, _)| f.clone())
                     .collect();
                 let observed = infer_parallel(ctx.req, ctx.opts, &flagged)?.finish();
                 let reserved = reserved(settings);

@@ -16,7 +16,7 @@ use crate::schema::hints::{apply_hints, parse_hints};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};
 use crate::schema::{DataType, Field, Schema};
-use crate::source::{self as discovery, ListedFile};
+use crate::source::{self as discovery, FileRef};
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
 
@@ -29,7 +29,7 @@ use super::*;
 pub(crate) fn resolve_format(
     checkpoint: &Checkpoint,
     settings: &Settings,
-    candidates: &[ListedFile],
+    candidates: &[FileRef],
     pending: &[Plan],
 ) -> Result<Option<Format>, IngestError> {
     let recorded = checkpoint.meta("format")?;
@@ -79,19 +79,15 @@ pub(crate) fn resolve_format(
 /// The most recently modified files, up to the sample limits (Auto Loader samples the
 /// newest files).
 pub(crate) fn inference_sample(
-    candidates: &[ListedFile],
+    candidates: &[FileRef],
     pending: &[Plan],
     settings: &Settings,
-) -> Vec<ListedFile> {
-    let mut all: Vec<ListedFile> = pending
+) -> Vec<FileRef> {
+    let mut all: Vec<FileRef> = pending
         .iter()
         .flat_map(|p| &p.files)
-        .map(|f| ListedFile {
-            key: f.key.clone(),
-            size: f.size,
-            mtime_ms: f.mtime_ms,
-        })
-        .chain(candidates.iter().cloned())
+        .chain(candidates)
+        .cloned()
         .collect();
     all.sort_by(|a, b| (b.mtime_ms, &b.key).cmp(&(a.mtime_ms, &a.key)));
     let mut bytes = 0u64;
@@ -113,7 +109,7 @@ pub(crate) fn create_first_version(
     checkpoint: &Checkpoint,
     store: &SchemaStore,
     opts: &DecodeOptions,
-    sample: &[ListedFile],
+    sample: &[FileRef],
 ) -> Result<SchemaVersion, IngestError> {
     let started = Instant::now();
     let inferred = if req.settings.user_schema.is_some() {
@@ -145,7 +141,7 @@ pub(crate) fn draft_first_version(
     req: &IngestRequest,
     checkpoint: &Checkpoint,
     inferred: Option<SchemaInferrer>,
-    sample: &[ListedFile],
+    sample: &[FileRef],
 ) -> Result<SchemaVersion, IngestError> {
     let settings = &req.settings;
     let (mut data, reason, records) = match (&settings.user_schema, inferred) {

@@ -9,7 +9,7 @@ use tracing::warn;
 use crate::formats::{self, DecodeError, DecodeOptions};
 use crate::options::Settings;
 use crate::schema::infer::SchemaInferrer;
-use crate::source::ListedFile;
+use crate::source::FileRef;
 
 use super::read::*;
 use super::*;
@@ -18,7 +18,7 @@ use super::*;
 pub(crate) fn infer_parallel(
     req: &IngestRequest,
     opts: &DecodeOptions,
-    sample: &[ListedFile],
+    sample: &[FileRef],
 ) -> Result<SchemaInferrer, IngestError> {
     let mut merged = SchemaInferrer::new();
     for inferrer in infer_files(req, opts, sample)?.into_iter().flatten() {
@@ -32,7 +32,7 @@ pub(crate) fn infer_parallel(
 pub(crate) fn infer_files(
     req: &IngestRequest,
     opts: &DecodeOptions,
-    files: &[ListedFile],
+    files: &[FileRef],
 ) -> Result<Vec<Option<SchemaInferrer>>, IngestError> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())

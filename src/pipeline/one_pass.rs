@@ -12,7 +12,7 @@ use crate::formats::DecodeOptions;
 use crate::options::Format;
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::SchemaVersion;
-use crate::source::ListedFile;
+use crate::source::FileRef;
 use crate::target::delta::DeltaSink;
 use crate::testing::failpoint;
 
@@ -39,7 +39,7 @@ pub(crate) const SPECULATE_PREFIX_BYTES: u64 = 32 << 20;
 /// as `_schemas/0`. The same schema as inferring first, so: if it matches the provisional
 /// one the batch is committed as read, otherwise the batch is read again with it.
 pub(crate) struct OnePassInference {
-    pub(crate) sample: Vec<ListedFile>,
+    pub(crate) sample: Vec<FileRef>,
     pub(crate) started: Instant,
 }
 
@@ -53,7 +53,7 @@ pub(crate) async fn settle_first_version(
     spec: OnePassInference,
     mut observed: HashMap<String, SchemaInferrer>,
 ) -> Result<(SchemaVersion, bool), IngestError> {
-    let missing: Vec<ListedFile> = spec
+    let missing: Vec<FileRef> = spec
         .sample
         .iter()
         .filter(|f| !observed.contains_key(&f.key))
@@ -98,7 +98,7 @@ pub(crate) fn provisional_first_version(
     req: &IngestRequest,
     checkpoint: &Checkpoint,
     opts: &DecodeOptions,
-    sample: &[ListedFile],
+    sample: &[FileRef],
 ) -> Result<Option<ActiveSchema>, IngestError> {
     let settings = &req.settings;
     let bytes: u64 = sample.iter().map(|f| f.size).sum();
@@ -112,7 +112,7 @@ pub(crate) fn provisional_first_version(
     }
     let started = Instant::now();
     let mut prefix_bytes = 0u64;
-    let prefix: Vec<ListedFile> = sample
+    let prefix: Vec<FileRef> = sample
         .iter()
         .take_while(|f| {
             let take = prefix_bytes < SPECULATE_PREFIX_BYTES;

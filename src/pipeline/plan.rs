@@ -1,11 +1,12 @@
 //! Planning: splitting new files into batches, the files a plan records, and whether an
 //! unfinished plan can still be replayed exactly.
 
-use crate::checkpoint::{Plan, PlannedFile};
+use tracing::warn;
+
+use crate::checkpoint::{CheckpointError, Plan, SeenFiles};
 use crate::formats::{self};
 use crate::options::Settings;
-use crate::record::rows::FileMeta;
-use crate::source::ListedFile;
+use crate::source::FileRef;
 
 use super::*;
 
@@ -17,14 +18,7 @@ pub(crate) fn changed_since_planned(req: &IngestRequest, plan: &Plan) -> Option<
         if remote.is_some() || !path.exists() {
             return None;
         }
-        let meta = FileMeta {
-            path: String::new(),
-            name: String::new(),
-            size: f.size,
-            mtime_ms: f.mtime_ms,
-            partition_values: Vec::new(),
-        };
-        (!formats::unchanged(&path, &meta)).then(|| req.source.uri(&f.key))
+        (!formats::unchanged(&path, f.size, f.mtime_ms)).then(|| req.source.uri(&f.key))
     })
 }
 
@@ -32,22 +26,11 @@ pub(crate) fn as_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-pub(crate) fn planned(files: &[ListedFile]) -> Vec<PlannedFile> {
-    files
-        .iter()
-        .map(|f| PlannedFile {
-            key: f.key.clone(),
-            size: f.size,
-            mtime_ms: f.mtime_ms,
-        })
-        .collect()
-}
-
 pub(crate) fn split_batches<'a>(
-    files: &'a [ListedFile],
+    files: &'a [FileRef],
     settings: &Settings,
     suspects: &std::collections::HashSet<String>,
-) -> Vec<&'a [ListedFile]> {
+) -> Vec<&'a [FileRef]> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < files.len() {
@@ -76,4 +59,33 @@ pub(crate) fn split_batches<'a>(
         start = end;
     }
     out
+}
+
+/// Files not yet ingested. A file ingested before whose size or mtime changed is reported
+/// and skipped (Auto Loader's default), or taken again with `cloudFiles.allowOverwrites`.
+pub(crate) fn new_files(
+    listed: Vec<FileRef>,
+    seen: &SeenFiles,
+    settings: &Settings,
+) -> Result<(Vec<FileRef>, Vec<FileRef>), CheckpointError> {
+    let mut out = Vec::new();
+    let mut overwritten = Vec::new();
+    for f in listed {
+        match seen.get(&f.key)?.map(|s| s.file) {
+            None => out.push(f),
+            Some(s) if s.size == f.size && s.mtime_ms == f.mtime_ms => {}
+            Some(s) => {
+                if settings.allow_overwrites {
+                    out.push(f);
+                } else {
+                    warn!(
+                        file = %f.key, old_size = s.size, new_size = f.size,
+                        "File changed after it was ingested; not ingesting it again (set cloudFiles.allowOverwrites=true to re-ingest)."
+                    );
+                    overwritten.push(f);
+                }
+            }
+        }
+    }
+    Ok((out, overwritten))
 }

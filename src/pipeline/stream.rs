@@ -12,7 +12,7 @@ use crate::formats::DecodeOptions;
 use crate::options::IncrementalListing;
 use crate::schema::evolution::{self};
 use crate::schema::store::SchemaStore;
-use crate::source::{self as discovery, ListedFile, Source};
+use crate::source::{FileRef, Source};
 use crate::target::delta::DeltaSink;
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
@@ -73,7 +73,7 @@ impl<'a> StreamRun<'a> {
                 if !listed.is_empty() {
                     let existing = Plan {
                         batch: u64::MAX,
-                        files: planned(&listed),
+                        files: listed.clone(),
                         created_at_ms: now_ms(),
                     };
                     checkpoint.mark_existing(&existing)?;
@@ -126,7 +126,7 @@ impl<'a> StreamRun<'a> {
     }
 
     /// The source's files that are neither ingested nor in an unfinished plan.
-    pub async fn discover(&mut self) -> Result<Vec<ListedFile>, IngestError> {
+    pub async fn discover(&mut self) -> Result<Vec<FileRef>, IngestError> {
         // Only an object store is listed incrementally; a local walk needs no high-water mark.
         let high_water = match self.req.source {
             Source::S3 { .. } => self.checkpoint.highest_key()?,
@@ -152,7 +152,7 @@ impl<'a> StreamRun<'a> {
             .list_after(&self.req.settings, after.as_deref())
             .await?;
         let seen = self.checkpoint.seen_files()?;
-        let (mut new, overwritten) = discovery::new_files(listed, &seen, &self.req.settings)?;
+        let (mut new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
         if let Some(state) = listing
             && after.is_none()
         {
@@ -216,7 +216,7 @@ impl<'a> StreamRun<'a> {
     fn note_full_listing(
         &self,
         state: ListingState,
-        new: &[ListedFile],
+        new: &[FileRef],
         high_water: Option<&str>,
     ) -> Result<(), IngestError> {
         let mode = self.req.settings.incremental_listing;
@@ -327,7 +327,7 @@ impl<'a> StreamRun<'a> {
 
     /// Loads (or infers, from `files` and the pending plans) the format and schema.
     /// Returns false when there is nothing to learn them from yet.
-    async fn ensure_schema(&mut self, files: &[ListedFile]) -> Result<bool, IngestError> {
+    async fn ensure_schema(&mut self, files: &[FileRef]) -> Result<bool, IngestError> {
         if self.schema.is_some() {
             return Ok(true);
         }
@@ -389,7 +389,7 @@ impl<'a> StreamRun<'a> {
     /// batches (files not reached are left for the next run).
     pub async fn ingest(
         &mut self,
-        files: Vec<ListedFile>,
+        files: Vec<FileRef>,
         stop: &StopFlag,
     ) -> Result<(), IngestError> {
         if !self.ensure_schema(&files).await? {
@@ -416,7 +416,7 @@ impl<'a> StreamRun<'a> {
         &mut self,
         opts: &DecodeOptions,
         state: &mut ActiveSchema,
-        files: Vec<ListedFile>,
+        files: Vec<FileRef>,
         stop: &StopFlag,
     ) -> Result<(), IngestError> {
         let ctx = RunContext {
@@ -489,7 +489,7 @@ impl<'a> StreamRun<'a> {
             }
             let plan = Plan {
                 batch,
-                files: planned(files),
+                files: files.to_vec(),
                 created_at_ms: now_ms(),
             };
             self.checkpoint.write_plan(&plan)?;

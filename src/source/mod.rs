@@ -3,7 +3,7 @@
 //! against the checkpoint's index.
 //!
 //! A [`Source`] is an enum so that object stores slot in beside local folders: each lists
-//! into the same [`ListedFile`] shape, keyed by the path relative to the source root.
+//! into the same [`FileRef`] shape, keyed by the path relative to the source root.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,7 +14,6 @@ use object_store::path::Path as ObjectPath;
 use tracing::warn;
 use url::Url;
 
-use crate::checkpoint::{CheckpointError, SeenFiles};
 use crate::location::Location;
 use crate::options::Settings;
 
@@ -31,8 +30,6 @@ pub enum DiscoveryError {
     },
     #[error("cannot use {url}: {reason}")]
     ObjectStore { url: String, reason: String },
-    #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
 }
 
 /// Where files land.
@@ -61,13 +58,23 @@ pub struct RemoteObject {
     pub handle: Option<tokio::runtime::Handle>,
 }
 
-/// A file found by listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedFile {
+/// A file's identity, as listing finds it and as plans, the file index and the table's
+/// commit records keep it: its key under the source root with its size and modification
+/// time. A file whose size or time changes is a changed file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRef {
     /// Path relative to the source root, `/`-separated.
     pub key: String,
     pub size: u64,
     pub mtime_ms: i64,
+}
+
+impl FileRef {
+    /// The file's name: the key's last segment.
+    pub fn name(&self) -> &str {
+        self.key.rsplit('/').next().unwrap_or(&self.key)
+    }
 }
 
 impl Source {
@@ -148,7 +155,7 @@ impl Source {
 
     /// Lists every candidate file under the source, filtered by the settings, sorted by
     /// (modification time, key) so batches are deterministic.
-    pub async fn list(&self, settings: &Settings) -> Result<Vec<ListedFile>, DiscoveryError> {
+    pub async fn list(&self, settings: &Settings) -> Result<Vec<FileRef>, DiscoveryError> {
         self.list_after(settings, None).await
     }
 
@@ -159,7 +166,7 @@ impl Source {
         &self,
         settings: &Settings,
         after: Option<&str>,
-    ) -> Result<Vec<ListedFile>, DiscoveryError> {
+    ) -> Result<Vec<FileRef>, DiscoveryError> {
         let mut files = match self {
             Source::Local { root } => list_local(root)?,
             Source::S3 { url, store, prefix } => {
@@ -183,7 +190,7 @@ async fn list_object_store(
     store: &dyn ObjectStore,
     prefix: &ObjectPath,
     after: Option<&str>,
-) -> Result<Vec<ListedFile>, DiscoveryError> {
+) -> Result<Vec<FileRef>, DiscoveryError> {
     use futures::StreamExt;
     let mut out = Vec::new();
     let base = if prefix.as_ref().is_empty() {
@@ -209,7 +216,7 @@ async fn list_object_store(
         if key.is_empty() || key.split('/').any(is_hidden) {
             continue;
         }
-        out.push(ListedFile {
+        out.push(FileRef {
             key: key.to_string(),
             size: meta.size,
             mtime_ms: meta.last_modified.timestamp_millis(),
@@ -218,7 +225,7 @@ async fn list_object_store(
     Ok(out)
 }
 
-fn list_local(root: &Path) -> Result<Vec<ListedFile>, DiscoveryError> {
+fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {
     let mut out = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .min_depth(1)
@@ -265,7 +272,7 @@ fn list_local(root: &Path) -> Result<Vec<ListedFile>, DiscoveryError> {
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        out.push(ListedFile {
+        out.push(FileRef {
             key,
             size: meta.len(),
             mtime_ms,
@@ -289,7 +296,7 @@ pub fn is_hidden(name: &str) -> bool {
 /// must not be lost (the ingested-file index keeps it from being taken twice).
 const OBJECT_STORE_GRACE_MS: i64 = 2_000;
 
-fn accept(f: &ListedFile, s: &Settings, grace_ms: i64) -> bool {
+fn accept(f: &FileRef, s: &Settings, grace_ms: i64) -> bool {
     let name = f.key.rsplit('/').next().unwrap_or(&f.key);
     if let Some(glob) = &s.path_glob_filter
         && !glob.is_match(name)
@@ -307,35 +314,6 @@ fn accept(f: &ListedFile, s: &Settings, grace_ms: i64) -> bool {
         return false;
     }
     true
-}
-
-/// Files not yet ingested. A file ingested before whose size or mtime changed is reported
-/// and skipped (Auto Loader's default), or taken again with `cloudFiles.allowOverwrites`.
-pub fn new_files(
-    listed: Vec<ListedFile>,
-    seen: &SeenFiles,
-    settings: &Settings,
-) -> Result<(Vec<ListedFile>, Vec<ListedFile>), DiscoveryError> {
-    let mut out = Vec::new();
-    let mut overwritten = Vec::new();
-    for f in listed {
-        match seen.get(&f.key)? {
-            None => out.push(f),
-            Some(s) if s.size == f.size && s.mtime_ms == f.mtime_ms => {}
-            Some(s) => {
-                if settings.allow_overwrites {
-                    out.push(f);
-                } else {
-                    warn!(
-                        file = %f.key, old_size = s.size, new_size = f.size,
-                        "File changed after it was ingested; not ingesting it again (set cloudFiles.allowOverwrites=true to re-ingest)."
-                    );
-                    overwritten.push(f);
-                }
-            }
-        }
-    }
-    Ok((out, overwritten))
 }
 
 /// Hive-style `key=value` folders of a key, in order, values unescaped
@@ -449,7 +427,7 @@ mod tests {
         .unwrap();
         let boundary = s.modified_after_ms.unwrap();
         // S3 reports the upload's start, to the second: just before the boundary.
-        let f = ListedFile {
+        let f = FileRef {
             key: "a.json".into(),
             size: 1,
             mtime_ms: boundary - 1000,
@@ -459,7 +437,7 @@ mod tests {
             accept(&f, &s, OBJECT_STORE_GRACE_MS),
             "an object at the boundary is kept"
         );
-        let old = ListedFile {
+        let old = FileRef {
             mtime_ms: boundary - 60_000,
             ..f
         };

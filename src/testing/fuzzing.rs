@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_array::RecordBatch;
 
-use crate::checkpoint::{Checkpoint, CommitSummary, Plan, PlannedFile};
+use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
 use crate::formats::json::parser::JsonValue;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::location::Location;
@@ -20,6 +20,7 @@ use crate::record::rows::{FileMeta, Layout, RowBuilder};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::{DataType, Field, Schema};
+use crate::source::FileRef;
 
 /// A schema with a column of every type, so decoded values can fail to fit and be rescued.
 const FIXED_SCHEMA: &str = "order_id BIGINT, user_id STRING, amount DECIMAL(10,2), \
@@ -210,7 +211,7 @@ fn template_state() -> &'static [u8] {
             for batch in 0..3 {
                 let plan = Plan {
                     batch,
-                    files: vec![PlannedFile {
+                    files: vec![FileRef {
                         key: format!("orders/2026-03-1{batch}.json"),
                         size: 1377,
                         mtime_ms: 1_773_396_420_000,
