@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::pipeline::{IngestError, IngestRequest, Progress, StopFlag, StreamRun, Summary};
-use crate::source::{FileRef, Source};
+use crate::source::FileRef;
 use crate::telemetry::Hooks;
 
 /// What the events last said about a file.
@@ -216,13 +216,10 @@ async fn watch_loop(
     let (tx, mut rx) = mpsc::channel::<FileEvent>(4096);
     // Local folders get file events; an object store is listed (an object is complete once
     // it is listed).
-    let root = match &req.source {
-        Source::Local { root } => Some(root.clone()),
-        Source::S3 { .. } => None,
-    };
+    let root = req.source.local_root().map(Path::to_path_buf);
     let _watcher = root.as_ref().and_then(|r| start_watcher(r, tx));
     let root = root.unwrap_or_default();
-    let is_object_store = matches!(req.source, Source::S3 { .. });
+    let complete_when_listed = req.source.complete_when_listed();
     crate::memory::prefer_returning_memory();
     let mut tracker = SettleTracker::new(timing.settle);
     let mut ingested_since_idle = false;
@@ -236,7 +233,7 @@ async fn watch_loop(
         }
         let listed = stream.discover().await?;
         stream.set_pending(listed.len() as u64);
-        let (ready, next_check) = if is_object_store {
+        let (ready, next_check) = if complete_when_listed {
             (listed, None)
         } else {
             tracker.ready(

@@ -99,7 +99,7 @@ impl DecodeError {
 pub struct SourceFile {
     pub local_path: PathBuf,
     /// Set for object-store sources: the object is fetched to a temporary file first.
-    pub remote: Option<crate::source::RemoteObject>,
+    pub remote: Option<crate::storage::RemoteObject>,
     pub meta: Arc<FileMeta>,
 }
 

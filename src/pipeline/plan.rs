@@ -6,7 +6,7 @@ use tracing::warn;
 use crate::checkpoint::{CheckpointError, Plan, SeenFiles};
 use crate::formats::{self};
 use crate::options::Settings;
-use crate::source::FileRef;
+use crate::source::{FileLocation, FileRef};
 
 use super::*;
 
@@ -14,8 +14,10 @@ use super::*;
 /// (a vanished file is left to `ignoreMissingFiles`).
 pub(crate) fn changed_since_planned(req: &IngestRequest, plan: &Plan) -> Option<String> {
     plan.files.iter().find_map(|f| {
-        let (path, remote) = req.source.locate(&f.key);
-        if remote.is_some() || !path.exists() {
+        let FileLocation::Local(path) = req.source.locate(&f.key) else {
+            return None;
+        };
+        if !path.exists() {
             return None;
         }
         (!formats::unchanged(&path, f.size, f.mtime_ms)).then(|| req.source.uri(&f.key))

@@ -9,7 +9,9 @@ use tokio::sync::mpsc;
 
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
 use crate::record::rows::{FileMeta, Layout};
-use crate::source::{self as discovery, Source};
+use std::path::PathBuf;
+
+use crate::source::{self as discovery, FileLocation, Source};
 use crate::target::delta::{BatchWriters, DeltaSink, SinkError};
 use crate::testing::failpoint;
 
@@ -48,7 +50,10 @@ pub(crate) fn source_file(
     mtime_ms: i64,
     partition_columns: &[String],
 ) -> SourceFile {
-    let (local_path, remote) = source.locate(key);
+    let (local_path, remote) = match source.locate(key) {
+        FileLocation::Local(path) => (path, None),
+        FileLocation::Object(object) => (PathBuf::new(), Some(object)),
+    };
     SourceFile {
         local_path,
         remote,

@@ -12,7 +12,7 @@ use crate::formats::DecodeOptions;
 use crate::options::IncrementalListing;
 use crate::schema::evolution::{self};
 use crate::schema::store::SchemaStore;
-use crate::source::{FileRef, Source};
+use crate::source::FileRef;
 use crate::target::delta::DeltaSink;
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
@@ -128,13 +128,14 @@ impl<'a> StreamRun<'a> {
     /// The source's files that are neither ingested nor in an unfinished plan.
     pub async fn discover(&mut self) -> Result<Vec<FileRef>, IngestError> {
         // Only an object store is listed incrementally; a local walk needs no high-water mark.
-        let high_water = match self.req.source {
-            Source::S3 { .. } => self.checkpoint.highest_key()?,
-            Source::Local { .. } => None,
-        };
-        let listing = match self.req.source {
-            Source::S3 { .. } => Some(self.checkpoint.listing_state()?),
-            Source::Local { .. } => None,
+        let incremental = self.req.source.lists_incrementally();
+        let (high_water, listing) = if incremental {
+            (
+                self.checkpoint.highest_key()?,
+                Some(self.checkpoint.listing_state()?),
+            )
+        } else {
+            (None, None)
         };
         let settings = &self.req.settings;
         let after = listing.and_then(|state| {
@@ -494,6 +495,8 @@ impl<'a> StreamRun<'a> {
             };
             self.checkpoint.write_plan(&plan)?;
             failpoint::hit("after-plan");
+            // The files are durably owned by the plan now: a queue source may forget them.
+            self.req.source.planned(&plan.files).await?;
             execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
         }
         Ok(())

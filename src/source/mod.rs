@@ -1,23 +1,25 @@
-//! Finding the files of a source: listing, filtering (hidden names, `pathGlobFilter`,
-//! `modifiedAfter`/`modifiedBefore`), Hive-style partition values, and the set of new files
-//! against the checkpoint's index.
+//! Where a stream's files come from: the [`FileSource`] seam, its implementations (a local
+//! folder, an S3 prefix; a notification queue or a Delta table plug in the same way), and
+//! what every source shares: filtering (hidden names, `pathGlobFilter`,
+//! `modifiedAfter`/`modifiedBefore`), ordering, and Hive-style partition values.
 //!
-//! A [`Source`] is an enum so that object stores slot in beside local folders: each lists
-//! into the same [`FileRef`] shape, keyed by the path relative to the source root.
+//! Adding a source: one file implementing [`FileSource`], and one arm in [`Source::open`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use object_store::ObjectStore;
-use object_store::path::Path as ObjectPath;
-
-use tracing::warn;
-use url::Url;
+use futures::future::BoxFuture;
 
 use crate::location::Location;
 use crate::options::Settings;
+use crate::storage::RemoteObject;
 
 pub mod incremental;
+mod local;
+mod s3;
+
+pub use local::LocalFolder;
+pub use s3::S3Prefix;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -32,30 +34,134 @@ pub enum DiscoveryError {
     ObjectStore { url: String, reason: String },
 }
 
-/// Where files land.
+/// Where a key is read from.
 #[derive(Debug, Clone)]
-pub enum Source {
-    Local {
-        root: PathBuf,
-    },
-    /// An S3 (or S3-compatible) prefix; credentials and endpoint from the standard AWS
-    /// environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-    /// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`). An object is complete once it is listed.
-    S3 {
-        /// `s3://bucket/prefix/`, for display and lineage.
-        url: String,
-        store: Arc<dyn ObjectStore>,
-        prefix: ObjectPath,
-    },
+pub enum FileLocation {
+    /// A local file, read in place.
+    Local(PathBuf),
+    /// An object, fetched before it is decoded.
+    Object(RemoteObject),
 }
 
-/// An object to read: where to get it from, and the runtime to fetch it with (decoders run
-/// on plain threads).
+/// One kind of source. Keys are `/`-separated paths relative to the source's root; the
+/// listing is the truth about what exists (file events and queue messages are only hints).
+pub trait FileSource: std::fmt::Debug + Send + Sync {
+    /// A display form, recorded as the lineage of every commit (recovery matches on it).
+    fn describe(&self) -> String;
+
+    /// The URI of a key (`_metadata.file_path`, messages).
+    fn uri(&self, key: &str) -> String;
+
+    /// Where a key is read from.
+    fn locate(&self, key: &str) -> FileLocation;
+
+    /// Every file under the source, unfiltered and in any order; with `after`, only keys
+    /// after it (a source that cannot start there lists everything).
+    fn list<'a>(
+        &'a self,
+        after: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>>;
+
+    /// Whether [`FileSource::list`] can start after a key on the server, so the stream may
+    /// list incrementally (`cloudFiles.useIncrementalListing`).
+    fn lists_incrementally(&self) -> bool {
+        false
+    }
+
+    /// How far before `modifiedAfter` a file is still taken (listed times may lag).
+    fn modified_after_grace_ms(&self) -> i64 {
+        0
+    }
+
+    /// Whether a listed file is complete (an object store's objects are), so a watcher need
+    /// not wait for it to settle.
+    fn complete_when_listed(&self) -> bool {
+        false
+    }
+
+    /// The local folder a watcher can take file events from, if there is one.
+    fn local_root(&self) -> Option<&Path> {
+        None
+    }
+
+    /// Called once `files` are durably owned by a written plan: a queue source deletes
+    /// their messages here. Nothing to do for a listed source.
+    fn planned<'a>(&'a self, _files: &'a [FileRef]) -> BoxFuture<'a, Result<(), DiscoveryError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A stream's source: one [`FileSource`], shared by the stream's tasks.
 #[derive(Debug, Clone)]
-pub struct RemoteObject {
-    pub store: Arc<dyn ObjectStore>,
-    pub location: ObjectPath,
-    pub handle: Option<tokio::runtime::Handle>,
+pub struct Source(Arc<dyn FileSource>);
+
+impl Source {
+    /// Opens the source at `location` (a local folder must exist).
+    pub fn open(location: &Location) -> Result<Source, DiscoveryError> {
+        Ok(match location {
+            Location::Local(path) => Source::new(LocalFolder::open(path)?),
+            Location::S3(url) => Source::new(S3Prefix::open(url)?),
+        })
+    }
+
+    pub fn new(source: impl FileSource + 'static) -> Source {
+        Source(Arc::new(source))
+    }
+
+    /// A display form of the source.
+    pub fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    /// The URI recorded as the file's lineage (`_metadata.file_path`, `_file_path`).
+    pub fn uri(&self, key: &str) -> String {
+        self.0.uri(key)
+    }
+
+    /// Where a key can be read.
+    pub fn locate(&self, key: &str) -> FileLocation {
+        self.0.locate(key)
+    }
+
+    /// See [`FileSource::lists_incrementally`].
+    pub fn lists_incrementally(&self) -> bool {
+        self.0.lists_incrementally()
+    }
+
+    /// See [`FileSource::local_root`].
+    pub fn local_root(&self) -> Option<&Path> {
+        self.0.local_root()
+    }
+
+    /// See [`FileSource::complete_when_listed`].
+    pub fn complete_when_listed(&self) -> bool {
+        self.0.complete_when_listed()
+    }
+
+    /// See [`FileSource::planned`].
+    pub async fn planned(&self, files: &[FileRef]) -> Result<(), DiscoveryError> {
+        self.0.planned(files).await
+    }
+
+    /// Lists every candidate file under the source, filtered by the settings, sorted by
+    /// (modification time, key) so batches are deterministic.
+    pub async fn list(&self, settings: &Settings) -> Result<Vec<FileRef>, DiscoveryError> {
+        self.list_after(settings, None).await
+    }
+
+    /// Like [`Source::list`], but a source that lists incrementally lists only keys after
+    /// `after` (Auto Loader's incremental listing).
+    pub async fn list_after(
+        &self,
+        settings: &Settings,
+        after: Option<&str>,
+    ) -> Result<Vec<FileRef>, DiscoveryError> {
+        let mut files = self.0.list(after).await?;
+        let grace_ms = self.0.modified_after_grace_ms();
+        files.retain(|f| accept(f, settings, grace_ms));
+        files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
+        Ok(files)
+    }
 }
 
 /// A file's identity, as listing finds it and as plans, the file index and the table's
@@ -77,210 +183,6 @@ impl FileRef {
     }
 }
 
-impl Source {
-    /// Opens the source at `location`: a local folder must exist.
-    pub fn open(location: &Location) -> Result<Source, DiscoveryError> {
-        match location {
-            Location::Local(path) => Source::local(path),
-            Location::S3(url) => Source::s3(url.as_str()),
-        }
-    }
-
-    fn local(path: &Path) -> Result<Source, DiscoveryError> {
-        let root = std::fs::canonicalize(path).map_err(|_| DiscoveryError::NotADirectory {
-            path: path.to_path_buf(),
-        })?;
-        if !root.is_dir() {
-            return Err(DiscoveryError::NotADirectory { path: root });
-        }
-        Ok(Source::Local { root })
-    }
-
-    fn s3(arg: &str) -> Result<Source, DiscoveryError> {
-        let (store, bucket, prefix) =
-            crate::storage::object_dir::s3_store(arg).map_err(|e| DiscoveryError::ObjectStore {
-                url: arg.to_string(),
-                reason: match e {
-                    crate::storage::object_dir::RemoteError::Invalid { reason, .. }
-                    | crate::storage::object_dir::RemoteError::Store { reason, .. } => reason,
-                },
-            })?;
-        let url = if prefix.as_ref().is_empty() {
-            format!("s3://{bucket}/")
-        } else {
-            format!("s3://{bucket}/{prefix}/")
-        };
-        Ok(Source::S3 { url, store, prefix })
-    }
-
-    /// A display form of the source.
-    pub fn describe(&self) -> String {
-        match self {
-            Source::Local { root } => root.display().to_string(),
-            Source::S3 { url, .. } => url.clone(),
-        }
-    }
-
-    /// Where a key can be read: a local path, or an object to fetch first.
-    pub fn locate(&self, key: &str) -> (PathBuf, Option<RemoteObject>) {
-        match self {
-            Source::Local { root } => (root.join(key), None),
-            Source::S3 { store, prefix, .. } => {
-                let location = if prefix.as_ref().is_empty() {
-                    ObjectPath::from(key)
-                } else {
-                    ObjectPath::from(format!("{prefix}/{key}"))
-                };
-                let handle = tokio::runtime::Handle::try_current().ok();
-                (
-                    PathBuf::new(),
-                    Some(RemoteObject {
-                        store: Arc::clone(store),
-                        location,
-                        handle,
-                    }),
-                )
-            }
-        }
-    }
-
-    /// The URI recorded as the file's lineage (`_metadata.file_path`, `_file_path`).
-    pub fn uri(&self, key: &str) -> String {
-        match self {
-            Source::Local { root } => Url::from_file_path(root.join(key))
-                .map_or_else(|()| root.join(key).display().to_string(), |u| u.to_string()),
-            Source::S3 { url, .. } => format!("{url}{key}"),
-        }
-    }
-
-    /// Lists every candidate file under the source, filtered by the settings, sorted by
-    /// (modification time, key) so batches are deterministic.
-    pub async fn list(&self, settings: &Settings) -> Result<Vec<FileRef>, DiscoveryError> {
-        self.list_after(settings, None).await
-    }
-
-    /// Like [`Source::list`], but an object store lists only keys after `after` (the
-    /// listing starts there on the server): Auto Loader's incremental listing. A local
-    /// folder is always walked whole.
-    pub async fn list_after(
-        &self,
-        settings: &Settings,
-        after: Option<&str>,
-    ) -> Result<Vec<FileRef>, DiscoveryError> {
-        let mut files = match self {
-            Source::Local { root } => list_local(root)?,
-            Source::S3 { url, store, prefix } => {
-                list_object_store(url, store.as_ref(), prefix, after).await?
-            }
-        };
-        let grace_ms = match self {
-            Source::Local { .. } => 0,
-            Source::S3 { .. } => OBJECT_STORE_GRACE_MS,
-        };
-        files.retain(|f| accept(f, settings, grace_ms));
-        files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
-        Ok(files)
-    }
-}
-
-/// Lists objects under a prefix: paginated and streamed by object_store, keyed relative to
-/// the prefix, hidden and temporary names skipped.
-async fn list_object_store(
-    url: &str,
-    store: &dyn ObjectStore,
-    prefix: &ObjectPath,
-    after: Option<&str>,
-) -> Result<Vec<FileRef>, DiscoveryError> {
-    use futures::StreamExt;
-    let mut out = Vec::new();
-    let base = if prefix.as_ref().is_empty() {
-        String::new()
-    } else {
-        format!("{prefix}/")
-    };
-    let mut stream = match after {
-        Some(key) => {
-            store.list_with_offset(Some(prefix), &ObjectPath::from(format!("{base}{key}")))
-        }
-        None => store.list(Some(prefix)),
-    };
-    while let Some(item) = stream.next().await {
-        let meta = item.map_err(|e| DiscoveryError::ObjectStore {
-            url: url.to_string(),
-            reason: e.to_string(),
-        })?;
-        let full = meta.location.to_string();
-        let Some(key) = full.strip_prefix(&base) else {
-            continue;
-        };
-        if key.is_empty() || key.split('/').any(is_hidden) {
-            continue;
-        }
-        out.push(FileRef {
-            key: key.to_string(),
-            size: meta.size,
-            mtime_ms: meta.last_modified.timestamp_millis(),
-        });
-    }
-    Ok(out)
-}
-
-fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {
-    let mut out = Vec::new();
-    let walker = walkdir::WalkDir::new(root)
-        .min_depth(1)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| !is_hidden(&e.file_name().to_string_lossy()));
-    for entry in walker {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                // An unreadable folder is reported, not silently skipped, and not fatal.
-                warn!(error = %e, "Cannot list part of the source.");
-                continue;
-            }
-        };
-        if entry.file_type().is_symlink() {
-            // Links are not followed (a loop, or a path outside the source, cannot be
-            // reached through them); say so rather than skip in silence.
-            warn!(path = %entry.path().display(), "Skipping a symbolic link: links are not followed.");
-            continue;
-        }
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let Some(key) = rel
-            .to_str()
-            .map(|s| s.replace(std::path::MAIN_SEPARATOR, "/"))
-        else {
-            warn!(path = %entry.path().display(), "Skipping a file whose name is not UTF-8.");
-            continue;
-        };
-        let meta = match entry.metadata() {
-            Ok(m) => m,
-            Err(e) => {
-                warn!(path = %entry.path().display(), error = %e, "Cannot stat file.");
-                continue;
-            }
-        };
-        let mtime_ms = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        out.push(FileRef {
-            key,
-            size: meta.len(),
-            mtime_ms,
-        });
-    }
-    Ok(out)
-}
-
 /// Names starting with `_` or `.` are never data (Spark and Auto Loader skip them), and
 /// neither are temporary upload names.
 pub fn is_hidden(name: &str) -> bool {
@@ -290,11 +192,6 @@ pub fn is_hidden(name: &str) -> bool {
         || name.ends_with(".crdownload")
         || name.ends_with(".part")
 }
-
-/// How far before `modifiedAfter` an object-store file is still taken: S3 times have
-/// second precision and mark when an upload started, so a file written across the boundary
-/// must not be lost (the ingested-file index keeps it from being taken twice).
-const OBJECT_STORE_GRACE_MS: i64 = 2_000;
 
 fn accept(f: &FileRef, s: &Settings, grace_ms: i64) -> bool {
     let name = f.key.rsplit('/').next().unwrap_or(&f.key);
@@ -434,14 +331,14 @@ mod tests {
         };
         assert!(!accept(&f, &s, 0), "local times are exact");
         assert!(
-            accept(&f, &s, OBJECT_STORE_GRACE_MS),
+            accept(&f, &s, s3::OBJECT_STORE_GRACE_MS),
             "an object at the boundary is kept"
         );
         let old = FileRef {
             mtime_ms: boundary - 60_000,
             ..f
         };
-        assert!(!accept(&old, &s, OBJECT_STORE_GRACE_MS));
+        assert!(!accept(&old, &s, s3::OBJECT_STORE_GRACE_MS));
     }
 
     #[test]

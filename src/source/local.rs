@@ -1,0 +1,110 @@
+//! A local folder: every file below it, walked recursively; links are not followed.
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use tracing::warn;
+use url::Url;
+
+use super::{DiscoveryError, FileLocation, FileRef, FileSource, is_hidden};
+
+/// A local landing folder (canonicalized when opened).
+#[derive(Debug, Clone)]
+pub struct LocalFolder {
+    root: PathBuf,
+}
+
+impl LocalFolder {
+    /// Opens an existing folder.
+    pub fn open(path: &Path) -> Result<LocalFolder, DiscoveryError> {
+        let root = std::fs::canonicalize(path).map_err(|_| DiscoveryError::NotADirectory {
+            path: path.to_path_buf(),
+        })?;
+        if !root.is_dir() {
+            return Err(DiscoveryError::NotADirectory { path: root });
+        }
+        Ok(LocalFolder { root })
+    }
+}
+
+impl FileSource for LocalFolder {
+    fn describe(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    fn uri(&self, key: &str) -> String {
+        let path = self.root.join(key);
+        Url::from_file_path(&path).map_or_else(|()| path.display().to_string(), |u| u.to_string())
+    }
+
+    fn locate(&self, key: &str) -> FileLocation {
+        FileLocation::Local(self.root.join(key))
+    }
+
+    fn list<'a>(
+        &'a self,
+        _after: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
+        Box::pin(async move { list_local(&self.root) })
+    }
+
+    fn local_root(&self) -> Option<&Path> {
+        Some(&self.root)
+    }
+}
+
+fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {
+    let mut out = Vec::new();
+    let walker = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !is_hidden(&e.file_name().to_string_lossy()));
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                // An unreadable folder is reported, not silently skipped, and not fatal.
+                warn!(error = %e, "Cannot list part of the source.");
+                continue;
+            }
+        };
+        if entry.file_type().is_symlink() {
+            // Links are not followed (a loop, or a path outside the source, cannot be
+            // reached through them); say so rather than skip in silence.
+            warn!(path = %entry.path().display(), "Skipping a symbolic link: links are not followed.");
+            continue;
+        }
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let Some(key) = rel
+            .to_str()
+            .map(|s| s.replace(std::path::MAIN_SEPARATOR, "/"))
+        else {
+            warn!(path = %entry.path().display(), "Skipping a file whose name is not UTF-8.");
+            continue;
+        };
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(path = %entry.path().display(), error = %e, "Cannot stat file.");
+                continue;
+            }
+        };
+        let mtime_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        out.push(FileRef {
+            key,
+            size: meta.len(),
+            mtime_ms,
+        });
+    }
+    Ok(out)
+}

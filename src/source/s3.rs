@@ -1,0 +1,136 @@
+//! An S3 (or S3-compatible) prefix; credentials and endpoint from the standard AWS
+//! environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+//! `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`). An object is complete once it is listed.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+use url::Url;
+
+use super::{DiscoveryError, FileLocation, FileRef, FileSource, is_hidden};
+use crate::storage::RemoteObject;
+use crate::storage::object_dir::{RemoteError, s3_store};
+
+/// How far before `modifiedAfter` an object-store file is still taken: S3 times have
+/// second precision and mark when an upload started, so a file written across the boundary
+/// must not be lost (the ingested-file index keeps it from being taken twice).
+pub(super) const OBJECT_STORE_GRACE_MS: i64 = 2_000;
+
+/// The objects under an S3 prefix.
+#[derive(Debug, Clone)]
+pub struct S3Prefix {
+    /// `s3://bucket/prefix/`, for display and lineage.
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+}
+
+impl S3Prefix {
+    /// Opens `s3://bucket/prefix` (nothing is read yet).
+    pub fn open(location: &Url) -> Result<S3Prefix, DiscoveryError> {
+        let arg = location.as_str();
+        let (store, bucket, prefix) = s3_store(arg).map_err(|e| DiscoveryError::ObjectStore {
+            url: arg.to_string(),
+            reason: match e {
+                RemoteError::Invalid { reason, .. } | RemoteError::Store { reason, .. } => reason,
+            },
+        })?;
+        let url = if prefix.as_ref().is_empty() {
+            format!("s3://{bucket}/")
+        } else {
+            format!("s3://{bucket}/{prefix}/")
+        };
+        Ok(S3Prefix { url, store, prefix })
+    }
+}
+
+impl FileSource for S3Prefix {
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+
+    fn uri(&self, key: &str) -> String {
+        format!("{}{key}", self.url)
+    }
+
+    fn locate(&self, key: &str) -> FileLocation {
+        let location = if self.prefix.as_ref().is_empty() {
+            ObjectPath::from(key)
+        } else {
+            ObjectPath::from(format!("{}/{key}", self.prefix))
+        };
+        FileLocation::Object(RemoteObject {
+            store: Arc::clone(&self.store),
+            location,
+            handle: tokio::runtime::Handle::try_current().ok(),
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        after: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
+        Box::pin(list_object_store(
+            &self.url,
+            self.store.as_ref(),
+            &self.prefix,
+            after,
+        ))
+    }
+
+    fn lists_incrementally(&self) -> bool {
+        true
+    }
+
+    fn complete_when_listed(&self) -> bool {
+        true
+    }
+
+    fn modified_after_grace_ms(&self) -> i64 {
+        OBJECT_STORE_GRACE_MS
+    }
+}
+
+/// Lists objects under a prefix: paginated and streamed by object_store, keyed relative to
+/// the prefix, hidden and temporary names skipped.
+async fn list_object_store(
+    url: &str,
+    store: &dyn ObjectStore,
+    prefix: &ObjectPath,
+    after: Option<&str>,
+) -> Result<Vec<FileRef>, DiscoveryError> {
+    use futures::StreamExt;
+    let mut out = Vec::new();
+    let base = if prefix.as_ref().is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    };
+    let mut stream = match after {
+        Some(key) => {
+            store.list_with_offset(Some(prefix), &ObjectPath::from(format!("{base}{key}")))
+        }
+        None => store.list(Some(prefix)),
+    };
+    while let Some(item) = stream.next().await {
+        let meta = item.map_err(|e| DiscoveryError::ObjectStore {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+        let full = meta.location.to_string();
+        let Some(key) = full.strip_prefix(&base) else {
+            continue;
+        };
+        if key.is_empty() || key.split('/').any(is_hidden) {
+            continue;
+        }
+        out.push(FileRef {
+            key: key.to_string(),
+            size: meta.size,
+            mtime_ms: meta.last_modified.timestamp_millis(),
+        });
+    }
+    Ok(out)
+}
