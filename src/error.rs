@@ -74,7 +74,7 @@ impl Error {
 impl IngestError {
     pub fn class(&self) -> ErrorClass {
         match self {
-            IngestError::Config(_) => ErrorClass::Usage,
+            IngestError::Config(_) | IngestError::Format(_) => ErrorClass::Usage,
             IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
             IngestError::Checkpoint(e) => e.class(),
             IngestError::Discovery(e) => e.class(),

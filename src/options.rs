@@ -247,6 +247,16 @@ pub enum Format {
 }
 
 impl Format {
+    /// The format of a `cloudFiles.format` value, as [`Format`]'s display spells it (any case).
+    pub fn from_name(name: &str) -> Option<Format> {
+        match name.to_ascii_lowercase().as_str() {
+            "json" => Some(Format::Json),
+            "csv" => Some(Format::Csv),
+            "parquet" => Some(Format::Parquet),
+            _ => None,
+        }
+    }
+
     /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`,
     /// each optionally followed by `.gz`).
     pub fn from_file_name(name: &str) -> Option<Format> {
@@ -377,18 +387,10 @@ pub fn resolve(
 
     let format = match get("cloudFiles.format") {
         None => None,
-        Some(v) => Some(match v.to_ascii_lowercase().as_str() {
-            "json" => Format::Json,
-            "csv" => Format::Csv,
-            "parquet" => Format::Parquet,
-            _ => {
-                return Err(invalid(
-                    "cloudFiles.format",
-                    v,
-                    "expected json, csv or parquet",
-                ));
-            }
-        }),
+        Some(v) => Some(
+            Format::from_name(v)
+                .ok_or_else(|| invalid("cloudFiles.format", v, "expected json, csv or parquet"))?,
+        ),
     };
     let user_schema = match get("schema") {
         None => None,

@@ -5,6 +5,7 @@
 //! `emit` callback, so memory stays bounded by the batch size whatever the file size.
 
 pub mod csv;
+pub mod detect;
 pub mod json;
 pub mod parquet;
 

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use crate::checkpoint::{Checkpoint, Plan};
 use crate::clock::now_ms;
-use crate::formats::DecodeOptions;
+use crate::formats::{self, DecodeOptions};
 use crate::options::{Format, Settings};
 use crate::schema::evolution::{self};
 use crate::schema::hints::{apply_hints, parse_hints};
@@ -33,42 +33,13 @@ pub(crate) fn resolve_format(
     pending: &[Plan],
 ) -> Result<Option<Format>, IngestError> {
     let recorded = checkpoint.meta("format")?;
-    let format = if let Some(f) = settings.format {
-        f
-    } else if let Some(r) = recorded.as_deref() {
-        match r {
-            "json" => Format::Json,
-            "csv" => Format::Csv,
-            _ => Format::Parquet,
-        }
-    } else {
-        let keys = candidates.iter().map(|f| f.key.as_str()).chain(
-            pending
-                .iter()
-                .flat_map(|p| p.files.iter().map(|f| f.key.as_str())),
-        );
-        let mut found: Option<Format> = None;
-        for key in keys {
-            let name = key.rsplit('/').next().unwrap_or(key);
-            match (Format::from_file_name(name), found) {
-                (None, _) => {
-                    return Err(IngestError::Config(format!(
-                        "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet (and pathGlobFilter to choose files)"
-                    )));
-                }
-                (Some(f), None) => found = Some(f),
-                (Some(f), Some(g)) if f != g => {
-                    return Err(IngestError::Config(format!(
-                        "the source mixes {g} and {f} files ({key}); set -o cloudFiles.format and pathGlobFilter"
-                    )));
-                }
-                _ => {}
-            }
-        }
-        match found {
-            Some(f) => f,
-            None => return Ok(None),
-        }
+    let keys = candidates
+        .iter()
+        .chain(pending.iter().flat_map(|p| &p.files))
+        .map(|f| f.key.as_str());
+    let Some(format) = formats::detect::stream_format(settings.format, recorded.as_deref(), keys)?
+    else {
+        return Ok(None);
     };
     if recorded.as_deref() != Some(&format.to_string()) {
         checkpoint.set_meta("format", &format.to_string())?;
@@ -300,4 +271,51 @@ pub(crate) fn reconcile(
     let v = store.write(next, &merged, &version.partition, info)?;
     info!(version = next, added = %changes.join(", "), "Schema options add columns; wrote a new schema version.");
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::location::Location;
+
+    fn settings(options: &[(&str, &str)]) -> Settings {
+        let raw: Vec<(String, String)> = options
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        crate::options::resolve(&raw, &Location::Local("/c".into()))
+            .unwrap()
+            .0
+    }
+
+    fn file(key: &str, size: u64, mtime_ms: i64) -> FileRef {
+        FileRef {
+            key: key.into(),
+            size,
+            mtime_ms,
+        }
+    }
+
+    fn keys(files: &[FileRef]) -> Vec<&str> {
+        files.iter().map(|f| f.key.as_str()).collect()
+    }
+
+    #[test]
+    fn the_sample_is_the_newest_files_within_the_limits() {
+        let candidates = [file("old.json", 5, 1), file("new.json", 5, 3), file("mid.json", 5, 2)];
+        let pending = [Plan {
+            batch: 0,
+            files: vec![file("pending.json", 5, 4)],
+            created_at_ms: 0,
+        }];
+        let all = inference_sample(&candidates, &pending, &settings(&[]));
+        assert_eq!(keys(&all), ["pending.json", "new.json", "mid.json", "old.json"]);
+        let two = settings(&[("cloudFiles.schemaInference.sampleSize.numFiles", "2")]);
+        assert_eq!(keys(&inference_sample(&candidates, &[], &two)), ["new.json", "mid.json"]);
+        // Bytes: files are taken until the limit is reached (at least one file).
+        let bytes = settings(&[("cloudFiles.schemaInference.sampleSize.numBytes", "6b")]);
+        assert_eq!(keys(&inference_sample(&candidates, &[], &bytes)), ["new.json", "mid.json"]);
+        let tiny = settings(&[("cloudFiles.schemaInference.sampleSize.numBytes", "1b")]);
+        assert_eq!(keys(&inference_sample(&candidates, &[], &tiny)), ["new.json"]);
+    }
 }

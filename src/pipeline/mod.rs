@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use crate::checkpoint::CheckpointError;
 use crate::formats::DecodeError;
+use crate::formats::detect::FormatChoiceError;
 use crate::location::Location;
 use crate::options::Settings;
 use crate::schema::evolution::AddedField;
@@ -47,6 +48,8 @@ pub enum IngestError {
     Decode(#[from] DecodeError),
     #[error("{0}")]
     Config(String),
+    #[error(transparent)]
+    Format(#[from] FormatChoiceError),
     #[error(
         "new columns {} in {} (cloudFiles.schemaEvolutionMode=failOnNewColumns); nothing of this batch \
          was committed: add them with cloudFiles.schemaHints or the schema option, or choose another mode",

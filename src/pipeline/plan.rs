@@ -91,3 +91,72 @@ pub(crate) fn new_files(
     }
     Ok((out, overwritten))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::location::Location;
+
+    fn settings(options: &[(&str, &str)]) -> Settings {
+        let raw: Vec<(String, String)> = options
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        crate::options::resolve(&raw, &Location::Local("/c".into()))
+            .unwrap()
+            .0
+    }
+
+    fn files(sizes: &[u64]) -> Vec<FileRef> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, size)| FileRef {
+                key: format!("{i}.json"),
+                size: *size,
+                mtime_ms: i as i64,
+            })
+            .collect()
+    }
+
+    fn keys(batches: &[&[FileRef]]) -> Vec<Vec<String>> {
+        batches
+            .iter()
+            .map(|b| b.iter().map(|f| f.key.clone()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn batches_are_cut_by_file_count_and_bytes() {
+        let all = files(&[10, 10, 10, 10, 10]);
+        let s = settings(&[("cloudFiles.maxFilesPerTrigger", "2")]);
+        let lens: Vec<usize> = split_batches(&all, &s, &HashSet::new())
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(lens, [2, 2, 1]);
+        // Bytes: a batch closes once it holds at least the limit (a file is never split,
+        // and one larger than the limit still makes a batch of its own).
+        let all = files(&[6, 6, 30, 1]);
+        let s = settings(&[("cloudFiles.maxBytesPerTrigger", "10b")]);
+        let lens: Vec<usize> = split_batches(&all, &s, &HashSet::new())
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(lens, [2, 1, 1]);
+        assert!(split_batches(&[], &s, &HashSet::new()).is_empty());
+    }
+
+    #[test]
+    fn a_suspect_file_goes_alone() {
+        let all = files(&[1, 1, 1, 1]);
+        let suspects: HashSet<String> = ["1.json".to_string()].into();
+        let s = settings(&[]);
+        assert_eq!(
+            keys(&split_batches(&all, &s, &suspects)),
+            [vec!["0.json"], vec!["1.json"], vec!["2.json", "3.json"]]
+        );
+    }
+}
