@@ -25,6 +25,7 @@ use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::pipeline::IngestRequest;
 use crate::source::Source;
+use crate::storage::StateSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -98,7 +99,11 @@ fn option_text(v: &toml::Value) -> String {
 }
 
 /// Reads and validates a config file. `only` keeps one stream by name.
-pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigError> {
+pub fn load(
+    path: &Path,
+    only: Option<&str>,
+    state: &StateSettings,
+) -> Result<Vec<NamedStream>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         path: path.into(),
         source,
@@ -176,6 +181,7 @@ pub fn load(path: &Path, only: Option<&str>) -> Result<Vec<NamedStream>, ConfigE
                 table,
                 checkpoint,
                 settings,
+                state: state.clone(),
             },
             alert_webhooks: parsed
                 .defaults
@@ -252,7 +258,7 @@ table = "bronze/shared"
 "cloudFiles.maxFilesPerTrigger" = 5
 "#,
         );
-        let streams = load(&p, None).unwrap();
+        let streams = load(&p, None, &StateSettings::local(std::env::temp_dir())).unwrap();
         assert_eq!(streams.len(), 2);
         let base = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(
@@ -262,9 +268,14 @@ table = "bronze/shared"
         assert!(streams[0].request.settings.infer_column_types);
         assert!(!streams[1].request.settings.infer_column_types);
         assert_eq!(streams[1].request.settings.max_files_per_trigger, 5);
-        assert_eq!(load(&p, Some("b")).unwrap().len(), 1);
+        assert_eq!(
+            load(&p, Some("b"), &StateSettings::local(std::env::temp_dir()))
+                .unwrap()
+                .len(),
+            1
+        );
         assert!(
-            load(&p, Some("zz"))
+            load(&p, Some("zz"), &StateSettings::local(std::env::temp_dir()))
                 .unwrap_err()
                 .to_string()
                 .contains("streams: a, b")
@@ -291,7 +302,7 @@ checkpoint = "./ck"
 "#,
         );
         assert!(
-            load(&p, None)
+            load(&p, None, &StateSettings::local(std::env::temp_dir()))
                 .unwrap_err()
                 .to_string()
                 .contains("share the checkpoint")
@@ -313,7 +324,7 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
 "#,
         );
         assert!(
-            load(&p, None)
+            load(&p, None, &StateSettings::local(std::env::temp_dir()))
                 .unwrap_err()
                 .to_string()
                 .contains("share the schema location")
@@ -327,14 +338,18 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
             dir.path(),
             "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntabel = \"t\"\n",
         );
-        let err = load(&p, None).unwrap_err().to_string();
+        let err = load(&p, None, &StateSettings::local(std::env::temp_dir()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 4"), "{err}");
         assert!(err.contains("tabel"), "{err}");
         let p = write(
             dir.path(),
             "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntable = \"t\"\noptions = { \"cloudFiles.inferColumTypes\" = true }\n",
         );
-        let err = load(&p, None).unwrap_err().to_string();
+        let err = load(&p, None, &StateSettings::local(std::env::temp_dir()))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("stream \"a\"") && err.contains("did you mean"),
             "{err}"

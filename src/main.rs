@@ -11,6 +11,7 @@ use autoloader::options::{self, OptionsError};
 use autoloader::pipeline::{self, IngestRequest, Progress, RunMode, StopFlag, Summary};
 use autoloader::reports;
 use autoloader::source::Source;
+use autoloader::storage::StateSettings;
 use autoloader::telemetry::Hooks;
 use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
 use autoloader::telemetry::events::kind;
@@ -209,12 +210,54 @@ fn main() -> ExitCode {
         autoloader::memory::limit_arenas();
     }
     init_logging(cli.verbose, cli.quiet);
-    match run(cli) {
+    let result = state_io().and_then(|io| {
+        let state = state_settings(io.handle().clone());
+        let result = run(cli, &state);
+        // The state runtime outlives the main one, which run() has dropped.
+        drop(io);
+        result
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", error_text(&err));
             ExitCode::from(exit_code(err.class()))
         }
+    }
+}
+
+/// The runtime that checkpoint and schema-store I/O on S3 runs on (one small thread).
+fn state_io() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("autoloader-state-io")
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            what: "cannot start the state I/O runtime".into(),
+            source,
+        })
+}
+
+/// How state is kept, from the environment: S3 checkpoint caches under
+/// `$AUTOLOADER_STATE_DIR`, else `$XDG_CACHE_HOME/autoloader`, else `~/.cache/autoloader`;
+/// the lease length from `AUTOLOADER_LEASE_MS` (at least 300; tests use a short one).
+fn state_settings(io: tokio::runtime::Handle) -> StateSettings {
+    let var = std::env::var_os;
+    let cache_root = var("AUTOLOADER_STATE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("autoloader")))
+        .or_else(|| var("HOME").map(|d| PathBuf::from(d).join(".cache/autoloader")))
+        .unwrap_or_else(|| std::env::temp_dir().join("autoloader"));
+    let lease = std::env::var("AUTOLOADER_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms >= 300)
+        .map_or(autoloader::storage::DEFAULT_LEASE, Duration::from_millis);
+    StateSettings {
+        cache_root,
+        lease,
+        io: Some(io),
     }
 }
 
@@ -294,7 +337,7 @@ fn print_json(value: &impl serde::Serialize, pretty: bool) {
     println!("{}", text.expect("reports serialize"));
 }
 
-fn run(cli: Cli) -> Result<(), Error> {
+fn run(cli: Cli, state: &StateSettings) -> Result<(), Error> {
     match cli.command {
         Command::Ingest {
             source,
@@ -322,6 +365,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 table,
                 checkpoint,
                 settings,
+                state: state.clone(),
             };
             let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
             let stop = StopFlag::new();
@@ -347,6 +391,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         } => run_config(
             &config,
             stream.as_deref(),
+            state,
             run_mode(once, poll_interval),
             &reporting,
         ),
@@ -365,8 +410,12 @@ fn run(cli: Cli) -> Result<(), Error> {
                     .into());
                 }
             }
-            let events =
-                reports::filtered_events(&checkpoint, &types, parse_since(since.as_deref())?)?;
+            let events = reports::filtered_events(
+                &checkpoint,
+                state,
+                &types,
+                parse_since(since.as_deref())?,
+            )?;
             for e in events {
                 if json {
                     print_json(&e, false);
@@ -383,7 +432,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             Ok(())
         }
         Command::Status { checkpoint, json } => {
-            let st = runtime()?.block_on(reports::status(&checkpoint))?;
+            let st = runtime()?.block_on(reports::status(&checkpoint, state))?;
             if json {
                 print_json(&st, true);
             } else {
@@ -394,7 +443,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Schema {
             command: SchemaCommand::History { location, json },
         } => {
-            let history = reports::schema_history(&location)?;
+            let history = reports::schema_history(&location, state)?;
             if json {
                 print_json(&history, true);
             } else {
@@ -421,7 +470,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                     json,
                 },
         } => {
-            let diff = reports::schema_diff(&location, a, b)?;
+            let diff = reports::schema_diff(&location, state, a, b)?;
             if json {
                 print_json(&diff, true);
             } else {
@@ -470,10 +519,11 @@ async fn start_metrics(addr: Option<&str>) -> Result<Option<Registry>, Error> {
 fn run_config(
     config: &std::path::Path,
     only: Option<&str>,
+    state: &StateSettings,
     mode: RunMode,
     reporting: &Reporting,
 ) -> Result<(), Error> {
-    let streams = autoloader::config::load(config, only)?;
+    let streams = autoloader::config::load(config, only, state)?;
     let mut prepared = Vec::new();
     for NamedStream {
         request,

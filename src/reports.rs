@@ -17,6 +17,7 @@ use crate::options::RESCUED_DATA_COLUMN;
 use crate::record::rows::FILE_PATH_KEY;
 use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaStoreError};
+use crate::storage::StateSettings;
 use crate::telemetry::events::{self, Event, kind};
 
 #[derive(Debug, thiserror::Error)]
@@ -59,8 +60,11 @@ fn time_of(ms: i64) -> String {
 }
 
 /// Every `_schemas/N` with its time and what it added.
-pub fn schema_history(location: &Location) -> Result<Vec<HistoryEntry>, ReportError> {
-    let store = SchemaStore::open(location)?;
+pub fn schema_history(
+    location: &Location,
+    state: &StateSettings,
+) -> Result<Vec<HistoryEntry>, ReportError> {
+    let store = SchemaStore::open(location, state)?;
     let versions = store.versions()?;
     if versions.is_empty() {
         return Err(ReportError::NoSchemas(store.describe()));
@@ -97,8 +101,13 @@ pub struct SchemaDiff {
     pub changed: Vec<String>,
 }
 
-pub fn schema_diff(location: &Location, a: u64, b: u64) -> Result<SchemaDiff, ReportError> {
-    let store = SchemaStore::open(location)?;
+pub fn schema_diff(
+    location: &Location,
+    state: &StateSettings,
+    a: u64,
+    b: u64,
+) -> Result<SchemaDiff, ReportError> {
+    let store = SchemaStore::open(location, state)?;
     let versions = store.versions()?;
     for v in [a, b] {
         if !versions.contains(&v) {
@@ -266,10 +275,11 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
 /// Events of a checkpoint, filtered by type and time.
 pub fn filtered_events(
     checkpoint: &Location,
+    state: &StateSettings,
     kinds: &[String],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
-    let local = crate::checkpoint::local_dir(checkpoint);
+    let local = crate::checkpoint::local_dir(checkpoint, state);
     let all = events::read_events(&local).map_err(|source| ReportError::Io {
         path: checkpoint.to_string(),
         source,
@@ -306,14 +316,14 @@ pub struct Status {
 
 /// Reads what a checkpoint says. When no process holds it, the file index is read and the
 /// pending files listed; while a stream runs, figures come from its event log.
-pub async fn status(checkpoint: &Location) -> Result<Status, ReportError> {
+pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Status, ReportError> {
     let io = |source| ReportError::Io {
         path: checkpoint.to_string(),
         source,
     };
-    let local = crate::checkpoint::local_dir(checkpoint);
+    let local = crate::checkpoint::local_dir(checkpoint, state);
     // Opening a checkpoint creates one where there is none: check that it exists first.
-    if !Checkpoint::exists(checkpoint)? {
+    if !Checkpoint::exists(checkpoint, state)? {
         return Err(ReportError::NotACheckpoint {
             path: checkpoint.to_string(),
         });
@@ -354,7 +364,7 @@ pub async fn status(checkpoint: &Location) -> Result<Status, ReportError> {
             _ => {}
         }
     }
-    match Checkpoint::open(checkpoint) {
+    match Checkpoint::open(checkpoint, state) {
         Ok(c) => {
             st.stream_id = Some(c.stream_id().to_string());
             let commits = c.commits()?;

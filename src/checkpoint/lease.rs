@@ -17,15 +17,6 @@ use crate::clock::now_ms;
 use crate::storage::object_dir::RemoteDir;
 
 const LOCK_OBJECT: &str = "lock";
-/// How long a lease lasts without renewal: a crashed holder blocks others this long at most.
-/// `AUTOLOADER_LEASE_MS` changes it (tests use a short one); it is renewed every third of it.
-fn lease_ms() -> i64 {
-    std::env::var("AUTOLOADER_LEASE_MS")
-        .ok()
-        .and_then(|v| v.parse::<i64>().ok())
-        .filter(|ms| *ms >= 300)
-        .unwrap_or(30_000)
-}
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -67,8 +58,9 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Takes the lease on `dir`, or refuses naming the holder.
-    pub fn acquire(dir: &RemoteDir) -> Result<Lease, CheckpointError> {
+    /// Takes a lease of `length` on `dir`, or refuses naming the holder. It is renewed
+    /// every third of its length.
+    pub fn acquire(dir: &RemoteDir, length: Duration) -> Result<Lease, CheckpointError> {
         let token = uuid::Uuid::new_v4().to_string();
         let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
         let host = host.trim().to_string();
@@ -79,7 +71,7 @@ impl Lease {
             chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
         let our_host = host.clone();
-        let lease = lease_ms();
+        let lease = i64::try_from(length.as_millis()).unwrap_or(i64::MAX);
         let renew_every = Duration::from_millis(u64::try_from(lease / 3).unwrap_or(10_000));
         let record = move |token: &str| LockRecord {
             holder: holder.clone(),

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::now_ms;
 use crate::location::Location;
 use crate::source::FileRef;
+use crate::storage::StateSettings;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
 pub mod crash;
@@ -120,18 +121,13 @@ struct Remote {
 }
 
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
-/// a cache folder named after it, under `$AUTOLOADER_STATE_DIR`, else
-/// `$XDG_CACHE_HOME/autoloader`, else `~/.cache/autoloader`.
-pub fn local_dir(location: &Location) -> PathBuf {
+/// a cache folder named after it under [`StateSettings::cache_root`].
+pub fn local_dir(location: &Location, state: &StateSettings) -> PathBuf {
     let url = match location {
         Location::Local(dir) => return dir.clone(),
         Location::S3(url) => url.as_str(),
     };
-    let base = std::env::var_os("AUTOLOADER_STATE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("autoloader")))
-        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/autoloader")))
-        .unwrap_or_else(|| std::env::temp_dir().join("autoloader"));
+    let base = &state.cache_root;
     let readable: String = url
         .trim_end_matches('/')
         .chars()
@@ -178,14 +174,14 @@ impl Checkpoint {
     ///
     /// # Errors
     /// [`CheckpointError::Locked`] naming the holder when another process has it.
-    pub fn open(location: &Location) -> Result<Checkpoint, CheckpointError> {
+    pub fn open(location: &Location, state: &StateSettings) -> Result<Checkpoint, CheckpointError> {
         let url = match location {
             Location::Local(dir) => return Checkpoint::open_local(dir),
             Location::S3(url) => url,
         };
-        let dir = RemoteDir::open(url)?;
-        let lease = crate::checkpoint::lease::Lease::acquire(&dir)?;
-        let cache = local_dir(location);
+        let dir = RemoteDir::open(url, state)?;
+        let lease = lease::Lease::acquire(&dir, state.lease)?;
+        let cache = local_dir(location, state);
         let mut checkpoint = Checkpoint::open_local(&cache)?;
         let recorded: Option<StreamRecord> = match dir.get(STREAM_OBJECT)? {
             Some(bytes) => {
@@ -303,10 +299,10 @@ impl Checkpoint {
     /// Opens (creating if needed) and locks the checkpoint in a local folder.
     /// Whether a checkpoint exists at `location` (its lock file, or on S3 its `stream`
     /// record), without creating one.
-    pub fn exists(location: &Location) -> Result<bool, CheckpointError> {
+    pub fn exists(location: &Location, state: &StateSettings) -> Result<bool, CheckpointError> {
         match location {
             Location::Local(dir) => Ok(dir.join(LOCK_FILE).exists()),
-            Location::S3(url) => Ok(RemoteDir::open(url)?.get(STREAM_OBJECT)?.is_some()),
+            Location::S3(url) => Ok(RemoteDir::open(url, state)?.get(STREAM_OBJECT)?.is_some()),
         }
     }
 
@@ -779,10 +775,17 @@ mod tests {
     #[test]
     fn second_opener_is_refused_naming_the_holder() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
-        let err = Checkpoint::open(&Location::Local(dir.path().into()))
-            .err()
-            .unwrap();
+        let first = Checkpoint::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
+        let err = Checkpoint::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .err()
+        .unwrap();
         let text = err.to_string();
         assert!(
             text.contains(&format!("pid {}", std::process::id())),
@@ -790,7 +793,11 @@ mod tests {
         );
         let id = first.stream_id().to_string();
         drop(first);
-        let again = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
+        let again = Checkpoint::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
         assert_eq!(again.stream_id(), id, "the stream id survives reopening");
     }
 
@@ -801,7 +808,11 @@ mod tests {
     fn a_damaged_allocator_state_is_repaired_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let c = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
+            let c = Checkpoint::open(
+                &Location::Local(dir.path().into()),
+                &StateSettings::local(dir.path().into()),
+            )
+            .unwrap();
             for batch in 0..3 {
                 let p = plan(batch, &[&format!("orders/2026-03-1{batch}.json")]);
                 c.write_plan(&p).unwrap();
@@ -814,7 +825,11 @@ mod tests {
         let mut bytes = fs::read(&state).unwrap();
         bytes[0x1080] ^= 0x80;
         fs::write(&state, bytes).unwrap();
-        let c = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
+        let c = Checkpoint::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
         assert_eq!(
             c.next_batch().unwrap(),
             3,
@@ -822,13 +837,21 @@ mod tests {
         );
         assert_eq!(c.seen_files().unwrap().len(), 2);
         drop(c);
-        Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
+        Checkpoint::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
     }
 
     #[test]
     fn plans_then_commits_track_files() {
         let dir = tempfile::tempdir().unwrap();
-        let c = Checkpoint::open(&Location::Local(dir.path().into())).unwrap();
+        let c = Checkpoint::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
         assert_eq!(c.next_batch().unwrap(), 0);
         let p0 = plan(0, &["a.json", "b.json"]);
         c.write_plan(&p0).unwrap();

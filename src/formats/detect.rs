@@ -10,7 +10,9 @@ pub enum FormatChoiceError {
         "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet (and pathGlobFilter to choose files)"
     )]
     Unknown { key: String },
-    #[error("the source mixes {first} and {other} files ({key}); set -o cloudFiles.format and pathGlobFilter")]
+    #[error(
+        "the source mixes {first} and {other} files ({key}); set -o cloudFiles.format and pathGlobFilter"
+    )]
     Mixed {
         first: Format,
         other: Format,
@@ -43,7 +45,11 @@ pub fn stream_format<'a>(
     for key in keys {
         let name = key.rsplit('/').next().unwrap_or(key);
         match (Format::from_file_name(name), found) {
-            (None, _) => return Err(FormatChoiceError::Unknown { key: key.to_string() }),
+            (None, _) => {
+                return Err(FormatChoiceError::Unknown {
+                    key: key.to_string(),
+                });
+            }
             (Some(f), None) => found = Some(f),
             (Some(f), Some(g)) if f != g => {
                 return Err(FormatChoiceError::Mixed {
@@ -65,10 +71,20 @@ mod tests {
     #[test]
     fn the_option_then_the_record_then_the_names() {
         let keys = ["a.csv", "b/c.csv.gz"];
-        assert_eq!(stream_format(Some(Format::Json), Some("csv"), keys), Ok(Some(Format::Json)));
-        assert_eq!(stream_format(None, Some("parquet"), keys), Ok(Some(Format::Parquet)));
+        assert_eq!(
+            stream_format(Some(Format::Json), Some("csv"), keys),
+            Ok(Some(Format::Json))
+        );
+        assert_eq!(
+            stream_format(None, Some("parquet"), keys),
+            Ok(Some(Format::Parquet))
+        );
         assert_eq!(stream_format(None, None, keys), Ok(Some(Format::Csv)));
-        assert_eq!(stream_format(None, None, []), Ok(None), "nothing to tell it from");
+        assert_eq!(
+            stream_format(None, None, []),
+            Ok(None),
+            "nothing to tell it from"
+        );
     }
 
     #[test]

@@ -302,20 +302,36 @@ mod tests {
 
     #[test]
     fn the_sample_is_the_newest_files_within_the_limits() {
-        let candidates = [file("old.json", 5, 1), file("new.json", 5, 3), file("mid.json", 5, 2)];
+        let candidates = [
+            file("old.json", 5, 1),
+            file("new.json", 5, 3),
+            file("mid.json", 5, 2),
+        ];
         let pending = [Plan {
             batch: 0,
             files: vec![file("pending.json", 5, 4)],
             created_at_ms: 0,
         }];
         let all = inference_sample(&candidates, &pending, &settings(&[]));
-        assert_eq!(keys(&all), ["pending.json", "new.json", "mid.json", "old.json"]);
+        assert_eq!(
+            keys(&all),
+            ["pending.json", "new.json", "mid.json", "old.json"]
+        );
         let two = settings(&[("cloudFiles.schemaInference.sampleSize.numFiles", "2")]);
-        assert_eq!(keys(&inference_sample(&candidates, &[], &two)), ["new.json", "mid.json"]);
+        assert_eq!(
+            keys(&inference_sample(&candidates, &[], &two)),
+            ["new.json", "mid.json"]
+        );
         // Bytes: files are taken until the limit is reached (at least one file).
         let bytes = settings(&[("cloudFiles.schemaInference.sampleSize.numBytes", "6b")]);
-        assert_eq!(keys(&inference_sample(&candidates, &[], &bytes)), ["new.json", "mid.json"]);
+        assert_eq!(
+            keys(&inference_sample(&candidates, &[], &bytes)),
+            ["new.json", "mid.json"]
+        );
         let tiny = settings(&[("cloudFiles.schemaInference.sampleSize.numBytes", "1b")]);
-        assert_eq!(keys(&inference_sample(&candidates, &[], &tiny)), ["new.json"]);
+        assert_eq!(
+            keys(&inference_sample(&candidates, &[], &tiny)),
+            ["new.json"]
+        );
     }
 }

@@ -32,6 +32,7 @@ use crate::options::Settings;
 use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;
 use crate::source::{DiscoveryError, Source};
+use crate::storage::StateSettings;
 use crate::target::delta::SinkError;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +83,8 @@ pub struct IngestRequest {
     pub table: Location,
     pub checkpoint: Location,
     pub settings: Settings,
+    /// How the checkpoint and schema location are kept (cache folder, lease, S3 I/O).
+    pub state: StateSettings,
 }
 
 impl IngestRequest {

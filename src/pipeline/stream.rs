@@ -54,9 +54,9 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
-        let mut checkpoint = Checkpoint::open(&req.checkpoint)?;
+        let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.state)?;
         let sink = DeltaSink::open(&req.table).await?;
-        let store = SchemaStore::open(&settings.schema_location)?;
+        let store = SchemaStore::open(&settings.schema_location, &req.state)?;
         if checkpoint.is_fresh()? && sink.exists() {
             let commits = sink.autoloader_commits().await?;
             let schema_stream = store.latest()?.map(|v| v.info.stream_id);
@@ -88,7 +88,7 @@ impl<'a> StreamRun<'a> {
         let (_, pending) = checkpoint.pending_plans()?;
         let schema = store.latest()?.map(|v| v.version);
         let telemetry = Telemetry::start(
-            &crate::checkpoint::local_dir(&req.checkpoint),
+            &crate::checkpoint::local_dir(&req.checkpoint, &req.state),
             &req.name,
             hooks,
         );

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Schema;
 use crate::location::Location;
+use crate::storage::StateSettings;
 use crate::storage::atomic;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
@@ -93,9 +94,12 @@ enum Backend {
 
 impl SchemaStore {
     /// The store under `schema_location`: a local folder, or an `s3://` prefix.
-    pub fn open(schema_location: &Location) -> Result<Self, SchemaStoreError> {
+    pub fn open(
+        schema_location: &Location,
+        state: &StateSettings,
+    ) -> Result<Self, SchemaStoreError> {
         let backend = match schema_location {
-            Location::S3(url) => Backend::Remote(RemoteDir::open(url)?),
+            Location::S3(url) => Backend::Remote(RemoteDir::open(url, state)?),
             Location::Local(dir) => Backend::Local(dir.join(SCHEMAS_DIR)),
         };
         Ok(SchemaStore { backend })
@@ -253,7 +257,11 @@ mod tests {
     #[test]
     fn versions_are_create_only_and_latest_wins() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SchemaStore::open(&Location::Local(dir.path().into())).unwrap();
+        let store = SchemaStore::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
         assert!(store.latest().unwrap().is_none());
         let info = VersionInfo {
             stream_id: "s".into(),
@@ -287,7 +295,11 @@ mod tests {
     #[test]
     fn a_schema_too_deep_to_read_back_is_refused_not_written() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SchemaStore::open(&Location::Local(dir.path().into())).unwrap();
+        let store = SchemaStore::open(
+            &Location::Local(dir.path().into()),
+            &StateSettings::local(dir.path().into()),
+        )
+        .unwrap();
         let mut t = DataType::Long;
         for _ in 0..60 {
             t = DataType::Struct(vec![Field::new("a", t)]);

@@ -1,7 +1,9 @@
 //! Storage below the pipeline: durable writes of small state files (create-only local
 //! writes, a folder of objects on S3 with create-only puts), and objects to fetch.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
@@ -16,4 +18,34 @@ pub struct RemoteObject {
     pub store: Arc<dyn ObjectStore>,
     pub location: ObjectPath,
     pub handle: Option<tokio::runtime::Handle>,
+}
+
+/// How a stream's state (checkpoint and schema location) is kept, resolved at the edge
+/// from the environment and handed in: the library reads no variable of its own.
+#[derive(Debug, Clone)]
+pub struct StateSettings {
+    /// The folder under which an S3 checkpoint keeps its local cache (and event log).
+    pub cache_root: PathBuf,
+    /// How long a lease on an S3 checkpoint lasts without renewal: a crashed holder
+    /// blocks others this long at most. It is renewed every third of it.
+    pub lease: Duration,
+    /// The runtime that S3 state I/O runs on. Checkpoint and schema-store calls are short,
+    /// rare and synchronous; they hop to this runtime from a scoped thread, so they work
+    /// from inside or outside an async context without blocking the caller's runtime.
+    /// `None`: only local state can be opened.
+    pub io: Option<tokio::runtime::Handle>,
+}
+
+/// The lease length when none is set.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+impl StateSettings {
+    /// Local state only, with S3 caches under `cache_root` (tests and tools).
+    pub fn local(cache_root: PathBuf) -> StateSettings {
+        StateSettings {
+            cache_root,
+            lease: DEFAULT_LEASE,
+            io: None,
+        }
+    }
 }

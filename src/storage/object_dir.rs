@@ -4,14 +4,17 @@
 //! believe they wrote the same plan or schema version.
 //!
 //! The calls are blocking: checkpoint and schema-store operations are short, rare (a few per
-//! batch) and called from synchronous code. Each runs on a private runtime from a scoped
-//! thread, so it works from inside or outside an async context alike.
+//! batch) and called from synchronous code. Each runs on the state runtime the edge hands
+//! in ([`super::StateSettings::io`]) from a scoped thread, so it works from inside or
+//! outside an async context alike.
 
 use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
+
+use super::StateSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -46,23 +49,9 @@ pub fn s3_store(url: &str) -> Result<(Arc<dyn ObjectStore>, String, ObjectPath),
 #[derive(Clone)]
 pub struct RemoteDir {
     url: String,
+    io: tokio::runtime::Handle,
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
-}
-
-/// The runtime that state I/O runs on: one for the process, never dropped (a runtime
-/// cannot be dropped from inside another one's async context).
-fn state_runtime() -> Result<&'static tokio::runtime::Runtime, std::io::Error> {
-    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
-    if let Some(rt) = RUNTIME.get() {
-        return Ok(rt);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("autoloader-state-io")
-        .enable_all()
-        .build()?;
-    Ok(RUNTIME.get_or_init(|| rt))
 }
 
 impl std::fmt::Debug for RemoteDir {
@@ -73,13 +62,13 @@ impl std::fmt::Debug for RemoteDir {
 
 impl RemoteDir {
     /// Opens `s3://bucket/prefix` (nothing is read yet).
-    pub fn open(url: &Url) -> Result<RemoteDir, RemoteError> {
+    pub fn open(url: &Url, state: &StateSettings) -> Result<RemoteDir, RemoteError> {
         let url = url.as_str();
-        let (store, bucket, prefix) = s3_store(url)?;
-        state_runtime().map_err(|e| RemoteError::Invalid {
+        let io = state.io.clone().ok_or_else(|| RemoteError::Invalid {
             url: url.to_string(),
-            reason: e.to_string(),
+            reason: "no runtime was given for S3 state I/O".into(),
         })?;
+        let (store, bucket, prefix) = s3_store(url)?;
         let shown = if prefix.as_ref().is_empty() {
             format!("s3://{bucket}")
         } else {
@@ -87,6 +76,7 @@ impl RemoteDir {
         };
         Ok(RemoteDir {
             url: shown,
+            io,
             store,
             prefix,
         })
@@ -117,12 +107,11 @@ impl RemoteDir {
         }
     }
 
-    /// Runs `fut` to completion on the private runtime, from a scoped thread so that no
+    /// Runs `fut` to completion on the state runtime, from a scoped thread so that no
     /// caller's runtime is blocked or re-entered.
     fn block<T: Send>(&self, fut: impl std::future::Future<Output = T> + Send) -> T {
-        let runtime = state_runtime().expect("created when the folder was opened");
         std::thread::scope(|s| {
-            s.spawn(|| runtime.block_on(fut))
+            s.spawn(|| self.io.block_on(fut))
                 .join()
                 .expect("state I/O thread does not panic")
         })

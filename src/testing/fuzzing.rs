@@ -21,6 +21,7 @@ use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schem
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::{DataType, Field, Schema};
 use crate::source::FileRef;
+use crate::storage::StateSettings;
 
 /// A schema with a column of every type, so decoded values can fail to fit and be rescued.
 const FIXED_SCHEMA: &str = "order_id BIGINT, user_id STRING, amount DECIMAL(10,2), \
@@ -171,7 +172,10 @@ pub fn fuzz_checkpoint(data: &[u8]) {
     let dir = scratch.path().join("checkpoint");
     std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     std::fs::write(dir.join("state.redb"), state).expect("the temp dir is writable");
-    let Ok(checkpoint) = Checkpoint::open(&Location::Local(dir.clone())) else {
+    let Ok(checkpoint) = Checkpoint::open(
+        &Location::Local(dir.clone()),
+        &StateSettings::local(dir.clone()),
+    ) else {
         return;
     };
     assert!(
@@ -206,8 +210,11 @@ fn template_state() -> &'static [u8] {
     STATE.get_or_init(|| {
         let scratch = Scratch::new("checkpoint-template");
         {
-            let c = Checkpoint::open(&Location::Local(scratch.path().to_path_buf()))
-                .expect("a new checkpoint opens");
+            let c = Checkpoint::open(
+                &Location::Local(scratch.path().to_path_buf()),
+                &StateSettings::local(scratch.path().to_path_buf()),
+            )
+            .expect("a new checkpoint opens");
             for batch in 0..3 {
                 let plan = Plan {
                     batch,
