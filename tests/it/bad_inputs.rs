@@ -1,5 +1,5 @@
-//! The bad input catalogue (issue 6): malformed and hostile inputs, one test each, run on
-//! the real binary with real files. The promise each case checks:
+//! The bad input catalogue: malformed and hostile inputs, one test each, run on the real
+//! binary with real files. The promise each case checks:
 //!
 //! - a malformed record lands as a row whose raw text is kept (`_rescued_data` under
 //!   `_corrupt_record`); a file that cannot be read at all stops the run with exit code 1 and

@@ -277,7 +277,6 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// JSON lines of simple orders with ids `from..to`.
 /// Asserts that the `order_id`s of the table at `table` are exactly `expected`, each once.
 pub fn assert_table_ids_once(table: &Path, expected: impl IntoIterator<Item = u64>, context: &str) {
     let mut ids: Vec<u64> = column_strings(&read_table(table), "order_id")
@@ -292,6 +291,7 @@ pub fn assert_table_ids_once(table: &Path, expected: impl IntoIterator<Item = u6
     );
 }
 
+/// JSON lines of simple orders with ids `from..to`.
 pub fn orders_jsonl(from: u64, to: u64) -> String {
     (from..to)
         .map(|i| {
