@@ -43,7 +43,10 @@ fn webhook_server() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
 
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    // One write: `write!` sends each piece of the format separately, and a server that
+    // answers the first segment it reads ("GET ") closes before the rest (EPIPE here).
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
