@@ -2,9 +2,10 @@
 //! binary with real files. The promise each case checks:
 //!
 //! - a malformed record lands as a row whose raw text is kept (`_rescued_data` under
-//!   `_corrupt_record`); a file that cannot be read at all stops the run with exit code 1 and
-//!   an error naming the file (and line where there is one), stays unconsumed, and with
-//!   `ignoreCorruptFiles=true` is skipped and recorded in the commit;
+//!   `_corrupt_record`), or with `mode=FAILFAST` stops the run naming file and line; a file
+//!   that cannot be read at all stops the run with exit code 1 and an error naming the file
+//!   (and line where there is one), stays unconsumed, and with `ignoreCorruptFiles=true` is
+//!   skipped and recorded in the commit; an empty file is consumed and ingests nothing;
 //! - nothing is silently dropped, nothing panics (exit 101 / "panicked"), memory stays
 //!   bounded (`cloudFiles.maxRecordBytes`), and nothing is written outside the table (the
 //!   checkpoint and schema location default inside it).
@@ -150,6 +151,38 @@ fn nested(depth: usize) -> String {
 }
 
 // ---------------------------------------------------------------- JSON lines
+
+/// Malformed lines among good ones (after a BOM, with a blank line and a CRLF ending) → each
+/// malformed line is a row with its raw text under `_corrupt_record`; the others land.
+#[test]
+fn json_malformed_lines_are_kept_raw_in_rescued_data() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "\u{feff}{\"id\": 1}\n{\"id\": 2, broken\n\n42\n{\"id\": 3}\r\n",
+    );
+    let run = Run::ingest(&s, "malformed JSON lines", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 4);
+    assert_eq!(run.figure("rescued rows"), 2);
+    let t = read_table(&s.table());
+    let r = rescued(&t);
+    assert_eq!(r[0]["_corrupt_record"], "{\"id\": 2, broken");
+    assert_eq!(r[1]["_corrupt_record"], "42");
+    assert_eq!(
+        sorted(column_strings(&t, "id")),
+        vec!["1", "3", "null", "null"]
+    );
+}
+
+/// `mode=FAILFAST` → a malformed record stops the run: exit 1 naming file and line.
+#[test]
+fn json_failfast_stops_on_a_malformed_record_naming_file_and_line() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\nnot json\n");
+    Run::ingest(&s, "FAILFAST", &["mode=FAILFAST"])
+        .fails_naming(&["a.json line 2: malformed record"]);
+}
 
 /// Truncated last line → the complete lines land; the cut-off line is a row with its raw
 /// text under `_corrupt_record`.
@@ -422,7 +455,7 @@ fn json_nan_and_infinity_tokens() {
 }
 
 /// Empty, whitespace-only, BOM-only and empty gzip files → consumed, zero rows, exit 0; a
-/// rerun takes nothing.
+/// rerun takes nothing. Beside a file with data, they are consumed and add no rows.
 #[test]
 fn json_empty_and_whitespace_only_files() {
     let s = Scratch::new();
@@ -438,6 +471,15 @@ fn json_empty_and_whitespace_only_files() {
     let again = Run::ingest(&s, "empty, rerun", &["cloudFiles.format=json"]);
     again.ok();
     assert_eq!(again.figure("files"), 0);
+
+    let d = Scratch::new();
+    d.land("empty.json", "");
+    d.land("blank.json", "\n \n");
+    d.land("a.json", "{\"id\": 1}\n");
+    let run = Run::ingest(&d, "empty files beside data", &[]);
+    run.ok();
+    assert_eq!(run.figure("files"), 3);
+    assert_eq!(run.figure("rows"), 1);
 }
 
 /// A JSON array where objects are expected (JSON lines) → each object element is a row,
@@ -549,7 +591,8 @@ fn json_multiline_element_over_max_record_bytes() {
 // ---------------------------------------------------------------- CSV
 
 /// Ragged rows → a short row has nulls for the missing columns; a long row keeps its raw
-/// text under `_corrupt_record`.
+/// text under `_corrupt_record`. Also with CRLF endings, a row of one value and a quoted
+/// comma: every value is kept.
 #[test]
 fn csv_ragged_rows() {
     let s = Scratch::new();
@@ -566,6 +609,31 @@ fn csv_ragged_rows() {
         vec!["busan", "null", "seoul"]
     );
     assert_eq!(corrupt_records(&t), vec!["3,cy,busan,extra"]);
+
+    let c = Scratch::new();
+    c.land(
+        "a.csv",
+        "id,name\r\n1,ann\r\n2\r\n3,bob,extra\r\n\"4\",\"quoted, comma\"\r\n",
+    );
+    let run = Run::ingest(&c, "ragged rows, CRLF and a quoted comma", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 4);
+    let t = read_table(&c.table());
+    let names = column_strings(&t, "name");
+    assert!(names.contains(&"quoted, comma".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"null".to_string()),
+        "a short row has nulls: {names:?}"
+    );
+    let raw: Vec<String> = column_strings(&t, "_rescued_data")
+        .into_iter()
+        .filter(|v| v != "null")
+        .collect();
+    assert_eq!(raw.len(), 1);
+    assert!(
+        raw[0].contains("\"_corrupt_record\":\"3,bob,extra\""),
+        "{raw:?}"
+    );
 }
 
 /// Quoted fields that span lines and are closed → ordinary rows, also as the file's last
@@ -724,16 +792,22 @@ fn csv_record_over_max_record_bytes() {
 
 // ---------------------------------------------------------------- gzip
 
-/// A corrupt gzip (valid magic, garbage deflate) → exit 1 naming it, unconsumed;
-/// ignoreCorruptFiles skips and records it.
+/// A corrupt gzip (valid magic, garbage deflate) → exit 1 naming it, nothing of the batch
+/// committed, unconsumed (a rerun fails again); ignoreCorruptFiles skips it (counted in the
+/// summary, recorded in the commit with its size) and the rest lands.
 #[test]
 fn gzip_corrupt() {
     let s = Scratch::new();
     s.land("good.json", "{\"id\": 1}\n");
     let mut gz = vec![0x1f, 0x8b, 0x08, 0x00];
-    gz.extend_from_slice(b"not deflate data at all");
+    gz.extend_from_slice(b"definitely not deflate data at all");
     s.land("bad.json.gz", &gz);
     Run::ingest(&s, "corrupt gzip", &["cloudFiles.format=json"]).fails_naming(&["bad.json.gz"]);
+    assert_eq!(
+        table_rows(&s),
+        0,
+        "nothing of the failed batch is committed"
+    );
     Run::ingest(&s, "corrupt gzip, rerun", &["cloudFiles.format=json"])
         .fails_naming(&["bad.json.gz"]);
     let run = Run::ingest(
@@ -742,8 +816,29 @@ fn gzip_corrupt() {
         &["cloudFiles.format=json", "ignoreCorruptFiles=true"],
     );
     run.ok();
+    assert_eq!(run.figure("skipped files"), 1);
     assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
     assert!(recorded_files(&s).contains(&("bad.json.gz".into(), true)));
+    let log = fs::read_to_string(s.table().join("_delta_log/00000000000000000001.json")).unwrap();
+    assert!(
+        log.contains("\"path\":\"bad.json.gz\",\"size\":38,\"mtimeMs\""),
+        "{log}"
+    );
+    assert!(log.contains("\"skipped\":true"), "{log}");
+}
+
+/// Concatenated gzip members (as `cat a.gz b.gz` makes) → every member is read.
+#[test]
+fn gzip_concatenated_members_are_all_read() {
+    let mut data = Vec::new();
+    for i in 0..3 {
+        data.extend(gzip(format!("{{\"id\": {i}}}\n").as_bytes()));
+    }
+    let s = Scratch::new();
+    s.land("multi.json.gz", data);
+    let run = Run::ingest(&s, "concatenated gzip members", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 3);
 }
 
 /// A truncated gzip → exit 1 naming file and the line reached, nothing of the batch
