@@ -184,6 +184,28 @@ fn json_failfast_stops_on_a_malformed_record_naming_file_and_line() {
         .fails_naming(&["a.json line 2: malformed record"]);
 }
 
+/// `columnNameOfCorruptRecord` set → a malformed line's raw text goes to that column, and
+/// `_rescued_data` stays null.
+#[test]
+fn json_column_name_of_corrupt_record_keeps_raw_text_in_its_column() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\n{oops\n");
+    Run::ingest(
+        &s,
+        "columnNameOfCorruptRecord",
+        &["columnNameOfCorruptRecord=_corrupt_record"],
+    )
+    .ok();
+    let t = read_table(&s.table());
+    let corrupt = column_strings(&t, "_corrupt_record");
+    assert!(corrupt.contains(&"{oops".to_string()), "{corrupt:?}");
+    assert!(
+        column_strings(&t, "_rescued_data")
+            .iter()
+            .all(|r| r == "null")
+    );
+}
+
 /// Truncated last line → the complete lines land; the cut-off line is a row with its raw
 /// text under `_corrupt_record`.
 #[test]

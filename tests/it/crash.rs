@@ -196,21 +196,6 @@ fn random_sigkills_never_lose_or_duplicate_rows() {
     s.assert_ids_once(0..files * per_file, &format!("after {kills} kills"));
 }
 
-#[test]
-fn column_name_of_corrupt_record_keeps_raw_text_in_its_column() {
-    let s = Scratch::new();
-    s.land("a.json", "{\"id\": 1}\n{oops\n");
-    ok(&s.ingest(&["columnNameOfCorruptRecord=_corrupt_record"]));
-    let t = read_table(&s.table());
-    let corrupt = column_strings(&t, "_corrupt_record");
-    assert!(corrupt.contains(&"{oops".to_string()), "{corrupt:?}");
-    assert!(
-        column_strings(&t, "_rescued_data")
-            .iter()
-            .all(|r| r == "null")
-    );
-}
-
 /// A commit that landed but reported an error must not be committed again.
 #[test]
 fn an_ambiguous_commit_is_not_committed_twice() {
