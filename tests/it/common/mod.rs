@@ -326,6 +326,19 @@ pub fn stdout_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Polls `ready` every 20 ms until it returns true; panics naming `what` and `timeout` if
+/// it has not by then.
+pub fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 // ---------------------------------------------------------------- sandboxed, checked runs
 
 /// Longest a single [`Run`] may take before it counts as hung (and is killed).
