@@ -124,6 +124,7 @@ fn seed_incident_alerts_once_per_incident_and_reports_drift() {
     }
     wait_until("two alerts", WAIT, || received.lock().unwrap().len() >= 2);
     // Give a wrongly repeated alert time to arrive before counting.
+    // A fixed sleep, not wait_until: it proves an absence (no third alert), which nothing signals.
     std::thread::sleep(Duration::from_millis(700));
 
     let metrics = http_get(&metrics_addr, "/metrics");
