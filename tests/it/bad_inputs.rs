@@ -26,7 +26,7 @@ use arrow_array::{
     ArrayRef, DurationSecondArray, Int64Array, RecordBatch, Time64MicrosecondArray, UInt64Array,
 };
 
-use crate::common::{Run, Scratch, column_strings, read_table, row_count};
+use crate::common::{Run, Scratch, column_strings, parquet_bytes, read_table, row_count};
 
 /// Rows in the table, 0 if nothing was committed.
 fn table_rows(s: &Scratch) -> usize {
@@ -113,15 +113,6 @@ fn row_texts(batches: &[RecordBatch]) -> Vec<String> {
         }
     }
     rows
-}
-
-fn parquet_bytes(columns: Vec<(&str, ArrayRef)>) -> Vec<u8> {
-    let batch = RecordBatch::try_from_iter(columns).unwrap();
-    let mut buf = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    buf
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -954,10 +945,13 @@ fn gzip_name_without_gzip_data() {
 // ---------------------------------------------------------------- Parquet
 
 fn ids_parquet(n: i64) -> Vec<u8> {
-    parquet_bytes(vec![(
-        "id",
-        Arc::new(Int64Array::from_iter_values(0..n)) as _,
-    )])
+    parquet_bytes(
+        &RecordBatch::try_from_iter(vec![(
+            "id",
+            Arc::new(Int64Array::from_iter_values(0..n)) as ArrayRef,
+        )])
+        .unwrap(),
+    )
 }
 
 /// A truncated Parquet footer → exit 1 naming the file; ignoreCorruptFiles skips and
@@ -998,15 +992,18 @@ fn parquet_unsupported_types() {
     let s = Scratch::new();
     s.land(
         "a.parquet",
-        parquet_bytes(vec![
-            ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            (
-                "t",
-                Arc::new(Time64MicrosecondArray::from(vec![3_723_000_000])) as _,
-            ),
-            ("d", Arc::new(DurationSecondArray::from(vec![5])) as _),
-            ("u", Arc::new(UInt64Array::from(vec![u64::MAX])) as _),
-        ]),
+        parquet_bytes(
+            &RecordBatch::try_from_iter(vec![
+                ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+                (
+                    "t",
+                    Arc::new(Time64MicrosecondArray::from(vec![3_723_000_000])) as _,
+                ),
+                ("d", Arc::new(DurationSecondArray::from(vec![5])) as _),
+                ("u", Arc::new(UInt64Array::from(vec![u64::MAX])) as _),
+            ])
+            .unwrap(),
+        ),
     );
     let run = Run::ingest(&s, "Parquet unsupported types", &[]);
     run.ok();

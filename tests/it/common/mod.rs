@@ -293,6 +293,15 @@ pub fn assert_table_ids_once(table: &Path, expected: impl IntoIterator<Item = u6
     );
 }
 
+/// The bytes of a Parquet file holding `batch` (its schema as given, nullability included).
+pub fn parquet_bytes(batch: &RecordBatch) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+    buf
+}
+
 /// JSON lines of simple orders with ids `from..to`.
 pub fn orders_jsonl(from: u64, to: u64) -> String {
     (from..to)
