@@ -1,251 +1,32 @@
-//! The bad input catalogue (issue 6): malformed and hostile inputs, one test each, run on
-//! the real binary with real files. The promise each case checks:
+//! The bad input catalogue: malformed and hostile inputs, one test each, run on the real
+//! binary with real files. The promise each case checks:
 //!
 //! - a malformed record lands as a row whose raw text is kept (`_rescued_data` under
-//!   `_corrupt_record`); a file that cannot be read at all stops the run with exit code 1 and
-//!   an error naming the file (and line where there is one), stays unconsumed, and with
-//!   `ignoreCorruptFiles=true` is skipped and recorded in the commit;
+//!   `_corrupt_record`), or with `mode=FAILFAST` stops the run naming file and line; a file
+//!   that cannot be read at all stops the run with exit code 1 and an error naming the file
+//!   (and line where there is one), stays unconsumed, and with `ignoreCorruptFiles=true` is
+//!   skipped and recorded in the commit; an empty file is consumed and ingests nothing;
 //! - nothing is silently dropped, nothing panics (exit 101 / "panicked"), memory stays
 //!   bounded (`cloudFiles.maxRecordBytes`), and nothing is written outside the table (the
 //!   checkpoint and schema location default inside it).
 //!
-//! Every run here goes through [`ingest`], which runs the binary with its working directory,
-//! `TMPDIR` and `HOME` in empty folders of the scratch area, measures its peak memory, and
-//! checks afterwards that no panic happened and nothing was written outside `table/`.
+//! Every run here goes through [`Run::ingest`] (in `common`), which runs the binary with its
+//! working directory, `TMPDIR` and `HOME` in empty folders of the scratch area, measures its
+//! peak memory, and checks afterwards that no panic happened and nothing was written outside
+//! `table/`.
 //! Inputs are generated in the tests (the large ones at test time, never committed).
 //! Cases the tool does not handle as promised are `#[ignore = "autoloader bug: ..."]`.
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use arrow_array::{
     ArrayRef, DurationSecondArray, Int64Array, RecordBatch, Time64MicrosecondArray, UInt64Array,
 };
 
-use crate::common::{Scratch, column_strings, read_table, row_count, summary_figure};
-
-/// Longest a single run may take before it counts as hung (and is killed).
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-/// Scratch folders the binary gets as working directory, `TMPDIR` and `HOME`: they must
-/// stay empty.
-const SANDBOX: [&str; 3] = ["cwd", "tmp", "home"];
-
-/// What one run of the binary did.
-struct Run {
-    case: &'static str,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    max_rss_kb: i64,
-}
-
-impl Run {
-    fn figure(&self, label: &str) -> u64 {
-        summary_figure(&self.stdout, label)
-    }
-
-    /// Exit code 0.
-    fn ok(&self) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "[{}] expected success\nstdout: {}\nstderr: {}",
-            self.case,
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-
-    /// Exit code 1 with every needle in the error output.
-    fn fails_naming(&self, needles: &[&str]) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(1),
-            "[{}] expected exit code 1\nstdout: {}\nstderr: {}",
-            self.case,
-            self.stdout,
-            self.stderr
-        );
-        for n in needles {
-            assert!(
-                self.stderr.contains(n),
-                "[{}] the error should mention {n:?}\nstderr: {}",
-                self.case,
-                self.stderr
-            );
-        }
-        self
-    }
-}
-
-/// `autoloader ingest <landing> <table> --once -o ...`, sandboxed and checked.
-fn ingest(s: &Scratch, case: &'static str, options: &[&str]) -> Run {
-    let before = landing_snapshot(s);
-    let run = ingest_paused(s, case, options, None);
-    assert_eq!(
-        landing_snapshot(s),
-        before,
-        "[{case}] the landing folder is left as it was"
-    );
-    run
-}
-
-/// Like [`ingest`]; with `pause = Some((failpoint, action))` the run is held at that
-/// failpoint (`sleep`) while `action` changes the landing folder.
-fn ingest_paused(
-    s: &Scratch,
-    case: &'static str,
-    options: &[&str],
-    pause: Option<(&str, &mut dyn FnMut())>,
-) -> Run {
-    for d in SANDBOX {
-        fs::create_dir_all(s.dir.path().join(d)).unwrap();
-    }
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
-    cmd.arg("ingest")
-        .arg(s.landing())
-        .arg(s.table())
-        .arg("--once");
-    for o in options {
-        cmd.arg("-o").arg(o);
-    }
-    cmd.current_dir(s.dir.path().join("cwd"))
-        .env("TMPDIR", s.dir.path().join("tmp"))
-        .env("HOME", s.dir.path().join("home"))
-        .env("RUST_LOG", "warn")
-        .env_remove("AUTOLOADER_FAILPOINT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some((point, _)) = &pause {
-        cmd.env("AUTOLOADER_FAILPOINT", format!("{point}=sleep(1500)"));
-    }
-    // Reaped by `wait4` in `wait_bounded` (which also gives its peak memory), not `wait()`.
-    #[allow(clippy::zombie_processes)]
-    let mut child = cmd.spawn().expect("the autoloader binary runs");
-    let pid = i32::try_from(child.id()).unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let err = child.stderr.take().unwrap();
-    let stdout = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let (reached_tx, reached_rx) = std::sync::mpsc::channel();
-    let stderr = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut r = BufReader::new(err);
-        let mut line = Vec::new();
-        while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
-            if String::from_utf8_lossy(&line).contains("failpoint") {
-                let _ = reached_tx.send(());
-            }
-            all.extend_from_slice(&line);
-            line.clear();
-        }
-        String::from_utf8_lossy(&all).into_owned()
-    });
-    if let Some((point, action)) = pause {
-        reached_rx
-            .recv_timeout(RUN_TIMEOUT)
-            .unwrap_or_else(|_| panic!("[{case}] failpoint {point} was not reached"));
-        action();
-    }
-    let (status, rss) = wait_bounded(pid, case);
-    let run = Run {
-        case,
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-        max_rss_kb: rss,
-    };
-    assert!(
-        run.code.is_some(),
-        "[{case}] the process died from a signal (status {status:#x}), stderr: {}",
-        run.stderr
-    );
-    assert!(
-        run.code != Some(101) && !run.stderr.contains("panicked"),
-        "[{case}] autoloader panicked (exit {:?}):\n{}",
-        run.code,
-        run.stderr
-    );
-    assert_nothing_outside(s, case);
-    run
-}
-
-/// Waits for the child, killing it past [`RUN_TIMEOUT`]; returns its wait status and peak
-/// resident memory (KiB). The pid stays ours until `wait4` reaps it, so the kill is safe.
-fn wait_bounded(pid: i32, case: &str) -> (i32, i64) {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let mut status = 0;
-    // SAFETY: rusage is plain old data, and wait4/kill only touch our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            return (status, usage.ru_maxrss);
-        }
-        assert!(r == 0, "[{case}] wait4 failed");
-        if Instant::now() > deadline {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-            panic!("[{case}] autoloader hung for {RUN_TIMEOUT:?} and was killed");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Relative path → (size, is symlink) of everything under the landing folder.
-fn landing_snapshot(s: &Scratch) -> BTreeMap<String, (u64, bool)> {
-    let mut out = BTreeMap::new();
-    let root = s.landing();
-    let mut stack = vec![root.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let m = fs::symlink_metadata(&p).unwrap();
-            let rel = p
-                .strip_prefix(&root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if m.is_dir() {
-                stack.push(p);
-            }
-            out.insert(rel, (m.len(), m.file_type().is_symlink()));
-        }
-    }
-    out
-}
-
-/// Nothing was written outside the table (which holds the checkpoint and schemas).
-fn assert_nothing_outside(s: &Scratch, case: &str) {
-    let allowed = ["landing", "table"];
-    for e in fs::read_dir(s.dir.path()).unwrap() {
-        let name = e.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(
-            allowed.contains(&name.as_str()) || SANDBOX.contains(&name.as_str()),
-            "[{case}] something was written outside the table: {name}"
-        );
-    }
-    for d in SANDBOX {
-        let left: Vec<_> = fs::read_dir(s.dir.path().join(d))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert!(
-            left.is_empty(),
-            "[{case}] written into the {d} folder: {left:?}"
-        );
-    }
-}
+use crate::common::{Run, Scratch, column_strings, parquet_bytes, read_table, row_count};
 
 /// Rows in the table, 0 if nothing was committed.
 fn table_rows(s: &Scratch) -> usize {
@@ -334,15 +115,6 @@ fn row_texts(batches: &[RecordBatch]) -> Vec<String> {
     rows
 }
 
-fn parquet_bytes(columns: Vec<(&str, ArrayRef)>) -> Vec<u8> {
-    let batch = RecordBatch::try_from_iter(columns).unwrap();
-    let mut buf = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    buf
-}
-
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(data).unwrap();
@@ -371,13 +143,67 @@ fn nested(depth: usize) -> String {
 
 // ---------------------------------------------------------------- JSON lines
 
+/// Malformed lines among good ones (after a BOM, with a blank line and a CRLF ending) → each
+/// malformed line is a row with its raw text under `_corrupt_record`; the others land.
+#[test]
+fn json_malformed_lines_are_kept_raw_in_rescued_data() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "\u{feff}{\"id\": 1}\n{\"id\": 2, broken\n\n42\n{\"id\": 3}\r\n",
+    );
+    let run = Run::ingest(&s, "malformed JSON lines", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 4);
+    assert_eq!(run.figure("rescued rows"), 2);
+    let t = read_table(&s.table());
+    let r = rescued(&t);
+    assert_eq!(r[0]["_corrupt_record"], "{\"id\": 2, broken");
+    assert_eq!(r[1]["_corrupt_record"], "42");
+    assert_eq!(
+        sorted(column_strings(&t, "id")),
+        vec!["1", "3", "null", "null"]
+    );
+}
+
+/// `mode=FAILFAST` → a malformed record stops the run: exit 1 naming file and line.
+#[test]
+fn json_failfast_stops_on_a_malformed_record_naming_file_and_line() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\nnot json\n");
+    Run::ingest(&s, "FAILFAST", &["mode=FAILFAST"])
+        .fails_naming(&["a.json line 2: malformed record"]);
+}
+
+/// `columnNameOfCorruptRecord` set → a malformed line's raw text goes to that column, and
+/// `_rescued_data` stays null.
+#[test]
+fn json_column_name_of_corrupt_record_keeps_raw_text_in_its_column() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"id\": 1}\n{oops\n");
+    Run::ingest(
+        &s,
+        "columnNameOfCorruptRecord",
+        &["columnNameOfCorruptRecord=_corrupt_record"],
+    )
+    .ok();
+    let t = read_table(&s.table());
+    let corrupt = column_strings(&t, "_corrupt_record");
+    assert!(corrupt.contains(&"{oops".to_string()), "{corrupt:?}");
+    assert!(
+        column_strings(&t, "_rescued_data")
+            .iter()
+            .all(|r| r == "null")
+    );
+}
+
 /// Truncated last line → the complete lines land; the cut-off line is a row with its raw
 /// text under `_corrupt_record`.
 #[test]
 fn json_truncated_last_line() {
     let s = Scratch::new();
     s.land("a.json", "{\"id\": 1}\n{\"id\": 2, \"na");
-    let run = ingest(&s, "truncated last line", &[]);
+    let run = Run::ingest(&s, "truncated last line", &[]);
     run.ok();
     assert_eq!(run.figure("rows"), 2);
     let t = read_table(&s.table());
@@ -394,7 +220,7 @@ fn json_invalid_utf8() {
         "a.json",
         b"{\"id\": 1, \"name\": \"caf\xe9\"}\n{\"id\": 2}\n",
     );
-    let run = ingest(&s, "invalid UTF-8 (JSON)", &[]);
+    let run = Run::ingest(&s, "invalid UTF-8 (JSON)", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(row_count(&t), 2);
@@ -409,7 +235,7 @@ fn json_invalid_utf8() {
 fn json_utf8_bom() {
     let s = Scratch::new();
     s.land("a.json", "\u{feff}{\"id\": 1}\n{\"id\": 2}\n");
-    let run = ingest(&s, "UTF-8 BOM (JSON)", &[]);
+    let run = Run::ingest(&s, "UTF-8 BOM (JSON)", &[]);
     run.ok();
     assert_eq!(run.figure("rescued rows"), 0);
     assert_eq!(
@@ -427,7 +253,7 @@ fn json_crlf_and_mixed_line_endings() {
         "a.json",
         "{\"id\": 1}\r\n{\"id\": 2}\n\r\n{\"id\": 3}\r\n{\"id\": 4}\r{\"id\": 5}\n",
     );
-    let run = ingest(&s, "CRLF and mixed line endings", &[]);
+    let run = Run::ingest(&s, "CRLF and mixed line endings", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(
@@ -446,7 +272,7 @@ fn nul_bytes() {
         "a.json",
         b"{\"id\": 1, \"s\": \"a\0b\"}\n\0\0\0\n{\"id\": 2}\n",
     );
-    ingest(&s, "NUL bytes (JSON)", &[]).ok();
+    Run::ingest(&s, "NUL bytes (JSON)", &[]).ok();
     let t = read_table(&s.table());
     assert_eq!(row_count(&t), 3);
     assert_eq!(
@@ -456,7 +282,7 @@ fn nul_bytes() {
 
     let c = Scratch::new();
     c.land("a.csv", b"id,s\n1,a\0b\n");
-    ingest(&c, "NUL bytes (CSV)", &[]).ok();
+    Run::ingest(&c, "NUL bytes (CSV)", &[]).ok();
     assert_eq!(column_strings(&read_table(&c.table()), "s"), vec!["a\0b"]);
 }
 
@@ -475,7 +301,7 @@ fn json_100_mb_single_line() {
         100 << 20,
         b"\"}\n{\"id\": 3}\n",
     );
-    let run = ingest(&s, "100 MB line", &[]);
+    let run = Run::ingest(&s, "100 MB line", &[]);
     run.fails_naming(&["huge.json line 2", "cloudFiles.maxRecordBytes"]);
     assert!(
         run.max_rss_kb < 128 * 1024,
@@ -483,7 +309,7 @@ fn json_100_mb_single_line() {
         run.max_rss_kb
     );
     assert_eq!(table_rows(&s), 0, "nothing of the batch is committed");
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "100 MB line, ignoreCorruptFiles",
         &["ignoreCorruptFiles=true"],
@@ -502,9 +328,9 @@ fn json_max_record_bytes_is_configurable() {
     let s = Scratch::new();
     let long = format!("{{\"s\": \"{}\"}}", "y".repeat(2048));
     s.land("a.json", format!("{{\"id\": 1}}\n\n{long}\n"));
-    ingest(&s, "maxRecordBytes=1k", &["cloudFiles.maxRecordBytes=1k"])
+    Run::ingest(&s, "maxRecordBytes=1k", &["cloudFiles.maxRecordBytes=1k"])
         .fails_naming(&["a.json line 3", "(1024 bytes)"]);
-    let run = ingest(&s, "maxRecordBytes=4k", &["cloudFiles.maxRecordBytes=4k"]);
+    let run = Run::ingest(&s, "maxRecordBytes=4k", &["cloudFiles.maxRecordBytes=4k"]);
     run.ok();
     assert_eq!(run.figure("rows"), 2);
 }
@@ -516,14 +342,14 @@ fn json_nesting_10000_levels() {
     let s = Scratch::new();
     let deep = nested(10_000);
     s.land("a.json", format!("{deep}\n{{\"id\": 2}}\n"));
-    let run = ingest(&s, "10,000 levels of nesting (JSON lines)", &[]);
+    let run = Run::ingest(&s, "10,000 levels of nesting (JSON lines)", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(row_count(&t), 2);
     assert_eq!(corrupt_records(&t), vec![deep]);
     // And the stream carries on.
     s.land("b.json", "{\"id\": 3}\n");
-    ingest(&s, "10,000 levels, next run", &[]).ok();
+    Run::ingest(&s, "10,000 levels, next run", &[]).ok();
 }
 
 /// 50 levels of nesting (plausible real data) → the record lands (as nested columns or
@@ -532,11 +358,11 @@ fn json_nesting_10000_levels() {
 fn json_nesting_50_levels() {
     let s = Scratch::new();
     s.land("a.json", format!("{}\n{{\"id\": 2}}\n", nested(50)));
-    let run = ingest(&s, "50 levels of nesting", &[]);
+    let run = Run::ingest(&s, "50 levels of nesting", &[]);
     run.ok();
     assert_eq!(row_count(&read_table(&s.table())), 2);
     s.land("b.json", "{\"id\": 3}\n");
-    ingest(&s, "50 levels, next run", &[]).ok();
+    Run::ingest(&s, "50 levels, next run", &[]).ok();
     assert_eq!(row_count(&read_table(&s.table())), 3);
 }
 
@@ -547,9 +373,9 @@ fn json_multiline_nesting_10000_levels() {
     let s = Scratch::new();
     s.land("deep.json", nested(10_000));
     s.land("ok.json", "{\"id\": 1}");
-    ingest(&s, "10,000 levels (multiLine)", &["multiLine=true"])
+    Run::ingest(&s, "10,000 levels (multiLine)", &["multiLine=true"])
         .fails_naming(&["deep.json is corrupt at line 1"]);
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "10,000 levels (multiLine), ignoreCorruptFiles",
         &["multiLine=true", "ignoreCorruptFiles=true"],
@@ -565,7 +391,7 @@ fn json_multiline_nesting_10000_levels() {
 fn json_duplicate_keys() {
     let s = Scratch::new();
     s.land("a.json", "{\"id\": \"first\", \"id\": \"second\"}\n");
-    let run = ingest(&s, "duplicate keys", &[]);
+    let run = Run::ingest(&s, "duplicate keys", &[]);
     run.ok();
     let t = read_table(&s.table());
     let row = row_texts(&t).join("\n");
@@ -584,7 +410,7 @@ fn json_numbers_beyond_i64_and_f64() {
         "a.json",
         "{\"big\": 99999999999999999999, \"f\": 1e400}\n{\"big\": 1, \"f\": 2.5}\n",
     );
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "numbers beyond i64 and f64",
         &["cloudFiles.inferColumnTypes=true"],
@@ -608,7 +434,7 @@ fn json_integer_beyond_decimal_38() {
     let s = Scratch::new();
     let digits = "123456789012345678901234567890123456789012345678901";
     s.land("a.json", format!("{{\"n\": {digits}}}\n{{\"n\": 2}}\n"));
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "integer beyond DECIMAL(38)",
         &["cloudFiles.inferColumnTypes=true"],
@@ -630,7 +456,7 @@ fn json_nan_and_infinity_tokens() {
         "a.json",
         "{\"x\": NaN}\n{\"x\": Infinity}\n{\"x\": -Infinity}\n{\"x\": \"NaN\"}\n",
     );
-    let run = ingest(&s, "NaN/Infinity", &["cloudFiles.inferColumnTypes=true"]);
+    let run = Run::ingest(&s, "NaN/Infinity", &["cloudFiles.inferColumnTypes=true"]);
     run.ok();
     assert_eq!(run.figure("rescued rows"), 3);
     let t = read_table(&s.table());
@@ -642,7 +468,7 @@ fn json_nan_and_infinity_tokens() {
 }
 
 /// Empty, whitespace-only, BOM-only and empty gzip files → consumed, zero rows, exit 0; a
-/// rerun takes nothing.
+/// rerun takes nothing. Beside a file with data, they are consumed and add no rows.
 #[test]
 fn json_empty_and_whitespace_only_files() {
     let s = Scratch::new();
@@ -651,13 +477,22 @@ fn json_empty_and_whitespace_only_files() {
     s.land("bom.json", "\u{feff}");
     s.land("empty.json.gz", "");
     s.land("gz-of-nothing.json.gz", gzip(b""));
-    let run = ingest(&s, "empty and whitespace-only", &["cloudFiles.format=json"]);
+    let run = Run::ingest(&s, "empty and whitespace-only", &["cloudFiles.format=json"]);
     run.ok();
     assert_eq!(run.figure("files"), 5);
     assert_eq!(run.figure("rows"), 0);
-    let again = ingest(&s, "empty, rerun", &["cloudFiles.format=json"]);
+    let again = Run::ingest(&s, "empty, rerun", &["cloudFiles.format=json"]);
     again.ok();
     assert_eq!(again.figure("files"), 0);
+
+    let d = Scratch::new();
+    d.land("empty.json", "");
+    d.land("blank.json", "\n \n");
+    d.land("a.json", "{\"id\": 1}\n");
+    let run = Run::ingest(&d, "empty files beside data", &[]);
+    run.ok();
+    assert_eq!(run.figure("files"), 3);
+    assert_eq!(run.figure("rows"), 1);
 }
 
 /// A JSON array where objects are expected (JSON lines) → each object element is a row,
@@ -666,7 +501,7 @@ fn json_empty_and_whitespace_only_files() {
 fn json_array_where_objects_expected() {
     let s = Scratch::new();
     s.land("a.json", "[{\"id\": 1}, {\"id\": 2}]\n[3, \"x\"]\n42\n");
-    let run = ingest(&s, "array where objects expected", &[]);
+    let run = Run::ingest(&s, "array where objects expected", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(row_count(&t), 5);
@@ -681,7 +516,7 @@ fn json_concatenated_objects_and_trailing_garbage() {
         "a.json",
         "{\"id\": 1}{\"id\": 2}\n{\"id\": 3} trailing\n{\"id\": 4,}\n{\"id\": 5}\n",
     );
-    let run = ingest(&s, "concatenated objects", &[]);
+    let run = Run::ingest(&s, "concatenated objects", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(row_count(&t), 4);
@@ -701,7 +536,7 @@ fn json_concatenated_objects_and_trailing_garbage() {
 fn json_key_colliding_with_rescued_data_column() {
     let s = Scratch::new();
     s.land("a.json", "{\"_rescued_data\": \"mine\", \"id\": 1}\n");
-    ingest(&s, "key named _rescued_data", &[]).ok();
+    Run::ingest(&s, "key named _rescued_data", &[]).ok();
     let t = read_table(&s.table());
     assert_eq!(column_strings(&t, "id"), vec!["1"]);
     let r = rescued(&t);
@@ -717,7 +552,7 @@ fn json_multiline_non_object_documents() {
     s.land("null.json", "null\n");
     s.land("scalar.json", "42\n");
     s.land("mixed.json", "[1, {\"id\": 2}]\n");
-    let run = ingest(&s, "multiLine non-object documents", &["multiLine=true"]);
+    let run = Run::ingest(&s, "multiLine non-object documents", &["multiLine=true"]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(corrupt_records(&t), vec!["1", "42", "null"]);
@@ -731,11 +566,11 @@ fn json_multiline_invalid_document() {
     let s = Scratch::new();
     s.land("bad.json", "{\n  \"id\": 1,\n  \"x\": \n}\n");
     s.land("ok.json", "{\"id\": 2}");
-    ingest(&s, "invalid multiLine document", &["multiLine=true"])
+    Run::ingest(&s, "invalid multiLine document", &["multiLine=true"])
         .fails_naming(&["bad.json is corrupt at line 4"]);
-    ingest(&s, "invalid multiLine document, rerun", &["multiLine=true"])
+    Run::ingest(&s, "invalid multiLine document, rerun", &["multiLine=true"])
         .fails_naming(&["bad.json"]);
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "invalid multiLine document, ignoreCorruptFiles",
         &["multiLine=true", "ignoreCorruptFiles=true"],
@@ -758,7 +593,7 @@ fn json_multiline_element_over_max_record_bytes() {
         20 << 20,
         b"\"}]\n",
     );
-    ingest(
+    Run::ingest(
         &s,
         "multiLine element over maxRecordBytes",
         &["multiLine=true", "cloudFiles.maxRecordBytes=1m"],
@@ -769,7 +604,8 @@ fn json_multiline_element_over_max_record_bytes() {
 // ---------------------------------------------------------------- CSV
 
 /// Ragged rows → a short row has nulls for the missing columns; a long row keeps its raw
-/// text under `_corrupt_record`.
+/// text under `_corrupt_record`. Also with CRLF endings, a row of one value and a quoted
+/// comma: every value is kept.
 #[test]
 fn csv_ragged_rows() {
     let s = Scratch::new();
@@ -777,7 +613,7 @@ fn csv_ragged_rows() {
         "a.csv",
         "id,name,city\n1,ann,seoul\n2,bob\n3,cy,busan,extra\n",
     );
-    let run = ingest(&s, "ragged rows", &[]);
+    let run = Run::ingest(&s, "ragged rows", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(row_count(&t), 3);
@@ -786,6 +622,31 @@ fn csv_ragged_rows() {
         vec!["busan", "null", "seoul"]
     );
     assert_eq!(corrupt_records(&t), vec!["3,cy,busan,extra"]);
+
+    let c = Scratch::new();
+    c.land(
+        "a.csv",
+        "id,name\r\n1,ann\r\n2\r\n3,bob,extra\r\n\"4\",\"quoted, comma\"\r\n",
+    );
+    let run = Run::ingest(&c, "ragged rows, CRLF and a quoted comma", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 4);
+    let t = read_table(&c.table());
+    let names = column_strings(&t, "name");
+    assert!(names.contains(&"quoted, comma".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"null".to_string()),
+        "a short row has nulls: {names:?}"
+    );
+    let raw: Vec<String> = column_strings(&t, "_rescued_data")
+        .into_iter()
+        .filter(|v| v != "null")
+        .collect();
+    assert_eq!(raw.len(), 1);
+    assert!(
+        raw[0].contains("\"_corrupt_record\":\"3,bob,extra\""),
+        "{raw:?}"
+    );
 }
 
 /// Quoted fields that span lines and are closed → ordinary rows, also as the file's last
@@ -802,7 +663,7 @@ fn csv_closed_multiline_quotes_are_rows() {
         // Long enough that the reader refills its buffer on the way.
         let body = body.replacen("1,", &format!("{padding}1,"), 1);
         s.land("a.csv", &body);
-        let run = ingest(&s, "closed multi-line quotes", &[]);
+        let run = Run::ingest(&s, "closed multi-line quotes", &[]);
         run.ok();
         let t = read_table(&s.table());
         assert_eq!(row_count(&t), 399, "[{case}]");
@@ -817,7 +678,7 @@ fn csv_closed_multiline_quotes_are_rows() {
 fn csv_unbalanced_quotes() {
     let s = Scratch::new();
     s.land("a.csv", "id,name\n1,\"ann\n2,bob\n3,cy\n");
-    let run = ingest(&s, "unbalanced quote", &[]);
+    let run = Run::ingest(&s, "unbalanced quote", &[]);
     if run.code == Some(1) {
         run.fails_naming(&["a.csv", "line 2"]);
         return;
@@ -838,7 +699,7 @@ fn csv_unbalanced_quotes() {
 fn csv_header_only() {
     let s = Scratch::new();
     s.land("a.csv", "id,name\n");
-    let run = ingest(&s, "header-only CSV", &[]);
+    let run = Run::ingest(&s, "header-only CSV", &[]);
     run.ok();
     assert_eq!(run.figure("files"), 1);
     assert_eq!(run.figure("rows"), 0);
@@ -855,7 +716,7 @@ fn csv_header_only() {
 fn csv_duplicate_header_names() {
     let s = Scratch::new();
     s.land("a.csv", "id,name,id\n1,ann,2\n");
-    let run = ingest(&s, "duplicate header names", &[]);
+    let run = Run::ingest(&s, "duplicate header names", &[]);
     if run.code == Some(1) {
         run.fails_naming(&["a.csv", "line 1"]);
         return;
@@ -873,7 +734,7 @@ fn csv_duplicate_header_names() {
 fn csv_empty_header_names() {
     let s = Scratch::new();
     s.land("a.csv", ",name,\nx,y,z\n");
-    ingest(&s, "empty header names", &[]).ok();
+    Run::ingest(&s, "empty header names", &[]).ok();
     let t = read_table(&s.table());
     assert_eq!(column_strings(&t, "_c0"), vec!["x"]);
     assert_eq!(column_strings(&t, "name"), vec!["y"]);
@@ -886,7 +747,7 @@ fn csv_empty_header_names() {
 fn csv_header_differing_only_by_case() {
     let s = Scratch::new();
     s.land("a.csv", "id,ID\n1,2\n");
-    ingest(&s, "header differing by case", &[]).ok();
+    Run::ingest(&s, "header differing by case", &[]).ok();
     let t = read_table(&s.table());
     assert_eq!(column_strings(&t, "id"), vec!["1"]);
     let r = rescued(&t);
@@ -900,7 +761,7 @@ fn csv_header_differing_only_by_case() {
 fn csv_bom_and_mixed_line_endings() {
     let s = Scratch::new();
     s.land("a.csv", "\u{feff}id,name\r\n1,ann\n2,bob\r3,cy\r\n");
-    ingest(&s, "CSV BOM and mixed endings", &[]).ok();
+    Run::ingest(&s, "CSV BOM and mixed endings", &[]).ok();
     let t = read_table(&s.table());
     assert_eq!(sorted(column_strings(&t, "id")), vec!["1", "2", "3"]);
     assert_eq!(sorted(column_strings(&t, "name")), vec!["ann", "bob", "cy"]);
@@ -912,7 +773,7 @@ fn csv_bom_and_mixed_line_endings() {
 fn csv_invalid_utf8() {
     let s = Scratch::new();
     s.land("a.csv", b"id,name\n1,caf\xe9\n2,ok\n");
-    let run = ingest(&s, "invalid UTF-8 (CSV)", &[]);
+    let run = Run::ingest(&s, "invalid UTF-8 (CSV)", &[]);
     if run.code == Some(1) {
         run.fails_naming(&["a.csv", "line 2"]);
         return;
@@ -934,7 +795,7 @@ fn csv_invalid_utf8() {
 fn csv_record_over_max_record_bytes() {
     let s = Scratch::new();
     land_long(&s, "a.csv", b"id,s\n1,a\n2,", b'x', 20 << 20, b"\n3,c\n");
-    ingest(
+    Run::ingest(
         &s,
         "CSV record over maxRecordBytes",
         &["cloudFiles.maxRecordBytes=1m"],
@@ -944,25 +805,53 @@ fn csv_record_over_max_record_bytes() {
 
 // ---------------------------------------------------------------- gzip
 
-/// A corrupt gzip (valid magic, garbage deflate) → exit 1 naming it, unconsumed;
-/// ignoreCorruptFiles skips and records it.
+/// A corrupt gzip (valid magic, garbage deflate) → exit 1 naming it, nothing of the batch
+/// committed, unconsumed (a rerun fails again); ignoreCorruptFiles skips it (counted in the
+/// summary, recorded in the commit with its size) and the rest lands.
 #[test]
 fn gzip_corrupt() {
     let s = Scratch::new();
     s.land("good.json", "{\"id\": 1}\n");
     let mut gz = vec![0x1f, 0x8b, 0x08, 0x00];
-    gz.extend_from_slice(b"not deflate data at all");
+    gz.extend_from_slice(b"definitely not deflate data at all");
     s.land("bad.json.gz", &gz);
-    ingest(&s, "corrupt gzip", &["cloudFiles.format=json"]).fails_naming(&["bad.json.gz"]);
-    ingest(&s, "corrupt gzip, rerun", &["cloudFiles.format=json"]).fails_naming(&["bad.json.gz"]);
-    let run = ingest(
+    Run::ingest(&s, "corrupt gzip", &["cloudFiles.format=json"]).fails_naming(&["bad.json.gz"]);
+    assert_eq!(
+        table_rows(&s),
+        0,
+        "nothing of the failed batch is committed"
+    );
+    Run::ingest(&s, "corrupt gzip, rerun", &["cloudFiles.format=json"])
+        .fails_naming(&["bad.json.gz"]);
+    let run = Run::ingest(
         &s,
         "corrupt gzip, ignoreCorruptFiles",
         &["cloudFiles.format=json", "ignoreCorruptFiles=true"],
     );
     run.ok();
+    assert_eq!(run.figure("skipped files"), 1);
     assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
     assert!(recorded_files(&s).contains(&("bad.json.gz".into(), true)));
+    let log = fs::read_to_string(s.table().join("_delta_log/00000000000000000001.json")).unwrap();
+    assert!(
+        log.contains("\"path\":\"bad.json.gz\",\"size\":38,\"mtimeMs\""),
+        "{log}"
+    );
+    assert!(log.contains("\"skipped\":true"), "{log}");
+}
+
+/// Concatenated gzip members (as `cat a.gz b.gz` makes) → every member is read.
+#[test]
+fn gzip_concatenated_members_are_all_read() {
+    let mut data = Vec::new();
+    for i in 0..3 {
+        data.extend(gzip(format!("{{\"id\": {i}}}\n").as_bytes()));
+    }
+    let s = Scratch::new();
+    s.land("multi.json.gz", data);
+    let run = Run::ingest(&s, "concatenated gzip members", &[]);
+    run.ok();
+    assert_eq!(run.figure("rows"), 3);
 }
 
 /// A truncated gzip → exit 1 naming file and the line reached, nothing of the batch
@@ -974,9 +863,9 @@ fn gzip_truncated() {
     let gz = gzip(lines.as_bytes());
     s.land("cut.json.gz", &gz[..gz.len() / 2]);
     s.land("ok.json", "{\"id\": \"ok\"}\n");
-    ingest(&s, "truncated gzip", &[]).fails_naming(&["cut.json.gz is corrupt at line"]);
+    Run::ingest(&s, "truncated gzip", &[]).fails_naming(&["cut.json.gz is corrupt at line"]);
     assert_eq!(table_rows(&s), 0);
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "truncated gzip, ignoreCorruptFiles",
         &["ignoreCorruptFiles=true"],
@@ -996,7 +885,7 @@ fn gzip_bomb() {
         bomb.extend_from_slice(&member);
     }
     s.land("bomb.json.gz", &bomb);
-    let run = ingest(&s, "gzip bomb", &[]);
+    let run = Run::ingest(&s, "gzip bomb", &[]);
     run.fails_naming(&["bomb.json.gz line 1", "cloudFiles.maxRecordBytes"]);
     assert!(
         run.max_rss_kb < 200 * 1024,
@@ -1015,7 +904,7 @@ fn gzip_bomb_of_short_lines() {
     s.land("bomb.json.gz", gzip(lines.as_bytes()));
     s.land("ok.json", "{\"id\": \"ok\"}\n");
     let limit = "cloudFiles.maxDecompressedBytes=1m";
-    ingest(&s, "short-line gzip bomb", &[limit]).fails_naming(&[
+    Run::ingest(&s, "short-line gzip bomb", &[limit]).fails_naming(&[
         "bomb.json.gz",
         "cloudFiles.maxDecompressedBytes (1048576 bytes)",
     ]);
@@ -1026,17 +915,17 @@ fn gzip_bomb_of_short_lines() {
     );
     let m = Scratch::new();
     m.land("bomb.json.gz", gzip(multi.as_bytes()));
-    ingest(&m, "multi-line gzip bomb", &[limit, "multiLine=true"])
+    Run::ingest(&m, "multi-line gzip bomb", &[limit, "multiLine=true"])
         .fails_naming(&["bomb.json.gz", "cloudFiles.maxDecompressedBytes"]);
     let c = Scratch::new();
     c.land(
         "bomb.csv.gz",
         gzip(format!("id\n{}", "x\n".repeat(1_000_000)).as_bytes()),
     );
-    ingest(&c, "csv gzip bomb", &[limit, "cloudFiles.format=csv"])
+    Run::ingest(&c, "csv gzip bomb", &[limit, "cloudFiles.format=csv"])
         .fails_naming(&["bomb.csv.gz", "cloudFiles.maxDecompressedBytes"]);
     // Skipped as a corrupt file when asked, and recorded as skipped.
-    ingest(
+    Run::ingest(
         &s,
         "short-line gzip bomb, ignoreCorruptFiles",
         &[limit, "ignoreCorruptFiles=true"],
@@ -1050,16 +939,19 @@ fn gzip_bomb_of_short_lines() {
 fn gzip_name_without_gzip_data() {
     let s = Scratch::new();
     s.land("plain.json.gz", "{\"id\": 1}\n");
-    ingest(&s, ".gz name, plain data", &[]).fails_naming(&["plain.json.gz", "not gzip data"]);
+    Run::ingest(&s, ".gz name, plain data", &[]).fails_naming(&["plain.json.gz", "not gzip data"]);
 }
 
 // ---------------------------------------------------------------- Parquet
 
 fn ids_parquet(n: i64) -> Vec<u8> {
-    parquet_bytes(vec![(
-        "id",
-        Arc::new(Int64Array::from_iter_values(0..n)) as _,
-    )])
+    parquet_bytes(
+        &RecordBatch::try_from_iter(vec![(
+            "id",
+            Arc::new(Int64Array::from_iter_values(0..n)) as ArrayRef,
+        )])
+        .unwrap(),
+    )
 }
 
 /// A truncated Parquet footer → exit 1 naming the file; ignoreCorruptFiles skips and
@@ -1071,8 +963,8 @@ fn parquet_truncated_footer() {
     let bad = ids_parquet(5);
     s.land("good.parquet", &good);
     s.land("cut.parquet", &bad[..bad.len() - 20]);
-    ingest(&s, "truncated Parquet footer", &[]).fails_naming(&["cut.parquet is corrupt"]);
-    let run = ingest(
+    Run::ingest(&s, "truncated Parquet footer", &[]).fails_naming(&["cut.parquet is corrupt"]);
+    let run = Run::ingest(
         &s,
         "truncated Parquet footer, ignoreCorruptFiles",
         &["ignoreCorruptFiles=true"],
@@ -1087,10 +979,10 @@ fn parquet_truncated_footer() {
 fn parquet_empty_and_not_parquet() {
     let s = Scratch::new();
     s.land("empty.parquet", "");
-    ingest(&s, "0-byte Parquet", &[]).fails_naming(&["empty.parquet is corrupt"]);
+    Run::ingest(&s, "0-byte Parquet", &[]).fails_naming(&["empty.parquet is corrupt"]);
     let t = Scratch::new();
     t.land("text.parquet", "id\n1\n");
-    ingest(&t, "text named .parquet", &[]).fails_naming(&["text.parquet is corrupt"]);
+    Run::ingest(&t, "text named .parquet", &[]).fails_naming(&["text.parquet is corrupt"]);
 }
 
 /// Parquet columns with types Delta lacks (TIME, DURATION, UINT64 max) → read as STRING or
@@ -1100,17 +992,20 @@ fn parquet_unsupported_types() {
     let s = Scratch::new();
     s.land(
         "a.parquet",
-        parquet_bytes(vec![
-            ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            (
-                "t",
-                Arc::new(Time64MicrosecondArray::from(vec![3_723_000_000])) as _,
-            ),
-            ("d", Arc::new(DurationSecondArray::from(vec![5])) as _),
-            ("u", Arc::new(UInt64Array::from(vec![u64::MAX])) as _),
-        ]),
+        parquet_bytes(
+            &RecordBatch::try_from_iter(vec![
+                ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+                (
+                    "t",
+                    Arc::new(Time64MicrosecondArray::from(vec![3_723_000_000])) as _,
+                ),
+                ("d", Arc::new(DurationSecondArray::from(vec![5])) as _),
+                ("u", Arc::new(UInt64Array::from(vec![u64::MAX])) as _),
+            ])
+            .unwrap(),
+        ),
     );
-    let run = ingest(&s, "Parquet unsupported types", &[]);
+    let run = Run::ingest(&s, "Parquet unsupported types", &[]);
     run.ok();
     let t = read_table(&s.table());
     assert_eq!(column_strings(&t, "t"), vec!["01:02:03"]);
@@ -1129,15 +1024,15 @@ fn file_deleted_between_listing_and_reading() {
     s.land("a.json", "{\"id\": 1}\n");
     let b = s.land("b.json", "{\"id\": 2}\n");
     let mut delete = || fs::remove_file(&b).unwrap();
-    ingest_paused(
+    Run::ingest_paused(
         &s,
         "deleted between listing and reading",
         &[],
         Some(("after-plan", &mut delete)),
     )
     .fails_naming(&["b.json was deleted after it was listed"]);
-    ingest(&s, "deleted, rerun", &[]).fails_naming(&["b.json"]);
-    let run = ingest(
+    Run::ingest(&s, "deleted, rerun", &[]).fails_naming(&["b.json"]);
+    let run = Run::ingest(
         &s,
         "deleted, ignoreMissingFiles",
         &["ignoreMissingFiles=true"],
@@ -1163,7 +1058,7 @@ fn file_replaced_while_being_read() {
         f.write_all("{\"id\": 999999}\n".repeat(10).as_bytes())
             .unwrap();
     };
-    let run = ingest_paused(
+    let run = Run::ingest_paused(
         &s,
         "replaced while being read",
         &[],
@@ -1173,9 +1068,9 @@ fn file_replaced_while_being_read() {
         run.fails_naming(&["a.json"]);
         assert_eq!(table_rows(&s), 0);
         // The next run plans the batch again and takes the file's current content, once.
-        ingest(&s, "replaced while being read, next run", &[]).ok();
+        Run::ingest(&s, "replaced while being read, next run", &[]).ok();
         assert_eq!(table_rows(&s), 10);
-        ingest(&s, "replaced while being read, third run", &[]).ok();
+        Run::ingest(&s, "replaced while being read, third run", &[]).ok();
         assert_eq!(table_rows(&s), 10);
         return;
     }
@@ -1199,7 +1094,7 @@ fn symlink_loop() {
     std::os::unix::fs::symlink("loop.json", s.landing().join("loop.json")).unwrap();
     fs::create_dir_all(s.landing().join("sub")).unwrap();
     std::os::unix::fs::symlink("..", s.landing().join("sub/up")).unwrap();
-    let run = ingest(&s, "symlink loop", &[]);
+    let run = Run::ingest(&s, "symlink loop", &[]);
     run.ok();
     assert_eq!(column_strings(&read_table(&s.table()), "id"), vec!["1"]);
     assert!(
@@ -1218,7 +1113,7 @@ fn symlink_to_a_data_file() {
     s.land("_real/target.json", "{\"id\": 2}\n");
     std::os::unix::fs::symlink("_real/target.json", s.landing().join("link.json")).unwrap();
     s.land("a.json", "{\"id\": 1}\n");
-    let run = ingest(&s, "symlink to a data file", &[]);
+    let run = Run::ingest(&s, "symlink to a data file", &[]);
     run.ok();
     let ids = column_strings(&read_table(&s.table()), "id");
     assert!(
@@ -1236,7 +1131,7 @@ fn directory_named_like_a_data_file() {
     let s = Scratch::new();
     s.land("d.json/part.json", "{\"id\": 1}\n");
     fs::create_dir_all(s.landing().join("e.json")).unwrap();
-    let run = ingest(&s, "directory named like a data file", &[]);
+    let run = Run::ingest(&s, "directory named like a data file", &[]);
     run.ok();
     assert_eq!(run.figure("files"), 1);
     assert_eq!(
@@ -1256,7 +1151,7 @@ fn unreadable_permissions() {
     let locked = s.land("locked.json", "{\"id\": 2}\n");
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
     let root = unsafe { libc::geteuid() } == 0;
-    let run = ingest(&s, "unreadable permissions", &[]);
+    let run = Run::ingest(&s, "unreadable permissions", &[]);
     if root {
         // Root reads mode-000 files: the permission outcome cannot be observed here.
         run.ok();
@@ -1267,7 +1162,7 @@ fn unreadable_permissions() {
         return;
     }
     run.fails_naming(&["locked.json"]);
-    let run = ingest(
+    let run = Run::ingest(
         &s,
         "unreadable permissions, ignoreCorruptFiles",
         &["ignoreCorruptFiles=true"],
@@ -1293,7 +1188,7 @@ fn file_names_with_spaces_unicode_dotdot_and_newlines() {
     for (i, n) in names.iter().enumerate() {
         s.land(n, format!("{{\"id\": {i}}}\n"));
     }
-    let run = ingest(&s, "odd file names", &[]);
+    let run = Run::ingest(&s, "odd file names", &[]);
     run.ok();
     assert_eq!(run.figure("files"), names.len() as u64);
     let t = read_table(&s.table());
@@ -1317,7 +1212,7 @@ fn file_names_with_spaces_unicode_dotdot_and_newlines() {
     let mut keys: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
     keys.sort();
     assert_eq!(recorded, keys);
-    let again = ingest(&s, "odd file names, rerun", &[]);
+    let again = Run::ingest(&s, "odd file names, rerun", &[]);
     again.ok();
     assert_eq!(again.figure("files"), 0);
 }
@@ -1327,7 +1222,7 @@ fn file_names_with_spaces_unicode_dotdot_and_newlines() {
 fn corrupt_file_with_a_newline_in_its_name() {
     let s = Scratch::new();
     s.land("bad\nname x.json.gz", [0x1f, 0x8b, 0x08, 0x00, 1, 2, 3]);
-    let run = ingest(&s, "corrupt file with newline in name", &[]);
+    let run = Run::ingest(&s, "corrupt file with newline in name", &[]);
     run.fails_naming(&[]);
     assert!(
         run.stderr.contains("bad%0Aname%20x.json.gz") || run.stderr.contains("bad\nname x.json.gz"),

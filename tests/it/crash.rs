@@ -4,7 +4,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 
-use crate::common::{self, Scratch, column_strings, ok, read_table, summary_figure};
+use crate::common::{self, Scratch, column_strings, ok, read_table, summary_figure, wait_until};
 
 #[test]
 fn every_failpoint_then_restart_loses_and_duplicates_nothing() {
@@ -107,17 +107,15 @@ fn a_second_process_is_refused_naming_the_holder_and_a_dead_holder_does_not_bloc
         .unwrap();
     let lock = s.table().join("_autoloader/lock");
     let pid = format!("pid {}", holder.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !std::fs::read_to_string(&lock)
-        .unwrap_or_default()
-        .contains(&pid)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the holder never took the lock"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until(
+        "the holder to take the lock",
+        std::time::Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(&lock)
+                .unwrap_or_default()
+                .contains(&pid)
+        },
+    );
     let started = std::time::Instant::now();
     let refused = s.ingest(&[]);
     let waited = started.elapsed();
@@ -194,21 +192,6 @@ fn random_sigkills_never_lose_or_duplicate_rows() {
     assert!(kills > 0, "no run was ever killed: the test proved nothing");
     ok(&s.ingest(&[]));
     s.assert_ids_once(0..files * per_file, &format!("after {kills} kills"));
-}
-
-#[test]
-fn column_name_of_corrupt_record_keeps_raw_text_in_its_column() {
-    let s = Scratch::new();
-    s.land("a.json", "{\"id\": 1}\n{oops\n");
-    ok(&s.ingest(&["columnNameOfCorruptRecord=_corrupt_record"]));
-    let t = read_table(&s.table());
-    let corrupt = column_strings(&t, "_corrupt_record");
-    assert!(corrupt.contains(&"{oops".to_string()), "{corrupt:?}");
-    assert!(
-        column_strings(&t, "_rescued_data")
-            .iter()
-            .all(|r| r == "null")
-    );
 }
 
 /// A commit that landed but reported an error must not be committed again.

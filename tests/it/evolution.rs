@@ -380,21 +380,15 @@ fn csv_every_mode_against_every_change() {
     }
 }
 
-fn parquet_bytes(amount: Arc<dyn arrow_array::Array>, id: i64) -> Vec<u8> {
+/// A one-row Parquet file of nullable `order_id` (INT64) and `amount` columns.
+fn order_parquet(amount: Arc<dyn arrow_array::Array>, id: i64) -> Vec<u8> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("order_id", DataType::Int64, true),
         Field::new("amount", amount.data_type().clone(), true),
     ]));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![Arc::new(Int64Array::from(vec![id])), amount],
-    )
-    .unwrap();
-    let mut buf = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    buf
+    let batch =
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![id])), amount]).unwrap();
+    common::parquet_bytes(&batch)
 }
 
 #[test]
@@ -403,12 +397,12 @@ fn parquet_type_mismatch_is_rescued_in_every_mode_with_a_rescue_column() {
         let s = Scratch::new();
         s.land(
             "1.parquet",
-            parquet_bytes(Arc::new(Int64Array::from(vec![5000])), 1),
+            order_parquet(Arc::new(Int64Array::from(vec![5000])), 1),
         );
         ok(&s.ingest(&[&format!("cloudFiles.schemaEvolutionMode={mode}")]));
         s.land(
             "2.parquet",
-            parquet_bytes(Arc::new(StringArray::from(vec!["5000원 - 750원 할인"])), 2),
+            order_parquet(Arc::new(StringArray::from(vec!["5000원 - 750원 할인"])), 2),
         );
         ok(&s.ingest(&[&format!("cloudFiles.schemaEvolutionMode={mode}")]));
         let t = read_table(&s.table());

@@ -3,7 +3,6 @@
 //! delta-rs and, where noted, with Python `deltalake` as an outside reader.
 
 mod alerts;
-mod bad_input;
 mod bad_inputs;
 mod common;
 mod config;

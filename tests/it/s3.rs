@@ -3,11 +3,11 @@
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::common::{self, Scratch, ok, summary_figure};
+use crate::common::{self, Scratch, ok, summary_figure, wait_until};
 
 /// A secret that must never appear in any output.
 const CANARY: &str = "canary-secret-7f3a9c";
@@ -40,14 +40,11 @@ impl Moto {
             .expect(
                 "moto server starts (python3 -m pip install 'moto[server]'; .ci/run installs it)",
             );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "moto did not start on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(
+            &format!("moto to listen on port {port}"),
+            Duration::from_secs(30),
+            || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
         Moto { child, port }
     }
 
@@ -355,18 +352,17 @@ fn a_watcher_on_a_bucket_takes_objects_as_they_are_listed() {
         .spawn()
         .unwrap();
     moto.put("lake", "in/1.json", common::orders_jsonl(0, 7));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let events = std::fs::read_dir(s.dir.path())
-            .unwrap()
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("events.jsonl")).ok())
-            .collect::<String>();
-        if events.contains("batch_committed") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the watcher never committed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        "the watcher to commit a batch",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_dir(s.dir.path())
+                .unwrap()
+                .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("events.jsonl")).ok())
+                .collect::<String>()
+                .contains("batch_committed")
+        },
+    );
     // The lease is renewed while the watcher runs: same holder, later expiry, never lapsing.
     let lease = || -> serde_json::Value {
         serde_json::from_slice(&moto.get("lake", "out/_autoloader/lock")).unwrap()

@@ -3,9 +3,9 @@
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::common::{self, Scratch, ok, read_table, summary_figure};
+use crate::common::{self, Scratch, ok, read_table, summary_figure, wait_until};
 
 fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
@@ -28,19 +28,14 @@ fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
 
 /// Waits until the table holds `rows` rows (or fails after a timeout).
 fn wait_for_rows(s: &Scratch, rows: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if s.table().join("_delta_log").exists()
-            && common::row_count(&read_table(&s.table())) >= rows
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the table never reached {rows} rows"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        &format!("the table to reach {rows} rows"),
+        Duration::from_secs(30),
+        || {
+            s.table().join("_delta_log").exists()
+                && common::row_count(&read_table(&s.table())) >= rows
+        },
+    );
 }
 
 fn sigterm(child: &Child) {

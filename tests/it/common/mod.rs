@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
@@ -277,7 +279,6 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// JSON lines of simple orders with ids `from..to`.
 /// Asserts that the `order_id`s of the table at `table` are exactly `expected`, each once.
 pub fn assert_table_ids_once(table: &Path, expected: impl IntoIterator<Item = u64>, context: &str) {
     let mut ids: Vec<u64> = column_strings(&read_table(table), "order_id")
@@ -292,6 +293,16 @@ pub fn assert_table_ids_once(table: &Path, expected: impl IntoIterator<Item = u6
     );
 }
 
+/// The bytes of a Parquet file holding `batch` (its schema as given, nullability included).
+pub fn parquet_bytes(batch: &RecordBatch) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+    buf
+}
+
+/// JSON lines of simple orders with ids `from..to`.
 pub fn orders_jsonl(from: u64, to: u64) -> String {
     (from..to)
         .map(|i| {
@@ -322,4 +333,245 @@ pub fn sample_orders_jsonl(from: u64, to: u64, older: bool) -> String {
 
 pub fn stdout_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `ready` every 20 ms until it returns true; panics naming `what` and `timeout` if
+/// it has not by then.
+pub fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------- sandboxed, checked runs
+
+/// Longest a single [`Run`] may take before it counts as hung (and is killed).
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Scratch folders the binary gets as working directory, `TMPDIR` and `HOME`: they must
+/// stay empty.
+const SANDBOX: [&str; 3] = ["cwd", "tmp", "home"];
+
+/// What one sandboxed run of the binary did ([`Run::ingest`]).
+pub struct Run {
+    case: &'static str,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Peak resident memory, KiB.
+    pub max_rss_kb: i64,
+}
+
+impl Run {
+    /// `autoloader ingest <landing> <table> --once -o ...`, sandboxed and checked: the binary
+    /// runs with its working directory, `TMPDIR` and `HOME` in empty folders of the scratch
+    /// area and its peak memory measured; afterwards the run asserts that it did not panic
+    /// or die from a signal, finished within [`RUN_TIMEOUT`], wrote nothing outside `table/`
+    /// (nor into those folders), and left the landing folder as it was. `case` names the run
+    /// in every failure message.
+    pub fn ingest(s: &Scratch, case: &'static str, options: &[&str]) -> Run {
+        let before = landing_snapshot(s);
+        let run = Run::ingest_paused(s, case, options, None);
+        assert_eq!(
+            landing_snapshot(s),
+            before,
+            "[{case}] the landing folder is left as it was"
+        );
+        run
+    }
+
+    /// Like [`Run::ingest`] (without the landing-folder check, since `action` changes it);
+    /// with `pause = Some((failpoint, action))` the run is held at that failpoint (`sleep`)
+    /// while `action` changes the landing folder.
+    pub fn ingest_paused(
+        s: &Scratch,
+        case: &'static str,
+        options: &[&str],
+        pause: Option<(&str, &mut dyn FnMut())>,
+    ) -> Run {
+        for d in SANDBOX {
+            fs::create_dir_all(s.dir.path().join(d)).unwrap();
+        }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+        cmd.arg("ingest")
+            .arg(s.landing())
+            .arg(s.table())
+            .arg("--once");
+        for o in options {
+            cmd.arg("-o").arg(o);
+        }
+        cmd.current_dir(s.dir.path().join("cwd"))
+            .env("TMPDIR", s.dir.path().join("tmp"))
+            .env("HOME", s.dir.path().join("home"))
+            .env("RUST_LOG", "warn")
+            .env_remove("AUTOLOADER_FAILPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some((point, _)) = &pause {
+            cmd.env("AUTOLOADER_FAILPOINT", format!("{point}=sleep(1500)"));
+        }
+        // Reaped by `wait4` in `wait_bounded` (which also gives its peak memory), not `wait()`.
+        #[allow(clippy::zombie_processes)]
+        let mut child = cmd.spawn().expect("the autoloader binary runs");
+        let pid = i32::try_from(child.id()).unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            out.read_to_string(&mut s).unwrap();
+            s
+        });
+        let (reached_tx, reached_rx) = std::sync::mpsc::channel();
+        let stderr = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut r = BufReader::new(err);
+            let mut line = Vec::new();
+            while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+                if String::from_utf8_lossy(&line).contains("failpoint") {
+                    let _ = reached_tx.send(());
+                }
+                all.extend_from_slice(&line);
+                line.clear();
+            }
+            String::from_utf8_lossy(&all).into_owned()
+        });
+        if let Some((point, action)) = pause {
+            reached_rx
+                .recv_timeout(RUN_TIMEOUT)
+                .unwrap_or_else(|_| panic!("[{case}] failpoint {point} was not reached"));
+            action();
+        }
+        let (status, rss) = wait_bounded(pid, case);
+        let run = Run {
+            case,
+            code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+            stdout: stdout.join().unwrap(),
+            stderr: stderr.join().unwrap(),
+            max_rss_kb: rss,
+        };
+        assert!(
+            run.code.is_some(),
+            "[{case}] the process died from a signal (status {status:#x}), stderr: {}",
+            run.stderr
+        );
+        assert!(
+            run.code != Some(101) && !run.stderr.contains("panicked"),
+            "[{case}] autoloader panicked (exit {:?}):\n{}",
+            run.code,
+            run.stderr
+        );
+        assert_nothing_outside(s, case);
+        run
+    }
+
+    /// A figure from the summary line (see [`summary_figure`]).
+    pub fn figure(&self, label: &str) -> u64 {
+        summary_figure(&self.stdout, label)
+    }
+
+    /// Exit code 0.
+    pub fn ok(&self) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "[{}] expected success\nstdout: {}\nstderr: {}",
+            self.case,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Exit code 1 with every needle in the error output.
+    pub fn fails_naming(&self, needles: &[&str]) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(1),
+            "[{}] expected exit code 1\nstdout: {}\nstderr: {}",
+            self.case,
+            self.stdout,
+            self.stderr
+        );
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "[{}] the error should mention {n:?}\nstderr: {}",
+                self.case,
+                self.stderr
+            );
+        }
+        self
+    }
+}
+
+/// Waits for the child, killing it past [`RUN_TIMEOUT`]; returns its wait status and peak
+/// resident memory (KiB). The pid stays ours until `wait4` reaps it, so the kill is safe.
+fn wait_bounded(pid: i32, case: &str) -> (i32, i64) {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, and wait4/kill only touch our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            return (status, usage.ru_maxrss);
+        }
+        assert!(r == 0, "[{case}] wait4 failed");
+        if Instant::now() > deadline {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            panic!("[{case}] autoloader hung for {RUN_TIMEOUT:?} and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Relative path → (size, is symlink) of everything under the landing folder.
+fn landing_snapshot(s: &Scratch) -> BTreeMap<String, (u64, bool)> {
+    let mut out = BTreeMap::new();
+    let root = s.landing();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            let rel = p
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if m.is_dir() {
+                stack.push(p);
+            }
+            out.insert(rel, (m.len(), m.file_type().is_symlink()));
+        }
+    }
+    out
+}
+
+/// Nothing was written outside the table (which holds the checkpoint and schemas).
+fn assert_nothing_outside(s: &Scratch, case: &str) {
+    let allowed = ["landing", "table"];
+    for e in fs::read_dir(s.dir.path()).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            allowed.contains(&name.as_str()) || SANDBOX.contains(&name.as_str()),
+            "[{case}] something was written outside the table: {name}"
+        );
+    }
+    for d in SANDBOX {
+        let left: Vec<_> = fs::read_dir(s.dir.path().join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "[{case}] written into the {d} folder: {left:?}"
+        );
+    }
 }
