@@ -9,12 +9,11 @@
 //! Lookups are per file, so the index scales to millions of files without being loaded
 //! into memory.
 //!
-//! A checkpoint may live on S3 (`s3://bucket/prefix`). The store then is a local cache
-//! (see [`local_dir`]) and S3 holds the durable record, written before the cache: the
-//! stream id (`stream`), each plan (`plans/N`, a create-only put), each committed batch with
-//! its files (`commits/N`), files skipped at the first start (`existing/...`), metadata
-//! (`meta/KEY`), and a lease (`lock`) naming the holder. A cache that does not match S3
-//! (a new machine, a lost disk, another host ran the stream meanwhile) is rebuilt from it.
+//! Every write reaches the checkpoint's durable record first ([`DurableRecord`]): for a
+//! local checkpoint that is the store itself; for one on S3 (`s3.rs`) it is the objects
+//! under its prefix, and the store is a local cache (see [`local_dir`]) rebuilt from them
+//! when it does not match. Crash counts and quarantine (`crash.rs`), the listing state
+//! (`listing.rs`) and recovery from the table (`recover.rs`) are typed records on top.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -23,7 +22,6 @@ use std::path::{Path, PathBuf};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::now_ms;
 use crate::location::Location;
 use crate::source::FileRef;
 use crate::storage::StateSettings;
@@ -33,6 +31,7 @@ pub mod crash;
 pub mod lease;
 pub mod listing;
 pub mod recover;
+mod s3;
 
 /// Ingested files: source key → (size, mtime ms, batch).
 const FILES: TableDefinition<&str, (u64, i64, u64)> = TableDefinition::new("files");
@@ -110,14 +109,52 @@ pub struct Checkpoint {
     /// Held for the life of the process; the OS releases it if the process dies.
     _lock: File,
     stream_id: String,
-    /// The durable record on S3, when the checkpoint lives there (`dir` is then its cache).
-    remote: Option<Remote>,
+    /// Where every write lands first: nowhere else for a local checkpoint (the store is
+    /// the record), the objects under an S3 prefix for an S3 one (the store is its cache).
+    record: Box<dyn DurableRecord>,
 }
 
-/// A checkpoint's S3 side: the folder and the lease held on it.
-struct Remote {
-    dir: RemoteDir,
-    _lease: crate::checkpoint::lease::Lease,
+/// The durable side of a checkpoint's writes, reached before the local store: the seam
+/// between a local checkpoint and one kept on an object store.
+trait DurableRecord: Send + Sync {
+    /// Where the durable record lives, for messages; `None`: the local folder.
+    fn describe(&self) -> Option<String>;
+    /// The stream's identity (a recovered one replaces it).
+    fn put_stream_id(&self, id: &str) -> Result<(), CheckpointError>;
+    fn put_meta(&self, key: &str, value: &str) -> Result<(), CheckpointError>;
+    /// A plan, create-only: a different plan already recorded for its batch is refused.
+    fn put_plan(&self, plan: &Plan) -> Result<(), CheckpointError>;
+    fn put_commit(&self, plan: &Plan, summary: &CommitSummary) -> Result<(), CheckpointError>;
+    fn delete_plan(&self, batch: u64) -> Result<(), CheckpointError>;
+    /// Files marked seen without being ingested.
+    fn put_existing(&self, plan: &Plan) -> Result<(), CheckpointError>;
+}
+
+/// A local checkpoint: the redb store is the durable record itself.
+struct LocalRecord;
+
+impl DurableRecord for LocalRecord {
+    fn describe(&self) -> Option<String> {
+        None
+    }
+    fn put_stream_id(&self, _id: &str) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+    fn put_meta(&self, _key: &str, _value: &str) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+    fn put_plan(&self, _plan: &Plan) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+    fn put_commit(&self, _plan: &Plan, _summary: &CommitSummary) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+    fn delete_plan(&self, _batch: u64) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+    fn put_existing(&self, _plan: &Plan) -> Result<(), CheckpointError> {
+        Ok(())
+    }
 }
 
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
@@ -149,18 +186,6 @@ pub fn local_dir(location: &Location, state: &StateSettings) -> PathBuf {
     base.join(format!("{readable}-{hash:016x}"))
 }
 
-/// Object names on S3 sort by batch: zero-padded.
-fn batch_key(batch: u64) -> String {
-    format!("{batch:020}.json")
-}
-
-/// A committed batch as recorded on S3: enough to rebuild the cache.
-#[derive(Serialize, Deserialize)]
-struct CommitRecord {
-    plan: Plan,
-    summary: CommitSummary,
-}
-
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     move |source| CheckpointError::Io {
         path: path.to_path_buf(),
@@ -175,125 +200,10 @@ impl Checkpoint {
     /// # Errors
     /// [`CheckpointError::Locked`] naming the holder when another process has it.
     pub fn open(location: &Location, state: &StateSettings) -> Result<Checkpoint, CheckpointError> {
-        let url = match location {
-            Location::Local(dir) => return Checkpoint::open_local(dir),
-            Location::S3(url) => url,
-        };
-        let dir = RemoteDir::open(url, state)?;
-        let lease = lease::Lease::acquire(&dir, state.lease)?;
-        let cache = local_dir(location, state);
-        let mut checkpoint = Checkpoint::open_local(&cache)?;
-        let recorded: Option<StreamRecord> = match dir.get(STREAM_OBJECT)? {
-            Some(bytes) => {
-                Some(
-                    serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Store {
-                        path: PathBuf::from(dir.url_of(STREAM_OBJECT)),
-                        reason: e.to_string(),
-                    })?,
-                )
-            }
-            None => None,
-        };
-        let matches = match &recorded {
-            Some(r) => r.stream_id == checkpoint.stream_id && checkpoint.agrees_with(&dir)?,
-            // A new checkpoint on S3: only an empty cache may seed it.
-            None => checkpoint.is_fresh()?,
-        };
-        if !matches {
-            tracing::info!(
-                checkpoint = %dir.url(), cache = %cache.display(),
-                "The local cache of the checkpoint does not match S3; rebuilding it from S3."
-            );
-            drop(checkpoint);
-            fs::remove_file(cache.join(STATE_FILE))
-                .or_else(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => Ok(()),
-                    _ => Err(e),
-                })
-                .map_err(io_err(&cache))?;
-            checkpoint = Checkpoint::open_local(&cache)?;
-            if let Some(r) = &recorded {
-                checkpoint.import(&dir, &r.stream_id)?;
-            }
+        match location {
+            Location::Local(dir) => Checkpoint::open_local(dir),
+            Location::S3(url) => s3::open(url, location, state),
         }
-        if recorded.is_none() {
-            let record = StreamRecord {
-                stream_id: checkpoint.stream_id.clone(),
-            };
-            let body = serde_json::to_vec(&record).expect("records serialize");
-            if !dir.put_new(STREAM_OBJECT, body)? {
-                return Err(CheckpointError::PlanConflict {
-                    path: PathBuf::from(dir.url()),
-                    batch: 0,
-                    reason: "another process created this checkpoint at the same moment".into(),
-                });
-            }
-        }
-        checkpoint.remote = Some(Remote { dir, _lease: lease });
-        Ok(checkpoint)
-    }
-
-    /// Whether the cache holds exactly the plans and commits recorded on S3 (compared at
-    /// the newest end, so the check lists only what is newer than the cache).
-    fn agrees_with(&self, dir: &RemoteDir) -> Result<bool, CheckpointError> {
-        let next = self.next_batch()?;
-        let last_plan = next.checked_sub(1).map(batch_key);
-        if !dir.list("plans", last_plan.as_deref())?.is_empty() {
-            return Ok(false);
-        }
-        if let Some(key) = &last_plan
-            && dir.get(&format!("plans/{key}"))?.is_none()
-        {
-            return Ok(false);
-        }
-        let (last_commit, _) = self.pending_plans()?;
-        let last_commit = last_commit.map(batch_key);
-        Ok(dir.list("commits", last_commit.as_deref())?.is_empty())
-    }
-
-    /// Fills a fresh cache from the record on S3.
-    fn import(&mut self, dir: &RemoteDir, stream_id: &str) -> Result<(), CheckpointError> {
-        let parse_err = |name: &str, e: serde_json::Error| CheckpointError::Store {
-            path: PathBuf::from(dir.url_of(name)),
-            reason: e.to_string(),
-        };
-        self.local_set_meta("streamId", stream_id)?;
-        self.stream_id = stream_id.to_string();
-        for key in dir.list("meta", None)? {
-            let name = format!("meta/{key}");
-            if let Some(v) = dir.get(&name)? {
-                self.local_set_meta(&key, &String::from_utf8_lossy(&v))?;
-            }
-        }
-        for key in dir.list("existing", None)? {
-            let name = format!("existing/{key}");
-            if let Some(v) = dir.get(&name)? {
-                let plan: Plan = serde_json::from_slice(&v).map_err(|e| parse_err(&name, e))?;
-                self.local_mark_existing(&plan)?;
-            }
-        }
-        let mut last_commit = None;
-        let mut batches = 0usize;
-        for key in dir.list("commits", None)? {
-            let name = format!("commits/{key}");
-            if let Some(v) = dir.get(&name)? {
-                let record: CommitRecord =
-                    serde_json::from_slice(&v).map_err(|e| parse_err(&name, e))?;
-                self.local_write_plan(&record.plan)?;
-                self.local_mark_committed(&record.plan, &record.summary)?;
-                last_commit = Some(key);
-                batches += 1;
-            }
-        }
-        for key in dir.list("plans", last_commit.as_deref())? {
-            let name = format!("plans/{key}");
-            if let Some(v) = dir.get(&name)? {
-                let plan: Plan = serde_json::from_slice(&v).map_err(|e| parse_err(&name, e))?;
-                self.local_write_plan(&plan)?;
-            }
-        }
-        tracing::info!(checkpoint = %dir.url(), batches, "Checkpoint cache rebuilt from S3.");
-        Ok(())
     }
 
     /// Opens (creating if needed) and locks the checkpoint in a local folder.
@@ -390,7 +300,7 @@ impl Checkpoint {
             db,
             _lock: lock,
             stream_id,
-            remote: None,
+            record: Box::new(LocalRecord),
         })
     }
 
@@ -401,10 +311,9 @@ impl Checkpoint {
 
     /// Where the durable record lives: the local folder or the S3 prefix.
     pub fn describe(&self) -> String {
-        match &self.remote {
-            Some(r) => r.dir.url().to_string(),
-            None => self.dir.display().to_string(),
-        }
+        self.record
+            .describe()
+            .unwrap_or_else(|| self.dir.display().to_string())
     }
 
     /// The stream's id, fixed when the checkpoint was created.
@@ -424,15 +333,7 @@ impl Checkpoint {
     /// Takes over an earlier identity of this stream (found in the table's history), so
     /// its `txn` versions continue where they were.
     pub fn adopt_stream_id(&mut self, id: &str) -> Result<(), CheckpointError> {
-        if let Some(r) = &self.remote {
-            let record = StreamRecord {
-                stream_id: id.to_string(),
-            };
-            r.dir.put(
-                "stream",
-                serde_json::to_vec(&record).expect("records serialize"),
-            )?;
-        }
+        self.record.put_stream_id(id)?;
         self.local_set_meta("streamId", id)?;
         self.stream_id = id.to_string();
         Ok(())
@@ -470,10 +371,7 @@ impl Checkpoint {
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<(), CheckpointError> {
-        if let Some(r) = &self.remote {
-            r.dir
-                .put(&format!("meta/{key}"), value.as_bytes().to_vec())?;
-        }
+        self.record.put_meta(key, value)?;
         self.local_set_meta(key, value)
     }
 
@@ -518,22 +416,7 @@ impl Checkpoint {
     /// Durably records a plan before any of its files is read. A different plan already
     /// stored under the same batch means two writers: refused.
     pub fn write_plan(&self, plan: &Plan) -> Result<(), CheckpointError> {
-        if let Some(r) = &self.remote {
-            let name = format!("plans/{}", batch_key(plan.batch));
-            let body = serde_json::to_vec(plan).expect("plans always serialize");
-            if !r.dir.put_new(&name, body)? {
-                let existing = r.dir.get(&name)?.unwrap_or_default();
-                let same = serde_json::from_slice::<Plan>(&existing)
-                    .is_ok_and(|existing| existing.files == plan.files);
-                if !same {
-                    return Err(CheckpointError::PlanConflict {
-                        path: PathBuf::from(r.dir.url_of(&name)),
-                        batch: plan.batch,
-                        reason: "a different plan is already stored".into(),
-                    });
-                }
-            }
-        }
+        self.record.put_plan(plan)?;
         self.local_write_plan(plan)
     }
 
@@ -566,16 +449,7 @@ impl Checkpoint {
         plan: &Plan,
         summary: &CommitSummary,
     ) -> Result<(), CheckpointError> {
-        if let Some(r) = &self.remote {
-            let record = CommitRecord {
-                plan: plan.clone(),
-                summary: summary.clone(),
-            };
-            r.dir.put(
-                &format!("commits/{}", batch_key(plan.batch)),
-                serde_json::to_vec(&record).expect("records serialize"),
-            )?;
-        }
+        self.record.put_commit(plan, summary)?;
         self.local_mark_committed(plan, summary)
     }
 
@@ -604,9 +478,7 @@ impl Checkpoint {
     /// Forgets an unfinished plan (its files changed since it was planned; the table is
     /// known not to hold it), so its batch number is planned again from the current files.
     pub fn discard_plan(&self, batch: u64) -> Result<(), CheckpointError> {
-        if let Some(r) = &self.remote {
-            r.dir.delete(&format!("plans/{}", batch_key(batch)))?;
-        }
+        self.record.delete_plan(batch)?;
         let txn = self.db.begin_write().map_err(|e| self.store_err(&e))?;
         txn.open_table(PLANS)
             .map_err(|e| self.store_err(&e))?
@@ -617,13 +489,7 @@ impl Checkpoint {
 
     /// Records files as seen without ingesting them (`includeExistingFiles=false`).
     pub fn mark_existing(&self, plan: &Plan) -> Result<(), CheckpointError> {
-        if let Some(r) = &self.remote {
-            let name = format!("existing/{:020}-{}.json", now_ms(), uuid::Uuid::new_v4());
-            r.dir.put(
-                &name,
-                serde_json::to_vec(plan).expect("plans always serialize"),
-            )?;
-        }
+        self.record.put_existing(plan)?;
         self.local_mark_existing(plan)
     }
 
@@ -709,13 +575,6 @@ fn open_state(path: &Path) -> Result<Database, String> {
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the state file is damaged (the store refused to open it)".into()),
     }
-}
-
-/// The stream's identity, recorded once on S3.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StreamRecord {
-    stream_id: String,
 }
 
 /// A read snapshot of the file index.
