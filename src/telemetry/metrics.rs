@@ -1,221 +1,286 @@
 //! Prometheus metrics for watch mode (`--metrics-addr 127.0.0.1:PORT`): per-stream
-//! counters and gauges in atomics, rendered in the text exposition format by a tiny HTTP
-//! server that answers `GET /metrics`.
+//! counters, gauges and a histogram kept by `prometheus-client`, written in the Prometheus
+//! text format (0.0.4) and served at `GET /metrics` by hyper.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::convert::Infallible;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, prometheus_text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Unit;
 use tokio::net::TcpListener;
 
 /// Batch duration histogram bucket bounds, seconds.
 const BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
-/// The metrics of one stream.
+/// A prometheus-client counter or gauge that the pipeline updates through its atomic
+/// (`corrupt_files.fetch_add(1, Relaxed)`, `schema_version.store(v, Relaxed)`), as it did
+/// when these were bare atomics. The handle is shared with the registry's family, so an
+/// update shows in the next scrape.
 #[derive(Debug, Default)]
+pub struct Value<M>(M);
+
+impl Deref for Value<Counter> {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        self.0.inner()
+    }
+}
+
+impl Deref for Value<Gauge<u64, AtomicU64>> {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        self.0.inner()
+    }
+}
+
+/// The metrics of one stream: handles on its series in the registry's families.
+#[derive(Debug)]
 pub struct StreamMetrics {
-    pub files: AtomicU64,
-    pub rows: AtomicU64,
-    pub bytes: AtomicU64,
-    pub rescued_rows: AtomicU64,
-    pub corrupt_files: AtomicU64,
-    pub batches: AtomicU64,
-    pub schema_version: AtomicU64,
-    pub files_pending: AtomicU64,
+    pub files: Value<Counter>,
+    pub rows: Value<Counter>,
+    pub bytes: Value<Counter>,
+    pub rescued_rows: Value<Counter>,
+    pub corrupt_files: Value<Counter>,
+    pub batches: Value<Counter>,
+    pub schema_version: Value<Gauge<u64, AtomicU64>>,
+    pub files_pending: Value<Gauge<u64, AtomicU64>>,
     /// Milliseconds since the epoch of the last commit (0: none yet).
-    pub last_commit_ms: AtomicU64,
-    bucket_counts: [AtomicU64; BUCKETS.len()],
-    duration_sum_micros: AtomicU64,
+    pub last_commit_ms: Value<Gauge<u64, AtomicU64>>,
+    duration: Histogram,
+}
+
+/// Metrics that no registry exposes (no `--metrics-addr`).
+impl Default for StreamMetrics {
+    fn default() -> Self {
+        Families::new().stream("")
+    }
 }
 
 impl StreamMetrics {
     /// Records a committed batch.
     pub fn batch(&self, files: u64, rows: u64, bytes: u64, rescued_rows: u64, seconds: f64) {
-        self.files.fetch_add(files, Ordering::Relaxed);
-        self.rows.fetch_add(rows, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.rescued_rows.fetch_add(rescued_rows, Ordering::Relaxed);
-        self.batches.fetch_add(1, Ordering::Relaxed);
-        let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        self.last_commit_ms.store(now, Ordering::Relaxed);
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                self.bucket_counts[i].fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.duration_sum_micros
-            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+        self.files.0.inc_by(files);
+        self.rows.0.inc_by(rows);
+        self.bytes.0.inc_by(bytes);
+        self.rescued_rows.0.inc_by(rescued_rows);
+        self.batches.0.inc();
+        self.last_commit_ms.0.set(now_ms());
+        self.duration.observe(seconds);
     }
 }
 
-/// A metric's name, help text and how to read it from a stream.
-type MetricDef = (&'static str, &'static str, fn(&StreamMetrics) -> u64);
-/// Named streams and their metrics.
-type StreamList = Vec<(String, Arc<StreamMetrics>)>;
+fn now_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+}
+
+/// `autoloader_seconds_since_last_commit`: a gauge worked out from the last commit's time
+/// at each scrape (-1: none yet), so it keeps rising while a stream is stuck.
+#[derive(Debug, Default, Clone)]
+struct SinceLastCommit(Gauge<u64, AtomicU64>);
+
+impl TypedMetric for SinceLastCommit {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for SinceLastCommit {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let last = self.0.get();
+        let seconds = if last == 0 {
+            -1.0
+        } else {
+            now_ms().saturating_sub(last) as f64 / 1000.0
+        };
+        encoder.encode_gauge(&seconds)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabel {
+    stream: String,
+}
+
+/// Counter names (prometheus-client appends `_total`) and help texts (it appends a `.`),
+/// in `StreamMetrics` field order.
+const COUNTERS: [(&str, &str); 6] = [
+    ("autoloader_files", "Files ingested"),
+    ("autoloader_rows", "Rows appended"),
+    ("autoloader_bytes", "Input bytes ingested"),
+    ("autoloader_rescued_rows", "Rows with rescued data"),
+    ("autoloader_corrupt_files", "Files skipped as corrupt"),
+    ("autoloader_batches", "Batches committed"),
+];
+const GAUGES: [(&str, &str); 2] = [
+    ("autoloader_schema_version", "Current schema version"),
+    (
+        "autoloader_files_pending",
+        "Files listed but not yet ingested",
+    ),
+];
+
+/// The metric families, one series per stream in each.
+#[derive(Debug)]
+struct Families {
+    counters: [Family<StreamLabel, Counter>; COUNTERS.len()],
+    gauges: [Family<StreamLabel, Gauge<u64, AtomicU64>>; GAUGES.len()],
+    since_last_commit: Family<StreamLabel, SinceLastCommit>,
+    duration: Family<StreamLabel, Histogram, fn() -> Histogram>,
+}
+
+impl Families {
+    fn new() -> Self {
+        Families {
+            counters: Default::default(),
+            gauges: Default::default(),
+            since_last_commit: Family::default(),
+            duration: Family::new_with_constructor(|| Histogram::new(BUCKETS)),
+        }
+    }
+
+    /// A stream's series, created on first use.
+    fn stream(&self, name: &str) -> StreamMetrics {
+        let label = StreamLabel {
+            stream: name.to_string(),
+        };
+        let [files, rows, bytes, rescued_rows, corrupt_files, batches] = self
+            .counters
+            .each_ref()
+            .map(|family| Value(family.get_or_create_owned(&label)));
+        let [schema_version, files_pending] = self
+            .gauges
+            .each_ref()
+            .map(|family| Value(family.get_or_create_owned(&label)));
+        StreamMetrics {
+            files,
+            rows,
+            bytes,
+            rescued_rows,
+            corrupt_files,
+            batches,
+            schema_version,
+            files_pending,
+            last_commit_ms: Value(self.since_last_commit.get_or_create_owned(&label).0),
+            duration: self.duration.get_or_create_owned(&label),
+        }
+    }
+}
 
 /// All streams' metrics.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Registry {
-    streams: Arc<Mutex<StreamList>>,
+    inner: Arc<(prometheus_client::registry::Registry, Families)>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
 }
 
 impl Registry {
     pub fn new() -> Self {
-        Registry::default()
+        let f = Families::new();
+        let mut r = prometheus_client::registry::Registry::default();
+        for ((name, help), family) in COUNTERS.into_iter().zip(&f.counters) {
+            r.register(name, help, family.clone());
+        }
+        for ((name, help), family) in GAUGES.into_iter().zip(&f.gauges) {
+            r.register(name, help, family.clone());
+        }
+        r.register(
+            "autoloader_seconds_since_last_commit",
+            "Seconds since the last commit (-1: none yet)",
+            f.since_last_commit.clone(),
+        );
+        r.register_with_unit(
+            "autoloader_batch_duration",
+            "Time to read, write and commit a batch",
+            Unit::Seconds,
+            f.duration.clone(),
+        );
+        Registry {
+            inner: Arc::new((r, f)),
+        }
     }
 
-    /// The metrics of a stream (created on first use).
+    /// The metrics of a stream (created on first use; later calls share its series).
     pub fn stream(&self, name: &str) -> Arc<StreamMetrics> {
-        let mut streams = self
-            .streams
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, m)) = streams.iter().find(|(n, _)| n == name) {
-            return Arc::clone(m);
-        }
-        let m = Arc::new(StreamMetrics::default());
-        streams.push((name.to_string(), Arc::clone(&m)));
-        m
+        Arc::new(self.inner.1.stream(name))
     }
 
-    /// The Prometheus text exposition of every stream.
+    /// The Prometheus text exposition (0.0.4) of every stream.
     pub fn render(&self) -> String {
-        let streams = self
-            .streams
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
         let mut out = String::new();
-        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        let counters: [MetricDef; 6] = [
-            ("autoloader_files_total", "Files ingested.", |m| {
-                m.files.load(Ordering::Relaxed)
-            }),
-            ("autoloader_rows_total", "Rows appended.", |m| {
-                m.rows.load(Ordering::Relaxed)
-            }),
-            ("autoloader_bytes_total", "Input bytes ingested.", |m| {
-                m.bytes.load(Ordering::Relaxed)
-            }),
-            (
-                "autoloader_rescued_rows_total",
-                "Rows with rescued data.",
-                |m| m.rescued_rows.load(Ordering::Relaxed),
-            ),
-            (
-                "autoloader_corrupt_files_total",
-                "Files skipped as corrupt.",
-                |m| m.corrupt_files.load(Ordering::Relaxed),
-            ),
-            ("autoloader_batches_total", "Batches committed.", |m| {
-                m.batches.load(Ordering::Relaxed)
-            }),
-        ];
-        for def in counters {
-            render_family(&mut out, def, "counter", &streams);
-        }
-        let gauges: [MetricDef; 2] = [
-            (
-                "autoloader_schema_version",
-                "Current schema version.",
-                |m| m.schema_version.load(Ordering::Relaxed),
-            ),
-            (
-                "autoloader_files_pending",
-                "Files listed but not yet ingested.",
-                |m| m.files_pending.load(Ordering::Relaxed),
-            ),
-        ];
-        for def in gauges {
-            render_family(&mut out, def, "gauge", &streams);
-        }
-        let name = "autoloader_seconds_since_last_commit";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Seconds since the last commit (-1: none yet).\n# TYPE {name} gauge"
-        );
-        for (s, m) in &streams {
-            let last = m.last_commit_ms.load(Ordering::Relaxed);
-            let v = if last == 0 {
-                -1.0
-            } else {
-                now_ms.saturating_sub(last) as f64 / 1000.0
-            };
-            let _ = writeln!(out, "{name}{{stream=\"{}\"}} {v}", escape(s));
-        }
-        let name = "autoloader_batch_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time to read, write and commit a batch.\n# TYPE {name} histogram"
-        );
-        for (s, m) in &streams {
-            let s = escape(s);
-            for (i, bound) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "{name}_bucket{{stream=\"{s}\",le=\"{bound}\"}} {}",
-                    m.bucket_counts[i].load(Ordering::Relaxed)
-                );
-            }
-            let count = m.batches.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{stream=\"{s}\",le=\"+Inf\"}} {count}");
-            let sum = m.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "{name}_sum{{stream=\"{s}\"}} {sum}\n{name}_count{{stream=\"{s}\"}} {count}"
-            );
-        }
+        // Writing to a String cannot fail, nor can any metric here.
+        let _ = prometheus_text::encode(&mut out, &self.inner.0);
         out
     }
-}
-
-/// One metric family: its help and type lines, then one sample per stream.
-fn render_family(out: &mut String, (name, help, get): MetricDef, kind: &str, streams: &StreamList) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (s, m) in streams {
-        let _ = writeln!(out, "{name}{{stream=\"{}\"}} {}", escape(s), get(m));
-    }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// Serves `GET /metrics` on `listener` until the process ends.
 pub async fn serve(listener: TcpListener, registry: Registry) {
     loop {
-        let Ok((mut socket, _)) = listener.accept().await else {
+        let Ok((socket, _)) = listener.accept().await else {
             continue;
         };
         let registry = registry.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let n = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut buf))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or(0);
-            let request = String::from_utf8_lossy(&buf[..n]);
-            let (status, body) = if request.starts_with("GET /metrics") {
-                ("200 OK", registry.render())
-            } else {
-                ("404 Not Found", "not found; try /metrics\n".to_string())
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(response.as_bytes()).await;
+            let service = service_fn(move |request| {
+                let response = respond(&registry, &request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            // As before, one request per connection (`connection: close`), so clients that
+            // read to EOF (the integration test, `nc`) see the response end.
+            let _ = http1::Builder::new()
+                .keep_alive(false)
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(5))
+                .serve_connection(TokioIo::new(socket), service)
+                .await;
         });
     }
+}
+
+fn respond(registry: &Registry, request: &Request<Incoming>) -> Response<String> {
+    let (status, content_type, body) =
+        if request.method() == Method::GET && request.uri().path() == "/metrics" {
+            (
+                StatusCode::OK,
+                prometheus_text::CONTENT_TYPE,
+                registry.render(),
+            )
+        } else {
+            let body = "not found; try /metrics\n".to_string();
+            (StatusCode::NOT_FOUND, "text/plain; charset=utf-8", body)
+        };
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let content_type = HeaderValue::from_static(content_type);
+    response.headers_mut().insert(CONTENT_TYPE, content_type);
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn renders_counters_gauges_and_histogram() {
@@ -223,33 +288,51 @@ mod tests {
         let m = r.stream("orders");
         m.batch(3, 100, 5000, 2, 0.3);
         m.schema_version.store(1, Ordering::Relaxed);
+        m.files_pending.store(4, Ordering::Relaxed);
+        m.corrupt_files.fetch_add(1, Ordering::Relaxed);
+        // A second handle on the same stream shares its series.
+        r.stream("orders").rows.fetch_add(1, Ordering::Relaxed);
+        let text = r.render();
+        let lines: Vec<&str> = text.lines().collect();
+        for expected in [
+            "# HELP autoloader_files_total Files ingested.",
+            "# TYPE autoloader_files_total counter",
+            "autoloader_files_total{stream=\"orders\"} 3",
+            "autoloader_rows_total{stream=\"orders\"} 101",
+            "autoloader_bytes_total{stream=\"orders\"} 5000",
+            "autoloader_rescued_rows_total{stream=\"orders\"} 2",
+            "autoloader_corrupt_files_total{stream=\"orders\"} 1",
+            "autoloader_batches_total{stream=\"orders\"} 1",
+            "# TYPE autoloader_schema_version gauge",
+            "autoloader_schema_version{stream=\"orders\"} 1",
+            "autoloader_files_pending{stream=\"orders\"} 4",
+            "# HELP autoloader_seconds_since_last_commit Seconds since the last commit (-1: none yet).",
+            "# TYPE autoloader_batch_duration_seconds histogram",
+            "autoloader_batch_duration_seconds_bucket{stream=\"orders\",le=\"0.25\"} 0",
+            "autoloader_batch_duration_seconds_bucket{stream=\"orders\",le=\"0.5\"} 1",
+            "autoloader_batch_duration_seconds_bucket{stream=\"orders\",le=\"+Inf\"} 1",
+            "autoloader_batch_duration_seconds_sum{stream=\"orders\"} 0.3",
+            "autoloader_batch_duration_seconds_count{stream=\"orders\"} 1",
+        ] {
+            assert!(lines.contains(&expected), "no {expected:?} in\n{text}");
+        }
+        let since = lines
+            .iter()
+            .find_map(|l| {
+                l.strip_prefix("autoloader_seconds_since_last_commit{stream=\"orders\"} ")
+            })
+            .and_then(|v| v.parse::<f64>().ok());
+        assert!(since.is_some_and(|s| (0.0..60.0).contains(&s)), "{text}");
+    }
+
+    #[test]
+    fn a_stream_without_commits_and_label_escaping() {
+        let r = Registry::new();
+        r.stream("a\"b\\c");
         let text = r.render();
         assert!(
-            text.contains("autoloader_rows_total{stream=\"orders\"} 100"),
-            "{text}"
-        );
-        assert!(
-            text.contains("autoloader_rescued_rows_total{stream=\"orders\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("autoloader_schema_version{stream=\"orders\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "autoloader_batch_duration_seconds_bucket{stream=\"orders\",le=\"0.25\"} 0"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "autoloader_batch_duration_seconds_bucket{stream=\"orders\",le=\"0.5\"} 1"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("autoloader_batch_duration_seconds_count{stream=\"orders\"} 1"),
+            text.lines()
+                .any(|l| l == "autoloader_seconds_since_last_commit{stream=\"a\\\"b\\\\c\"} -1.0"),
             "{text}"
         );
     }
