@@ -10,6 +10,7 @@ pub mod formats;
 pub mod location;
 pub mod memory;
 pub mod options;
+pub mod parse;
 pub mod pipeline;
 pub mod record;
 pub mod reports;
@@ -19,7 +20,6 @@ pub mod storage;
 pub mod target;
 pub mod telemetry;
 pub mod testing;
-pub mod watch;
 
 pub use error::{Error, ErrorClass, Result};
 pub use location::Location;

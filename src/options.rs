@@ -12,7 +12,7 @@ use chrono_tz::Tz;
 use globset::{GlobBuilder, GlobMatcher};
 
 use crate::location::Location;
-use crate::record::scalars;
+use crate::parse::scalars;
 use crate::schema::Schema;
 pub use crate::schema::evolution::EvolutionMode;
 

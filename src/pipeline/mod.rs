@@ -15,6 +15,7 @@ mod plan;
 mod read;
 mod stream;
 mod supervisor;
+pub mod watch;
 
 pub use crate::telemetry::Hooks;
 pub use stream::StreamRun;

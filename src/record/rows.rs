@@ -36,10 +36,10 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::formats::json::parser::{JsonValue, same_key};
+use crate::parse::json::{JsonValue, same_key};
 
 use crate::options::CORRUPT_RECORD;
-use crate::record::scalars;
+use crate::parse::scalars;
 use crate::schema::{DataType, Field, Schema};
 
 /// Name of the lineage struct column.

@@ -25,8 +25,8 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 use super::{DataType, Field, Schema};
-use crate::formats::json::parser::{JsonValue, same_key};
-use crate::record::scalars;
+use crate::parse::json::{JsonValue, same_key};
+use crate::parse::scalars;
 
 /// A type under inference: like [`DataType`] but with `Null` for "no information yet".
 #[derive(Debug, Clone, PartialEq)]

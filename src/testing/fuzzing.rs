@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use arrow_array::RecordBatch;
 
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
-use crate::formats::json::parser::JsonValue;
+use crate::parse::json::JsonValue;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::location::Location;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};

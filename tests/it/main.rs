@@ -11,6 +11,7 @@ mod evolution;
 mod faults;
 mod fuzz_smoke;
 mod ingest_once;
+mod layout;
 mod locations;
 mod s3;
 mod watch;

@@ -7,7 +7,6 @@
 //! is not valid JSON is a corrupt file (error with line and column), since no record
 //! boundary can be trusted in it.
 
-pub mod parser;
 
 use std::cell::Cell;
 use std::fmt;
@@ -22,7 +21,7 @@ use super::{
     BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
     large_record_turn, open, read_error, read_line_bounded,
 };
-use crate::formats::json::parser::JsonValue;
+use crate::parse::json::JsonValue;
 use crate::record::rows::{Layout, RowBuilder};
 use crate::schema::infer::SchemaInferrer;
 
