@@ -13,7 +13,7 @@ use autoloader::reports;
 use autoloader::source::Source;
 use autoloader::telemetry::Hooks;
 use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
-use autoloader::telemetry::events::kind;
+use autoloader::telemetry::events::{EventKind, kind};
 use autoloader::telemetry::metrics::Registry;
 use autoloader::{Error, ErrorClass, Location};
 use clap::{Args, Parser, Subcommand};
@@ -356,17 +356,20 @@ fn run(cli: Cli) -> Result<(), Error> {
             since,
             json,
         } => {
+            let mut kinds = Vec::new();
             for t in &types {
-                if !kind::ALL.contains(&t.as_str()) {
+                let Some(k) = EventKind::known(t) else {
+                    let names: Vec<&str> = kind::ALL.iter().map(EventKind::as_str).collect();
                     return Err(OptionsError::Conflict(format!(
                         "unknown event type {t}; types: {}",
-                        kind::ALL.join(", ")
+                        names.join(", ")
                     ))
                     .into());
-                }
+                };
+                kinds.push(k);
             }
             let events =
-                reports::filtered_events(&checkpoint, &types, parse_since(since.as_deref())?)?;
+                reports::filtered_events(&checkpoint, &kinds, parse_since(since.as_deref())?)?;
             for e in events {
                 if json {
                     print_json(&e, false);
