@@ -1,7 +1,7 @@
 //! Structured stream events: one JSON object per line in `<checkpoint>/events.jsonl`
-//! (schema: `schemas/event.schema.json`), rotated to `events.jsonl.1` past a size limit so
-//! the log stays bounded. Events are what alerts, `autoloader events` and
-//! `autoloader status` are made of.
+//! (schema: `schemas/event.schema.json`, generated from [`Event`] and [`EventFields`]),
+//! rotated to `events.jsonl.1` past a size limit so the log stays bounded. Events are what
+//! alerts, `autoloader events` and `autoloader status` are made of.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use schemars::{JsonSchema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -20,8 +21,11 @@ const MAX_BYTES: u64 = 8 << 20;
 
 /// How much an event matters: `info` (progress), `warning` (drift or skipped input worth a
 /// look; nothing was lost) or `error` (data was refused or lost, or the stream stopped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum Severity {
     Info,
     Warning,
@@ -127,10 +131,34 @@ impl<'de> Deserialize<'de> for EventKind {
     }
 }
 
+impl JsonSchema for EventKind {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "EventKind".into()
+    }
+
+    /// The types this version writes. Readers should accept others (from newer versions).
+    fn json_schema(_: &mut SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = kind::ALL.iter().map(EventKind::as_str).collect();
+        json_schema!({ "type": "string", "enum": names })
+    }
+}
+
 /// One event: the four common fields, then the fields of its type.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[schemars(
+    title = "autoloader stream event (one line of <checkpoint>/events.jsonl)",
+    extend(
+        "$id" = "https://github.com/autoloader/autoloader/schemas/event.schema.json",
+        "additionalProperties" = true
+    )
+)]
 pub struct Event {
     /// RFC 3339 UTC with milliseconds.
+    #[schemars(extend("format" = "date-time"))]
     pub time: String,
     /// Stream name (config name, or the table folder's name).
     pub stream: String,
@@ -139,9 +167,132 @@ pub struct Event {
     /// write more (this one keeps them as they are).
     #[serde(rename = "type")]
     pub kind: EventKind,
-    /// Type-specific fields.
+    /// Type-specific fields (documented by [`EventFields`]).
     #[serde(flatten)]
+    #[schemars(with = "EventFields")]
     pub fields: Map<String, Value>,
+}
+
+/// The type-specific fields of events, as written today: every one is optional, each type
+/// has its own set, and an event may carry fields not listed here. Events are built from
+/// `json!` objects (`Event::fields`); this struct is their documentation, the source of
+/// the JSON Schema's properties, and a typed view for tests (missing fields read as 0,
+/// empty or `null`).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(default, rename_all = "camelCase")]
+#[schemars(transform = without_defaults)]
+pub struct EventFields {
+    /// Batch number (as in the checkpoint).
+    pub batch: u64,
+    /// Source file URI (first file concerned).
+    pub file: Option<String>,
+    /// batch_committed, stream_stopped: how many files; new_columns_rejected: their URIs.
+    pub files: FileCount,
+    /// Rows (of the batch, of the run, or with a type mismatch).
+    pub rows: u64,
+    /// Bytes of the batch's files.
+    pub bytes: u64,
+    /// Rows of the batch with a rescued-data value.
+    pub rescued_rows: u64,
+    /// batch_committed: files skipped (`ignoreCorruptFiles`, `ignoreMissingFiles`).
+    pub skipped_files: u64,
+    /// rescued_data_seen: rescued rows / rows of the batch.
+    pub share: f64,
+    /// rescued_data_seen: rescued keys.
+    pub keys: Vec<String>,
+    /// rescued_data_seen: rescued keys that are columns missing from the schema.
+    pub new_columns: Vec<String>,
+    /// rescued_data_seen: rescued keys whose values did not fit the column's type.
+    pub type_mismatches: Vec<String>,
+    /// rescued_data_seen: rescued keys that differ from a column only by case.
+    pub case_mismatches: Vec<String>,
+    /// rescued_data_seen: malformed records kept (`columnNameOfCorruptRecord`).
+    pub malformed_records: u64,
+    /// type_mismatch: the column.
+    pub column: String,
+    /// type_mismatch: the column's type.
+    pub expected_type: Option<String>,
+    /// type_mismatch: whether the values were kept in the rescued-data column.
+    pub rescued: bool,
+    /// schema_evolved: the version before.
+    pub old_version: u64,
+    /// schema_evolved: the version written.
+    pub new_version: u64,
+    /// schema_inferred: the version written; new_columns_rejected: the current version.
+    pub version: u64,
+    /// `name TYPE` of each added column (dotted paths for nested fields).
+    pub added_columns: Vec<String>,
+    /// schema_inferred, schema_evolved: what produced the version (as in `_schemas/N`).
+    #[schemars(extend("enum" = crate::schema::store::VERSION_REASONS))]
+    pub reason: String,
+    /// schema_inferred: `name TYPE` of each data column.
+    pub columns: Vec<String>,
+    /// schema_inferred: the partition columns read from folder names.
+    pub partition_columns: Vec<String>,
+    /// schema_inferred: files read for inference (`null` for a provided schema).
+    pub sampled_files: Option<u64>,
+    /// schema_inferred: records or rows read for inference (`null` for a provided schema).
+    pub sampled_records: Option<u64>,
+    /// batch_committed: the Delta table version of the commit.
+    pub table_version: u64,
+    /// The schema version (stream_started: `null` before the first one).
+    pub schema_version: Option<u64>,
+    /// Seconds taken (of the batch, or of the run).
+    pub seconds: f64,
+    /// The error, as printed.
+    pub error: String,
+    /// stream_started: the landing folder.
+    pub source: String,
+    /// stream_started: the Delta table location.
+    pub table: String,
+    /// stream_started: the checkpoint location.
+    pub checkpoint: String,
+    /// stream_started: the stream id kept in the checkpoint.
+    pub stream_id: String,
+    /// overwritten_file_ignored, file_quarantined: the file's size in bytes.
+    pub size: u64,
+    /// overwritten_file_ignored, file_quarantined: the file's modification time,
+    /// milliseconds since the epoch.
+    pub mtime_ms: i64,
+    /// file_quarantined: attempts that crashed the process.
+    pub attempts: u64,
+    /// alert_failed: the webhook, without credentials or query.
+    pub webhook: String,
+    /// alert_failed: the type of the event that was not delivered.
+    pub alert: Option<String>,
+}
+
+/// `files`: a count of files, or their URIs.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[schemars(inline)]
+pub enum FileCount {
+    Count(u64),
+    Uris(Vec<String>),
+}
+
+impl Default for FileCount {
+    fn default() -> Self {
+        FileCount::Count(0)
+    }
+}
+
+/// Every property of [`EventFields`] is optional: the `default` values that `serde(default)`
+/// would document are the struct's, not the file's, so they are left out.
+fn without_defaults(schema: &mut schemars::Schema) {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let Value::Object(p) = property {
+                p.remove("default");
+            }
+        }
+    }
+}
+
+/// The JSON Schema of one line of `events.jsonl`, as committed in
+/// `schemas/event.schema.json` (`tests/schemas.rs` keeps the two equal).
+pub fn json_schema() -> schemars::Schema {
+    schemars::SchemaGenerator::default().into_root_schema_for::<Event>()
 }
 
 impl Event {
