@@ -1,6 +1,6 @@
 //! The JSON Schemas in `schemas/` are generated from the Rust types that read and write the
-//! files they describe (`telemetry::events::json_schema`, `schema::store::json_schema`;
-//! titles and descriptions are the types' doc comments).
+//! files they describe (`config::json_schema`, `telemetry::events::json_schema`,
+//! `schema::store::json_schema`; titles and descriptions are the types' doc comments).
 //! These tests fail when a committed file differs from what the types generate. After
 //! changing those types or their doc comments, regenerate the files with
 //!
@@ -82,6 +82,11 @@ fn check(name: &str, schema: schemars::Schema) {
             generated.lines().nth(line).unwrap_or("<end of file>"),
         );
     }
+}
+
+#[test]
+fn config_schema_is_up_to_date() {
+    check("config.schema.json", autoloader::config::json_schema());
 }
 
 #[test]
