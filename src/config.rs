@@ -14,12 +14,17 @@
 //! ```
 //! Checked before anything runs: names unique, every option valid, and no two streams
 //! sharing a checkpoint or a schema location (several may share a table). The JSON Schema
-//! is `schemas/config.schema.json`.
+//! `schemas/config.schema.json` is generated from the structs below ([`json_schema`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use schemars::generate::SchemaSettings;
+use schemars::transform::RecursiveTransform;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use serde_json::json;
 
 use crate::location::Location;
 use crate::options::{self, OptionsError};
@@ -46,35 +51,113 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
-#[derive(Debug, Deserialize)]
+/// Declares streams that run concurrently in one process. Relative paths are relative to the
+/// config file. Option keys are Auto Loader's, case-insensitive.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "autoloader streams config (autoloader run CONFIG.toml)",
+    extend(
+        "$id" = "https://github.com/autoloader/autoloader/schemas/config.schema.json",
+        // `stream` defaults to empty only so that `load` can say "no [[stream]] is declared".
+        "required" = ["stream"]
+    )
+)]
 struct FileConfig {
+    /// Applied to every stream; a stream's own settings override or add to them.
     #[serde(default)]
     defaults: Defaults,
+    /// The streams (`[[stream]]` tables); at least one.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     stream: Vec<StreamConfig>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(inline)]
 struct Defaults {
+    /// Options of every stream (a stream's own value of an option wins).
     #[serde(default)]
+    #[schemars(with = "OptionsSchema")]
     options: BTreeMap<String, toml::Value>,
+    /// Alert webhooks of every stream (a stream's own are added to them).
     #[serde(default)]
+    #[schemars(inner(url))]
     alert_webhooks: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(inline)]
 struct StreamConfig {
+    /// Unique stream name.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_-]+$"))]
     name: String,
+    /// Landing folder.
     source: String,
+    /// Delta table location; several streams may share one.
     table: String,
+    /// Progress directory (default: <table>/_autoloader/<name>); never shared.
     checkpoint: Option<String>,
+    /// Options of this stream (over the defaults' ones).
     #[serde(default)]
+    #[schemars(with = "OptionsSchema")]
     options: BTreeMap<String, toml::Value>,
+    /// Webhooks that get this stream's alerts (besides the defaults' ones): http(s) URLs,
+    /// e.g. a Slack or Teams incoming webhook.
     #[serde(default)]
+    #[schemars(inner(url))]
     alert_webhooks: Vec<String>,
+}
+
+/// The schema of an `options` table (`$defs/options`): every known option with its
+/// description and default, from the option table that validates them.
+struct OptionsSchema;
+
+impl JsonSchema for OptionsSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "options".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        // TOML scalars: the option parser reads each as text.
+        let value = json!({ "type": ["string", "boolean", "integer", "number"] });
+        let properties: serde_json::Map<String, serde_json::Value> = options::OPTIONS
+            .iter()
+            .map(|(key, default, description)| {
+                let mut schema = value.clone();
+                schema["description"] = format!("{description} (default: {default})").into();
+                (key.to_string(), schema)
+            })
+            .collect();
+        json_schema!({
+            "type": "object",
+            "description": "Auto Loader options (see the README's option table).",
+            "properties": properties,
+            "additionalProperties": value,
+        })
+    }
+}
+
+/// TOML has no null: an optional key is left out, so `Option` fields are not nullable here.
+fn no_null(schema: &mut Schema) {
+    if let Some(serde_json::Value::Array(types)) = schema.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            schema.insert("type".into(), only);
+        }
+    }
+}
+
+/// The JSON Schema of a config file, as committed in `schemas/config.schema.json` (for
+/// editors; `tests/it/schemas.rs` keeps the two equal).
+pub fn json_schema() -> Schema {
+    SchemaSettings::draft2020_12()
+        .with_transform(RecursiveTransform(no_null))
+        .into_generator()
+        .into_root_schema_for::<FileConfig>()
 }
 
 /// One stream of a config file, resolved.

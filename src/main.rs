@@ -14,7 +14,7 @@ use autoloader::source::Source;
 use autoloader::storage::StateSettings;
 use autoloader::telemetry::Hooks;
 use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
-use autoloader::telemetry::events::kind;
+use autoloader::telemetry::events::{EventKind, kind};
 use autoloader::telemetry::metrics::Registry;
 use autoloader::{Error, ErrorClass, Location};
 use clap::{Args, Parser, Subcommand};
@@ -401,19 +401,22 @@ fn run(cli: Cli, state: &StateSettings) -> Result<(), Error> {
             since,
             json,
         } => {
+            let mut kinds = Vec::new();
             for t in &types {
-                if !kind::ALL.contains(&t.as_str()) {
+                let Some(k) = EventKind::known(t) else {
+                    let names: Vec<&str> = kind::ALL.iter().map(EventKind::as_str).collect();
                     return Err(OptionsError::Conflict(format!(
                         "unknown event type {t}; types: {}",
-                        kind::ALL.join(", ")
+                        names.join(", ")
                     ))
                     .into());
-                }
+                };
+                kinds.push(k);
             }
             let events = reports::filtered_events(
                 &checkpoint,
                 state,
-                &types,
+                &kinds,
                 parse_since(since.as_deref())?,
             )?;
             for e in events {

@@ -18,7 +18,7 @@ use crate::record::rows::FILE_PATH_KEY;
 use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaStoreError};
 use crate::storage::StateSettings;
-use crate::telemetry::events::{self, Event, kind};
+use crate::telemetry::events::{self, Event, EventKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -276,7 +276,7 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
 pub fn filtered_events(
     checkpoint: &Location,
     state: &StateSettings,
-    kinds: &[String],
+    kinds: &[EventKind],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
     let local = crate::checkpoint::local_dir(checkpoint, state);
@@ -331,8 +331,8 @@ pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Stat
     let mut st = Status::default();
     let all = events::read_events(&local).map_err(io)?;
     for e in &all {
-        match e.kind.as_str() {
-            kind::BATCH_COMMITTED => {
+        match e.kind {
+            EventKind::BatchCommitted => {
                 st.last_batch = Some(serde_json::to_value(e).unwrap_or_default());
                 st.schema_version = e
                     .fields
@@ -340,10 +340,10 @@ pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Stat
                     .and_then(Value::as_u64)
                     .or(st.schema_version);
             }
-            kind::STREAM_FAILED => {
+            EventKind::StreamFailed => {
                 st.last_error = Some(serde_json::to_value(e).unwrap_or_default())
             }
-            kind::STREAM_STARTED => {
+            EventKind::StreamStarted => {
                 st.source = e
                     .fields
                     .get("source")
@@ -355,10 +355,10 @@ pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Stat
                     .and_then(Value::as_str)
                     .map(str::to_string);
             }
-            kind::SCHEMA_EVOLVED => {
+            EventKind::SchemaEvolved => {
                 st.schema_version = e.fields.get("newVersion").and_then(Value::as_u64)
             }
-            kind::SCHEMA_INFERRED => {
+            EventKind::SchemaInferred => {
                 st.schema_version = e.fields.get("version").and_then(Value::as_u64)
             }
             _ => {}
@@ -397,7 +397,7 @@ pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Stat
         }
         Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
             st.running = Some(holder);
-            for e in all.iter().filter(|e| e.kind == kind::BATCH_COMMITTED) {
+            for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
                 st.batches += 1;
                 st.rows += e.fields.get("rows").and_then(Value::as_u64).unwrap_or(0);
                 st.rescued_rows += e

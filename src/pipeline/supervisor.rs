@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{IngestError, IngestRequest, NoProgress, StopFlag, Summary, run_once};
-use crate::telemetry::Hooks;
 use crate::pipeline::watch::{WatchTiming, run_watch};
+use crate::telemetry::Hooks;
 
 /// How the streams run: once over what has landed, or watching.
 #[derive(Debug, Clone, Copy)]

@@ -1,10 +1,10 @@
 //! Schema versions under `<schemaLocation>/_schemas/N`: create-only, atomic, never
 //! rewritten; the highest N is the stream's current schema.
 //!
-//! File format (documented in `schemas/schema-version.schema.json`): line 1 is `v1`, line 2
-//! is one JSON object whose `dataSchemaJson` and `partitionSchemaJson` are Spark StructType
-//! JSON documents held as strings (as Delta's schema tracking log stores them), plus what
-//! produced the version.
+//! File format (documented in `schemas/schema-version.schema.json`, generated from `Entry`
+//! by [`json_schema`]): line 1 is `v1`, line 2 is one JSON object whose `dataSchemaJson`
+//! and `partitionSchemaJson` are Spark StructType JSON documents held as strings (as
+//! Delta's schema tracking log stores them), plus what produced the version.
 //!
 //! The location may be a local folder or an S3 prefix; on S3 a version is written with a
 //! create-only put, so two writers cannot both write version N.
@@ -12,6 +12,7 @@
 use std::fs;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Schema;
@@ -46,29 +47,70 @@ pub enum SchemaStoreError {
     Unreadable { version: u64, reason: String },
 }
 
+/// What may produce a version (its `reason`): `inferred` (first inference), `provided`
+/// (the `schema` option), `evolved` (new columns found in the data), `hints` (schema hints
+/// added columns to the stored schema), `options` (a rescued-data or corrupt-record column
+/// configured since the last version).
+pub const VERSION_REASONS: &[&str] = &["inferred", "provided", "evolved", "hints", "options"];
+
 /// What produced a version: first inference, a user-given schema, or evolution.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VersionInfo {
+    /// Id of the stream that wrote the version (from its checkpoint).
     pub stream_id: String,
+    /// Creation time, milliseconds since the epoch.
     pub created_at_ms: i64,
-    /// `inferred`, `provided` or `evolved`.
+    /// What produced the version: `inferred` (first inference), `provided` (the `schema`
+    /// option), `evolved` (new columns found in the data), `hints` (schema hints added
+    /// columns), `options` (a rescued-data or corrupt-record column configured since).
+    #[schemars(extend("enum" = VERSION_REASONS))]
     pub reason: String,
+    /// Files read for inference (the three `sampled` fields are left out when nothing was
+    /// sampled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
     pub sampled_files: Option<u64>,
+    /// Records or rows read for inference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
     pub sampled_records: Option<u64>,
+    /// Bytes of the sampled files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
     pub sampled_bytes: Option<u64>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+/// Each _schemas/N file is two lines: the format marker `v1`, then this JSON object. Files
+/// are created once, atomically, and never rewritten; the highest N is the stream's current
+/// schema.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    title = "autoloader schema version (second line of <schemaLocation>/_schemas/N)",
+    extend(
+        "$id" = "https://github.com/autoloader/autoloader/schemas/schema-version.schema.json",
+        "additionalProperties" = true
+    )
+)]
 struct Entry {
+    /// Spark StructType JSON of the data columns, held as a string as Delta's schema
+    /// tracking log does: `{"type":"struct","fields":[{"name","type","nullable","metadata"}]}`
+    /// with Spark type names (string, long, integer, short, byte, float, double, boolean,
+    /// binary, date, timestamp, decimal(p,s), and nested struct/array/map objects). Includes
+    /// the rescued-data column when one is configured.
     data_schema_json: String,
+    /// Spark StructType JSON of the Hive-style partition columns read from folder names
+    /// (all STRING).
     partition_schema_json: String,
     #[serde(flatten)]
     info: VersionInfo,
+}
+
+/// The JSON Schema of a version file's JSON line, as committed in
+/// `schemas/schema-version.schema.json` (`tests/it/schemas.rs` keeps the two equal).
+pub fn json_schema() -> schemars::Schema {
+    schemars::SchemaGenerator::default().into_root_schema_for::<Entry>()
 }
 
 /// One stored version.

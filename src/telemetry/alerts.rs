@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use url::Url;
 
-use crate::telemetry::events::{Event, EventLog, Severity, kind};
+use crate::telemetry::events::{Event, EventKind, EventLog, Severity, kind};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 const ATTEMPTS: u32 = 3;
@@ -173,29 +173,29 @@ impl Alerter {
 
     /// The incident key of an alert-worthy event, or `None` when it is not one.
     fn incident(&self, e: &Event) -> Option<String> {
-        match e.kind.as_str() {
-            kind::SCHEMA_EVOLVED => Some(format!(
+        match e.kind {
+            EventKind::SchemaEvolved => Some(format!(
                 "evolved:{}",
                 e.fields.get("newVersion").cloned().unwrap_or_default()
             )),
-            kind::NEW_COLUMNS_REJECTED => Some(format!(
+            EventKind::NewColumnsRejected => Some(format!(
                 "rejected:{}",
                 e.fields.get("addedColumns").cloned().unwrap_or_default()
             )),
-            kind::FILE_QUARANTINED => Some(format!(
+            EventKind::FileQuarantined => Some(format!(
                 "quarantined:{}",
                 e.fields.get("file").cloned().unwrap_or_default()
             )),
-            kind::STREAM_FAILED => Some(format!(
+            EventKind::StreamFailed => Some(format!(
                 "failed:{}",
                 e.fields.get("error").cloned().unwrap_or_default()
             )),
-            kind::RESCUED_DATA_SEEN => {
+            EventKind::RescuedDataSeen => {
                 let share = e.fields.get("share").and_then(Value::as_f64).unwrap_or(0.0);
                 (share > self.settings.rescued_share).then(|| "rescued".to_string())
             }
             // Without a rescued-data column a type mismatch loses the value: alert on it.
-            kind::TYPE_MISMATCH if e.fields.get("rescued") == Some(&Value::Bool(false)) => {
+            EventKind::TypeMismatch if e.fields.get("rescued") == Some(&Value::Bool(false)) => {
                 Some(format!(
                     "mismatch:{}",
                     e.fields.get("column").cloned().unwrap_or_default()

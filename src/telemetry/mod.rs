@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use alerts::{AlertSettings, Alerter};
-use events::{EventLog, Severity};
+use events::{EventKind, EventLog, Severity};
 use metrics::StreamMetrics;
 
 pub mod alerts;
@@ -42,7 +42,7 @@ impl Telemetry {
     }
 
     /// Records an event and alerts on it when it is alert-worthy.
-    pub fn emit(&self, severity: Severity, kind: &str, fields: serde_json::Value) {
+    pub fn emit(&self, severity: Severity, kind: EventKind, fields: serde_json::Value) {
         let event = self.events.emit(severity, kind, fields);
         self.alerter.consider(&event);
     }

@@ -12,10 +12,10 @@ use std::sync::{Arc, OnceLock};
 use arrow_array::RecordBatch;
 
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
-use crate::parse::json::JsonValue;
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::location::Location;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};
+use crate::parse::json::JsonValue;
 use crate::record::rows::{FileMeta, Layout, RowBuilder};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
 use crate::schema::infer::SchemaInferrer;

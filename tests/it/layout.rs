@@ -17,11 +17,20 @@ fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
                 stack.push(path);
                 continue;
             }
-            let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             if !rel.ends_with(".rs") || rel == "main.rs" || rel == "lib.rs" {
                 continue;
             }
-            let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+            let top = rel
+                .split('/')
+                .next()
+                .unwrap()
+                .trim_end_matches(".rs")
+                .to_string();
             let text = fs::read_to_string(&path).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap();
             let deps = graph.entry(top.clone()).or_default();
@@ -42,7 +51,10 @@ fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn top_level_modules_import_no_cycle() {
     let graph = import_graph();
-    assert!(graph.contains_key("pipeline") && graph.contains_key("source"), "{graph:?}");
+    assert!(
+        graph.contains_key("pipeline") && graph.contains_key("source"),
+        "{graph:?}"
+    );
     // Depth-first search for a back edge; the path names the cycle.
     fn visit<'a>(
         node: &'a str,

@@ -14,4 +14,5 @@ mod ingest_once;
 mod layout;
 mod locations;
 mod s3;
+mod schemas;
 mod watch;

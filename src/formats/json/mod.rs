@@ -7,7 +7,6 @@
 //! is not valid JSON is a corrupt file (error with line and column), since no record
 //! boundary can be trusted in it.
 
-
 use std::cell::Cell;
 use std::fmt;
 use std::rc::Rc;
