@@ -17,7 +17,7 @@ use crate::schema::evolution::{self, Outcome};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, VersionInfo};
 use crate::source::FileRef;
-use crate::target::delta::DeltaSink;
+use crate::target::Target;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
 use crate::testing::failpoint;
@@ -44,7 +44,7 @@ pub(crate) struct RunContext<'a> {
 pub(crate) async fn execute(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
-    sink: &mut DeltaSink,
+    sink: &mut dyn Target,
     plan: &Plan,
     summary: &mut Summary,
 ) -> Result<(), IngestError> {
@@ -61,7 +61,7 @@ pub(crate) async fn execute(
 pub(crate) async fn execute_counted(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
-    sink: &mut DeltaSink,
+    sink: &mut dyn Target,
     plan: &Plan,
     summary: &mut Summary,
 ) -> Result<(), IngestError> {

@@ -34,7 +34,7 @@ use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;
 use crate::source::{DiscoveryError, Source};
 use crate::storage::StateSettings;
-use crate::target::delta::SinkError;
+use crate::target::SinkError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -124,7 +124,7 @@ pub struct Summary {
     pub evolutions: Vec<String>,
 }
 
-/// Table versions between fresh loads of the table state (see [`DeltaSink::reload`]).
+/// Table versions between fresh loads of the table state (see [`DeltaAppend::reload`]).
 const RELOAD_EVERY_VERSIONS: u64 = 50;
 
 /// How long a finishing run waits for its queued alerts to be sent.

@@ -13,7 +13,7 @@ use crate::options::Format;
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::SchemaVersion;
 use crate::source::FileRef;
-use crate::target::delta::DeltaSink;
+use crate::target::Target;
 use crate::testing::failpoint;
 
 use super::active_schema::*;
@@ -49,7 +49,7 @@ pub(crate) struct OnePassInference {
 /// created the table.
 pub(crate) async fn settle_first_version(
     ctx: &RunContext<'_>,
-    sink: &mut DeltaSink,
+    sink: &mut dyn Target,
     spec: OnePassInference,
     mut observed: HashMap<String, SchemaInferrer>,
 ) -> Result<(SchemaVersion, bool), IngestError> {

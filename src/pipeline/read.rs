@@ -12,7 +12,7 @@ use crate::record::rows::{FileMeta, Layout};
 use std::path::PathBuf;
 
 use crate::source::{self as discovery, FileLocation, Source};
-use crate::target::delta::{BatchWriters, DeltaSink, SinkError};
+use crate::target::{BatchWriters, SinkError, Target};
 use crate::testing::failpoint;
 
 use super::batch::*;
@@ -82,7 +82,7 @@ pub(crate) async fn read_files(
     layout: &Arc<Layout>,
     files: &[SourceFile],
     skip: &[bool],
-    sink: &DeltaSink,
+    sink: &dyn Target,
     stop_at_new_fields: bool,
     observe_types: bool,
 ) -> Result<(BatchWriters, ReadOutcome), IngestError> {

@@ -13,7 +13,7 @@ use crate::options::IncrementalListing;
 use crate::schema::evolution::{self};
 use crate::schema::store::SchemaStore;
 use crate::source::FileRef;
-use crate::target::delta::DeltaSink;
+use crate::target::{DeltaAppend, Target};
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
 use crate::testing::failpoint;
@@ -34,7 +34,7 @@ pub struct StreamRun<'a> {
     telemetry: Telemetry,
     checkpoint: Checkpoint,
     app_id: String,
-    sink: DeltaSink,
+    sink: Box<dyn Target>,
     store: SchemaStore,
     progress: &'a dyn Progress,
     opts: Option<DecodeOptions>,
@@ -55,7 +55,8 @@ impl<'a> StreamRun<'a> {
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.state)?;
-        let sink = DeltaSink::open(&req.table).await?;
+        // The Delta append target; a CDC or snapshot flow will choose its own here.
+        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table).await?);
         let store = SchemaStore::open(&settings.schema_location, &req.state)?;
         if checkpoint.is_fresh()? && sink.exists() {
             let commits = sink.autoloader_commits().await?;
@@ -476,7 +477,7 @@ impl<'a> StreamRun<'a> {
                         files = plan.files.len(),
                         "Re-running an unfinished batch exactly as planned."
                     );
-                    execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+                    execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
                 }
             }
             self.pending.remove(0);
@@ -497,7 +498,7 @@ impl<'a> StreamRun<'a> {
             failpoint::hit("after-plan");
             // The files are durably owned by the plan now: a queue source may forget them.
             self.req.source.planned(&plan.files).await?;
-            execute(&ctx, state, &mut self.sink, &plan, &mut self.summary).await?;
+            execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
         }
         Ok(())
     }

@@ -53,16 +53,16 @@ pub enum SinkError {
 }
 
 /// An open (or not yet created) Delta table.
-pub struct DeltaSink {
+pub struct DeltaAppend {
     table: DeltaTable,
     location: String,
 }
 
-impl DeltaSink {
+impl DeltaAppend {
     /// Opens the table at `location`, which may not exist yet.
-    pub async fn open(location: &Location) -> Result<DeltaSink, SinkError> {
+    pub async fn open(location: &Location) -> Result<DeltaAppend, SinkError> {
         let path = match location {
-            Location::S3(url) => return DeltaSink::open_url(url.as_str()).await,
+            Location::S3(url) => return DeltaAppend::open_url(url.as_str()).await,
             Location::Local(path) => path,
         };
         std::fs::create_dir_all(path).map_err(|source| SinkError::Io {
@@ -85,12 +85,12 @@ impl DeltaSink {
             deltalake::DeltaTableBuilder::from_url(url).and_then(|b| b.build())
         }
         .map_err(|e| delta_err(&location, e))?;
-        Ok(DeltaSink { table, location })
+        Ok(DeltaAppend { table, location })
     }
 
     /// Opens a table on S3 (credentials and endpoint from the AWS environment; commits use
     /// S3 conditional writes, so concurrent writers cannot overwrite each other's commits).
-    async fn open_url(text: &str) -> Result<DeltaSink, SinkError> {
+    async fn open_url(text: &str) -> Result<DeltaAppend, SinkError> {
         static REGISTER: std::sync::Once = std::sync::Once::new();
         REGISTER.call_once(|| deltalake::aws::register_handlers(None));
         let location = text.trim_end_matches('/').to_string();
@@ -109,7 +109,7 @@ impl DeltaSink {
         if exists {
             table.load().await.map_err(|e| delta_err(&location, e))?;
         }
-        Ok(DeltaSink { table, location })
+        Ok(DeltaAppend { table, location })
     }
 
     pub fn location(&self) -> &str {
@@ -410,7 +410,7 @@ impl DeltaSink {
     }
 }
 
-/// Writes Parquet files for one stream batch; committed by [`DeltaSink::commit`].
+/// Writes Parquet files for one stream batch; committed by [`DeltaAppend::commit`].
 pub struct BatchWriter {
     writer: RecordBatchWriter,
     /// The table's schema when the writer was made: a different schema at commit time

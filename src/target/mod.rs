@@ -1,4 +1,121 @@
-//! Where batches land: the Delta append target today; merge (CDC) and snapshot targets
-//! plug in beside it.
+//! Where batches land. The [`Target`] seam is what the pipeline needs of a table, and
+//! where exactly once rests: [`Target::commit`] lands a batch's rows together with
+//! `txn(app_id, batch)` in one atomic commit, and [`Target::committed_batch`] tells after
+//! a restart whether a batch already landed. `delta.rs` is the Delta append target; a
+//! merge (CDC) target and a snapshot target plug in beside it, writing their batch's rows
+//! through the same [`BatchWriter`]s and committing them their own way.
+
+use arrow_schema::SchemaRef;
+use futures::future::BoxFuture;
 
 pub mod delta;
+
+pub use delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
+
+/// A table a stream writes into.
+pub trait Target: Send + Sync {
+    /// Whether the table exists yet (it is created with the first batch's schema).
+    fn exists(&self) -> bool;
+
+    /// The table version last read or committed.
+    fn version(&self) -> Option<u64>;
+
+    /// Creates the table with `schema` if it does not exist; returns whether this call
+    /// created it (false when another writer did meanwhile).
+    fn ensure_created<'a>(
+        &'a mut self,
+        schema: &'a SchemaRef,
+        stream_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, SinkError>>;
+
+    /// Reads what other writers committed since the last read (cheap).
+    fn refresh(&mut self) -> BoxFuture<'_, Result<(), SinkError>>;
+
+    /// Loads the table state afresh (bounds what a long-running stream holds).
+    fn reload(&mut self) -> BoxFuture<'_, Result<(), SinkError>>;
+
+    /// The last batch of `app_id` the table holds (its `txn` version).
+    fn committed_batch<'a>(
+        &'a mut self,
+        app_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<i64>, SinkError>>;
+
+    /// The commit records autoloader wrote, oldest first (version, commit info): what a
+    /// lost checkpoint is rebuilt from.
+    fn autoloader_commits(&self)
+    -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>>;
+
+    /// A writer for one batch's rows (a decoding thread may hold its own).
+    fn writer(
+        &self,
+        schema: &SchemaRef,
+        partition_columns: &[String],
+    ) -> Result<BatchWriter, SinkError>;
+
+    /// Commits what `writers` hold as batch `batch` of `app_id`, exactly once; returns the
+    /// table version.
+    fn commit<'a>(
+        &'a mut self,
+        writers: BatchWriters,
+        app_id: &'a str,
+        batch: u64,
+        info: serde_json::Value,
+    ) -> BoxFuture<'a, Result<u64, SinkError>>;
+}
+
+impl Target for DeltaAppend {
+    fn exists(&self) -> bool {
+        DeltaAppend::exists(self)
+    }
+
+    fn version(&self) -> Option<u64> {
+        DeltaAppend::version(self)
+    }
+
+    fn ensure_created<'a>(
+        &'a mut self,
+        schema: &'a SchemaRef,
+        stream_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, SinkError>> {
+        Box::pin(DeltaAppend::ensure_created(self, schema, stream_id))
+    }
+
+    fn refresh(&mut self) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(DeltaAppend::refresh(self))
+    }
+
+    fn reload(&mut self) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(DeltaAppend::reload(self))
+    }
+
+    fn committed_batch<'a>(
+        &'a mut self,
+        app_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<i64>, SinkError>> {
+        Box::pin(DeltaAppend::committed_batch(self, app_id))
+    }
+
+    fn autoloader_commits(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>> {
+        Box::pin(DeltaAppend::autoloader_commits(self))
+    }
+
+    fn writer(
+        &self,
+        schema: &SchemaRef,
+        partition_columns: &[String],
+    ) -> Result<BatchWriter, SinkError> {
+        DeltaAppend::writer(self, schema, partition_columns)
+    }
+
+    fn commit<'a>(
+        &'a mut self,
+        writers: BatchWriters,
+        app_id: &'a str,
+        batch: u64,
+        info: serde_json::Value,
+    ) -> BoxFuture<'a, Result<u64, SinkError>> {
+        Box::pin(DeltaAppend::commit(self, writers, app_id, batch, info))
+    }
+}
