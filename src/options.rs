@@ -349,6 +349,18 @@ pub struct Settings {
     pub max_nesting_depth: usize,
 }
 
+/// Settings from `options` with a checkpoint at `/c`, for unit tests.
+#[cfg(test)]
+pub(crate) fn settings_for_test(options: &[(&str, &str)]) -> Settings {
+    let raw: Vec<(String, String)> = options
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    resolve(&raw, &Location::Local("/c".into()))
+        .expect("test options are valid")
+        .0
+}
+
 /// Resolves a raw option list (later entries win) into settings. `checkpoint` is the
 /// default schema location.
 pub fn resolve(

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::checkpoint::Checkpoint;
 use crate::location::Location;
 use crate::options::RESCUED_DATA_COLUMN;
-use crate::record::rows::FILE_PATH_KEY;
+use crate::record::FILE_PATH_KEY;
 use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaStoreError};
 use crate::storage::StateSettings;

@@ -146,21 +146,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn plan(batch: u64, keys: &[&str]) -> Plan {
-        Plan {
-            batch,
-            files: keys
-                .iter()
-                .map(|k| FileRef {
-                    key: (*k).to_string(),
-                    size: 1,
-                    mtime_ms: 2,
-                })
-                .collect(),
-            created_at_ms: 1000 + batch as i64,
-        }
-    }
+    use crate::checkpoint::tests::plan;
 
     #[test]
     fn deaths_count_only_against_the_same_plan() {

@@ -613,10 +613,11 @@ impl SeenFiles {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn plan(batch: u64, keys: &[&str]) -> Plan {
+    /// A plan of files of size 1 and mtime 2 (shared with the typed records' tests).
+    pub(super) fn plan(batch: u64, keys: &[&str]) -> Plan {
         Plan {
             batch,
             files: keys

@@ -14,7 +14,7 @@ use super::{
     large_record_turn, open, read_error,
 };
 use crate::options::CsvSettings;
-use crate::record::rows::{Layout, RowBuilder};
+use crate::record::{Layout, RowBuilder};
 use crate::schema::infer::{InferOptions, Inferred, SchemaInferrer};
 
 const BOM: &str = "\u{feff}";

@@ -18,7 +18,7 @@ use arrow_array::RecordBatch;
 use flate2::read::MultiGzDecoder;
 
 use crate::options::{Format, Settings};
-use crate::record::rows::{FileMeta, Layout, ReadContext};
+use crate::record::{FileMeta, Layout, ReadContext};
 use crate::schema::infer::{InferOptions, SchemaInferrer};
 
 /// Rows per output batch (a batch is also cut at [`BATCH_BYTES`] of input).
@@ -117,7 +117,7 @@ pub struct FileStats {
     /// for an evolution check.
     pub new_fields: bool,
     /// What was rescued, per key and reason.
-    pub rescue: crate::record::rows::RescueStats,
+    pub rescue: crate::record::RescueStats,
     /// The types of every record, as inference sees them, when asked for with
     /// [`DecodeOptions::observe_types`] and the whole file was read.
     pub observed: Option<SchemaInferrer>,

@@ -13,7 +13,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
 
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
-use crate::record::rows::{FILE_PATH_KEY, Layout, RescueKind, push_file_columns};
+use crate::record::{FILE_PATH_KEY, Layout, RescueKind, push_file_columns};
 use crate::schema::DataType;
 use crate::schema::infer::{Inferred, SchemaInferrer};
 

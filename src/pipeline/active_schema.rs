@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tracing::warn;
 
 use crate::options::Settings;
-use crate::record::rows::{Layout, METADATA_COLUMN};
+use crate::record::{Layout, METADATA_COLUMN};
 use crate::schema::store::SchemaVersion;
 
 use super::one_pass::*;

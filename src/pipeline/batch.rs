@@ -12,7 +12,7 @@ use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
 use crate::clock::now_ms;
 use crate::formats::{DecodeOptions, FileStats, SourceFile};
 use crate::options::EvolutionMode;
-use crate::record::rows::RescueKind;
+use crate::record::RescueKind;
 use crate::schema::evolution::{self, Outcome};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, VersionInfo};
@@ -166,7 +166,7 @@ pub(crate) async fn execute_counted(
                     .filter(|(_, s)| s.new_fields)
                     .map(|(f, _)| f.clone())
                     .collect();
-                let observed = infer_parallel(ctx.req, ctx.opts, &flagged)?.finish();
+                let observed = infer_parallel(ctx.req, ctx.opts, &flagged).await?.finish();
                 let reserved = reserved(settings);
                 match evolution::decide(
                     &state.version.data,
@@ -365,7 +365,7 @@ pub(crate) fn report_rescue(
     rescued_rows: u64,
     state: &ActiveSchema,
 ) {
-    let mut all = crate::record::rows::RescueStats::default();
+    let mut all = crate::record::RescueStats::default();
     for s in stats {
         all.merge(&s.rescue);
     }

@@ -75,7 +75,7 @@ pub(crate) fn inference_sample(
 }
 
 /// Infers (or takes the user's) schema and writes `_schemas/0`.
-pub(crate) fn create_first_version(
+pub(crate) async fn create_first_version(
     req: &IngestRequest,
     checkpoint: &Checkpoint,
     store: &SchemaStore,
@@ -86,7 +86,7 @@ pub(crate) fn create_first_version(
     let inferred = if req.settings.user_schema.is_some() {
         None
     } else {
-        Some(infer_parallel(req, opts, sample)?)
+        Some(infer_parallel(req, opts, sample).await?)
     };
     let draft = draft_first_version(req, checkpoint, inferred, sample)?;
     if draft.info.sampled_records.is_some() {
@@ -276,16 +276,9 @@ pub(crate) fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::location::Location;
 
     fn settings(options: &[(&str, &str)]) -> Settings {
-        let raw: Vec<(String, String)> = options
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        crate::options::resolve(&raw, &Location::Local("/c".into()))
-            .unwrap()
-            .0
+        crate::options::settings_for_test(options)
     }
 
     fn file(key: &str, size: u64, mtime_ms: i64) -> FileRef {

@@ -2,7 +2,6 @@
 //! files' order.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tracing::warn;
 
@@ -12,70 +11,59 @@ use crate::schema::infer::SchemaInferrer;
 use crate::source::FileRef;
 
 use super::read::*;
+use super::workers::{self, PoolStop, worker_count};
 use super::*;
 
 /// Infers over the sample on all cores; per-file results merge in sample order.
-pub(crate) fn infer_parallel(
+pub(crate) async fn infer_parallel(
     req: &IngestRequest,
     opts: &DecodeOptions,
     sample: &[FileRef],
 ) -> Result<SchemaInferrer, IngestError> {
     let mut merged = SchemaInferrer::new();
-    for inferrer in infer_files(req, opts, sample)?.into_iter().flatten() {
+    for inferrer in infer_files(req, opts, sample).await?.into_iter().flatten() {
         merged.merge(inferrer);
     }
     Ok(merged)
 }
 
-/// Infers each file on all cores: one result per file, `None` for a file skipped under
-/// `ignoreCorruptFiles` / `ignoreMissingFiles`.
-pub(crate) fn infer_files(
+/// What inferring one file gave.
+type Inferred = Result<SchemaInferrer, DecodeError>;
+
+/// Infers each file on the worker pool: one result per file, `None` for a file skipped
+/// under `ignoreCorruptFiles` / `ignoreMissingFiles`.
+pub(crate) async fn infer_files(
     req: &IngestRequest,
     opts: &DecodeOptions,
     files: &[FileRef],
 ) -> Result<Vec<Option<SchemaInferrer>>, IngestError> {
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(files.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SchemaInferrer, DecodeError>>>> =
-        Mutex::new((0..files.len()).map(|_| None).collect());
+    let results: Arc<Mutex<Vec<Option<Inferred>>>> =
+        Arc::new(Mutex::new((0..files.len()).map(|_| None).collect()));
     let typed = req.settings.infer_column_types;
-    let handle = tokio::runtime::Handle::try_current().ok();
-    // These threads may fetch objects on the runtime: let it move its other work off the
-    // worker that waits here.
-    let in_place = |f: &mut dyn FnMut()| match &handle {
-        Some(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f);
-        }
-        _ => f(),
-    };
-    in_place(&mut || {
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| {
-                    // Object-store sources fetch on this runtime from these plain threads.
-                    let _runtime = handle.as_ref().map(tokio::runtime::Handle::enter);
-                    loop {
-                        let i = next.fetch_add(1, Ordering::SeqCst);
-                        let Some(f) = files.get(i) else { break };
-                        let file = source_file(&req.source, &f.key, f.size, f.mtime_ms, &[]);
-                        let mut inferrer = SchemaInferrer::new();
-                        let r =
-                            formats::infer_file(&file, opts, typed, &mut inferrer).map(|records| {
-                                inferrer.records = records;
-                                inferrer
-                            });
-                        results
-                            .lock()
-                            .expect("no worker panics while holding the lock")[i] = Some(r);
-                    }
-                });
-            }
-        })
+    let (source, opts) = (req.source.clone(), opts.clone());
+    let shared_files = Arc::new(files.to_vec());
+    let slots = Arc::clone(&results);
+    let workers = vec![(); worker_count(files.len())];
+    let handles = workers::spawn(files.len(), workers, &PoolStop::default(), move |(), i| {
+        let f = &shared_files[i];
+        let file = source_file(&source, &f.key, f.size, f.mtime_ms, &[]);
+        let mut inferrer = SchemaInferrer::new();
+        let r = formats::infer_file(&file, &opts, typed, &mut inferrer).map(|records| {
+            inferrer.records = records;
+            inferrer
+        });
+        slots
+            .lock()
+            .expect("no worker panics while holding the lock")[i] = Some(r);
+        true
     });
+    for h in handles {
+        h.await
+            .map_err(|e| IngestError::Internal(format!("inference thread failed: {e}")))?;
+    }
+    let results = std::mem::take(&mut *results.lock().expect("workers are done"));
     let mut out = Vec::with_capacity(files.len());
-    for r in results.into_inner().expect("workers are done") {
+    for r in results {
         match r {
             Some(Ok(inferrer)) => out.push(Some(inferrer)),
             Some(Err(e)) if skippable(&e, &req.settings) => {

@@ -16,6 +16,7 @@ mod read;
 mod stream;
 mod supervisor;
 pub mod watch;
+mod workers;
 
 pub use crate::telemetry::Hooks;
 pub use stream::StreamRun;

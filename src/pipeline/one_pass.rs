@@ -59,7 +59,7 @@ pub(crate) async fn settle_first_version(
         .filter(|f| !observed.contains_key(&f.key))
         .cloned()
         .collect();
-    let mut inferred_missing = infer_files(ctx.req, ctx.opts, &missing)?.into_iter();
+    let mut inferred_missing = infer_files(ctx.req, ctx.opts, &missing).await?.into_iter();
     let mut merged = SchemaInferrer::new();
     for f in &spec.sample {
         let one = match observed.remove(&f.key) {
@@ -94,7 +94,7 @@ pub(crate) async fn settle_first_version(
 /// A provisional first version for a large JSON-lines or CSV sample, inferred from the
 /// sample's first files only (see [`OnePassInference`]); `None` where reading the sample
 /// twice is cheap, or the provisional schema cannot be drafted.
-pub(crate) fn provisional_first_version(
+pub(crate) async fn provisional_first_version(
     req: &IngestRequest,
     checkpoint: &Checkpoint,
     opts: &DecodeOptions,
@@ -125,7 +125,7 @@ pub(crate) fn provisional_first_version(
         // The prefix would be the whole sample: inferring first reads no more.
         return Ok(None);
     }
-    let inferrer = infer_parallel(req, opts, &prefix)?;
+    let inferrer = infer_parallel(req, opts, &prefix).await?;
     let Ok(draft) = draft_first_version(req, checkpoint, Some(inferrer), sample) else {
         return Ok(None);
     };

@@ -97,16 +97,9 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
-    use crate::location::Location;
 
     fn settings(options: &[(&str, &str)]) -> Settings {
-        let raw: Vec<(String, String)> = options
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        crate::options::resolve(&raw, &Location::Local("/c".into()))
-            .unwrap()
-            .0
+        crate::options::settings_for_test(options)
     }
 
     fn files(sizes: &[u64]) -> Vec<FileRef> {

@@ -2,20 +2,20 @@
 //! for decoded rows.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
 
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
-use crate::record::rows::{FileMeta, Layout};
+use crate::record::{FileMeta, Layout};
 use std::path::PathBuf;
 
 use crate::source::{self as discovery, FileLocation, Source};
-use crate::target::{BatchWriters, SinkError, Target};
+use crate::target::{BatchWriter, BatchWriters, SinkError, Target};
 use crate::testing::failpoint;
 
 use super::batch::*;
+use super::workers::{self, PoolStop, worker_count};
 use super::*;
 
 pub(crate) enum Msg {
@@ -86,9 +86,7 @@ pub(crate) async fn read_files(
     stop_at_new_fields: bool,
     observe_types: bool,
 ) -> Result<(BatchWriters, ReadOutcome), IngestError> {
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(files.len().max(1));
+    let workers = worker_count(files.len());
     let bytes: u64 = files
         .iter()
         .zip(skip)
@@ -100,97 +98,78 @@ pub(crate) async fn read_files(
     let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
     let mut shared = sink.writer(&schema, &partition_columns)?;
     let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
-    let next = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = PoolStop::default();
     let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
     let skip_arc: Arc<Vec<bool>> = Arc::new(skip.to_vec());
     let runtime = tokio::runtime::Handle::current();
     let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_MIB));
-    let mut handles = Vec::new();
+    let mut opts = ctx.opts.clone();
+    opts.stop_at_new_fields = stop_at_new_fields;
+    opts.observe_types =
+        observe_types.then(|| ctx.opts.infer_options(ctx.req.settings.infer_column_types));
+    let layout = Arc::clone(layout);
+    // Each worker's state: in a large batch, its own writer. The sender lives in the work
+    // closure, so the channel closes once every worker has ended.
+    let mut states = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (tx, next, stop, files, skip, runtime, in_flight) = (
-            tx.clone(),
-            Arc::clone(&next),
-            Arc::clone(&stop),
-            Arc::clone(&files_arc),
-            Arc::clone(&skip_arc),
-            runtime.clone(),
-            Arc::clone(&in_flight),
-        );
-        let mut own = if encode_in_workers {
+        states.push(if encode_in_workers {
             Some(sink.writer(&schema, &partition_columns)?)
         } else {
             None
-        };
-        let mut opts = ctx.opts.clone();
-        opts.stop_at_new_fields = stop_at_new_fields;
-        opts.observe_types =
-            observe_types.then(|| ctx.opts.infer_options(ctx.req.settings.infer_column_types));
-        let layout = Arc::clone(layout);
-        handles.push(tokio::task::spawn_blocking(move || {
-            loop {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let index = next.fetch_add(1, Ordering::SeqCst);
-                let Some(file) = files.get(index) else { break };
-                if skip[index] {
-                    if tx
-                        .blocking_send(Msg::Done {
-                            index,
-                            stats: FileStats::default(),
-                        })
-                        .is_err()
-                    {
-                        break;
-                    }
-                    continue;
-                }
-                if failpoint::armed() {
-                    failpoint::hit(&failpoint::read_point(&file.meta.name));
-                }
-                let mut write_error = None;
-                let mut emit = |b: RecordBatch| match own.as_mut() {
-                    // A blocking thread may wait on the runtime: the write encodes here,
-                    // and only its file I/O goes through the runtime.
-                    Some(w) => match runtime.block_on(w.write(b)) {
-                        Ok(()) => true,
-                        Err(e) => {
-                            write_error = Some(e);
-                            false
-                        }
-                    },
-                    None => {
-                        // Decoded batches wait for the writer within a memory budget, so a
-                        // file of huge records does not queue several of them.
-                        let mib = (b.get_array_memory_size() >> 20).clamp(1, IN_FLIGHT_MIB);
-                        match runtime
-                            .block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32))
-                        {
-                            Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
-                            Err(_) => false,
-                        }
-                    }
-                };
-                let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
-                let msg = match (decoded, write_error) {
-                    (_, Some(error)) => Msg::WriteFailed(error),
-                    (Ok(stats), None) => {
-                        if stop_at_new_fields && stats.new_fields {
-                            stop.store(true, Ordering::SeqCst);
-                        }
-                        Msg::Done { index, stats }
-                    }
-                    (Err(error), None) => Msg::Failed { index, error },
-                };
-                if tx.blocking_send(msg).is_err() {
-                    break;
-                }
-            }
-            own
-        }));
+        });
     }
-    drop(tx);
+    let worker_stop = stop.clone();
+    let handles = workers::spawn(
+        files.len(),
+        states,
+        &stop,
+        move |own: &mut Option<BatchWriter>, index| {
+            let file = &files_arc[index];
+            if skip_arc[index] {
+                let done = Msg::Done {
+                    index,
+                    stats: FileStats::default(),
+                };
+                return tx.blocking_send(done).is_ok();
+            }
+            if failpoint::armed() {
+                failpoint::hit(&failpoint::read_point(&file.meta.name));
+            }
+            let mut write_error = None;
+            let mut emit = |b: RecordBatch| match own.as_mut() {
+                // A blocking thread may wait on the runtime: the write encodes here, and
+                // only its file I/O goes through the runtime.
+                Some(w) => match runtime.block_on(w.write(b)) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        write_error = Some(e);
+                        false
+                    }
+                },
+                None => {
+                    // Decoded batches wait for the writer within a memory budget, so a
+                    // file of huge records does not queue several of them.
+                    let mib = (b.get_array_memory_size() >> 20).clamp(1, IN_FLIGHT_MIB);
+                    match runtime.block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32)) {
+                        Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
+                        Err(_) => false,
+                    }
+                }
+            };
+            let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
+            let msg = match (decoded, write_error) {
+                (_, Some(error)) => Msg::WriteFailed(error),
+                (Ok(stats), None) => {
+                    if stop_at_new_fields && stats.new_fields {
+                        worker_stop.stop();
+                    }
+                    Msg::Done { index, stats }
+                }
+                (Err(error), None) => Msg::Failed { index, error },
+            };
+            tx.blocking_send(msg).is_ok()
+        },
+    );
     let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
     let mut failure: Option<(usize, DecodeError)> = None;
     let mut write_failure: Option<SinkError> = None;
@@ -201,7 +180,7 @@ pub(crate) async fn read_files(
                 if failure.is_none() && write_failure.is_none() {
                     if let Err(e) = shared.write(b).await {
                         write_failure = Some(e);
-                        stop.store(true, Ordering::SeqCst);
+                        stop.stop();
                         continue;
                     }
                     written_batches += 1;
@@ -217,13 +196,13 @@ pub(crate) async fn read_files(
             Msg::Failed { index, error } => {
                 if failure.is_none() {
                     failure = Some((index, error));
-                    stop.store(true, Ordering::SeqCst);
+                    stop.stop();
                 }
             }
             Msg::WriteFailed(e) => {
                 if write_failure.is_none() {
                     write_failure = Some(e);
-                    stop.store(true, Ordering::SeqCst);
+                    stop.stop();
                 }
             }
         }

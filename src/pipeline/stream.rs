@@ -346,7 +346,7 @@ impl<'a> StreamRun<'a> {
                     return Ok(false);
                 }
                 if let Some(state) =
-                    provisional_first_version(self.req, &self.checkpoint, &opts, &sample)?
+                    provisional_first_version(self.req, &self.checkpoint, &opts, &sample).await?
                 {
                     // The table is created once the first batch has settled the schema.
                     self.opts = Some(opts);
@@ -354,7 +354,8 @@ impl<'a> StreamRun<'a> {
                     return Ok(true);
                 }
                 let v =
-                    create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)?;
+                    create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)
+                        .await?;
                 failpoint::hit("after-schema-write");
                 announce_first_version(&self.telemetry, &v);
                 v

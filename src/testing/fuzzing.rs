@@ -16,7 +16,7 @@ use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::location::Location;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};
 use crate::parse::json::JsonValue;
-use crate::record::rows::{FileMeta, Layout, RowBuilder};
+use crate::record::{FileMeta, Layout, RowBuilder};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::{DataType, Field, Schema};

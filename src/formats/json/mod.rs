@@ -21,7 +21,7 @@ use super::{
     large_record_turn, open, read_error, read_line_bounded,
 };
 use crate::parse::json::JsonValue;
-use crate::record::rows::{Layout, RowBuilder};
+use crate::record::{Layout, RowBuilder};
 use crate::schema::infer::SchemaInferrer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";

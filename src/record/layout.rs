@@ -1,0 +1,72 @@
+//! The table layout a stream writes: data columns, partition columns, `_metadata`.
+
+use std::sync::Arc;
+
+use arrow_schema::{
+    DataType as ArrowType, Field as ArrowField, Fields, Schema as ArrowSchema, SchemaRef,
+};
+use chrono_tz::Tz;
+
+use crate::schema::{DataType, Field, Schema};
+
+use super::*;
+
+/// How values are matched and read.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadContext {
+    pub zone: Tz,
+    pub case_sensitive: bool,
+}
+
+/// The columns of the table, in order: data columns (which include the rescued-data and
+/// corrupt-record columns when configured), partition columns, then `_metadata`.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub data: Schema,
+    pub partition: Schema,
+    pub rescued: Option<String>,
+    pub corrupt: Option<String>,
+    pub include_metadata: bool,
+}
+
+impl Layout {
+    /// The Arrow schema of every batch this layout produces.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        let mut fields: Vec<ArrowField> = self
+            .data
+            .fields
+            .iter()
+            .chain(&self.partition.fields)
+            .map(|f| ArrowField::new(f.name.clone(), f.data_type.to_arrow(), true))
+            .collect();
+        if self.include_metadata {
+            fields.push(ArrowField::new(METADATA_COLUMN, metadata_type(), true));
+        }
+        Arc::new(ArrowSchema::new(fields))
+    }
+
+    /// Data columns that hold decoded values (all but rescued and corrupt).
+    pub fn value_fields(&self) -> impl Iterator<Item = &Field> {
+        self.data.fields.iter().filter(|f| {
+            Some(&f.name) != self.rescued.as_ref() && Some(&f.name) != self.corrupt.as_ref()
+        })
+    }
+}
+
+pub(crate) fn metadata_fields() -> Fields {
+    Fields::from(vec![
+        ArrowField::new("file_path", ArrowType::Utf8, true),
+        ArrowField::new("file_name", ArrowType::Utf8, true),
+        ArrowField::new("file_size", ArrowType::Int64, true),
+        ArrowField::new(
+            "file_modification_time",
+            DataType::Timestamp.to_arrow(),
+            true,
+        ),
+    ])
+}
+
+/// Arrow type of the `_metadata` column.
+pub fn metadata_type() -> ArrowType {
+    ArrowType::Struct(metadata_fields())
+}

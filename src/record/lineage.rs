@@ -1,0 +1,49 @@
+//! Where a row came from: the `_metadata` column and partition values, constant across a file.
+
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, Int64Array, StringArray, StructArray, TimestampMicrosecondArray, new_null_array,
+};
+use arrow_schema::DataType as ArrowType;
+
+use super::*;
+
+/// Where a row came from: constant across a file.
+#[derive(Debug, Clone)]
+pub struct FileMeta {
+    /// URI of the source file (`file:///landing/a.json`).
+    pub path: String,
+    pub name: String,
+    pub size: u64,
+    pub mtime_ms: i64,
+    /// One value per partition column of the layout, in order.
+    pub partition_values: Vec<Option<String>>,
+}
+
+/// Appends the columns that are constant across a file: partition values and `_metadata`.
+pub fn push_file_columns(layout: &Layout, file: &FileMeta, n: usize, arrays: &mut Vec<ArrayRef>) {
+    for (i, _) in layout.partition.fields.iter().enumerate() {
+        let value = file.partition_values.get(i).cloned().flatten();
+        arrays.push(match value {
+            Some(v) => Arc::new(StringArray::from(vec![v; n])),
+            None => new_null_array(&ArrowType::Utf8, n),
+        });
+    }
+    if layout.include_metadata {
+        arrays.push(metadata_array(file, n));
+    }
+}
+
+pub(crate) fn metadata_array(file: &FileMeta, n: usize) -> ArrayRef {
+    let size = i64::try_from(file.size).unwrap_or(i64::MAX);
+    let children: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![file.path.as_str(); n])),
+        Arc::new(StringArray::from(vec![file.name.as_str(); n])),
+        Arc::new(Int64Array::from(vec![size; n])),
+        Arc::new(
+            TimestampMicrosecondArray::from(vec![file.mtime_ms * 1000; n]).with_timezone("UTC"),
+        ),
+    ];
+    Arc::new(StructArray::new(metadata_fields(), children, None))
+}
