@@ -93,7 +93,7 @@ pub(crate) async fn execute_counted(
     // While evolving, a read stops at the first new field, so the batch that meets new
     // columns is not read in full twice (once for nothing). Turned off if that read finds
     // nothing to evolve after all, so the batch is then read in full.
-    let mut stop_at_new_fields = evolving;
+    let stop_at_new_fields = evolving;
     if let Some(spec) = &state.one_pass {
         // One pass pays only when the batch holds most of the sample.
         let planned: std::collections::HashSet<&str> =
@@ -111,6 +111,13 @@ pub(crate) async fn execute_counted(
             *state = ActiveSchema::new(v, settings);
         }
     }
+    let mut attempt = Attempt {
+        files: &files,
+        skip: &mut skip,
+        skipped_reasons: &mut skipped_reasons,
+        evolving,
+        stop_at_new_fields,
+    };
     let (writer, stats) = loop {
         let observe = state.one_pass.is_some();
         // Writers for a table not created yet take the layout's schema as the table's.
@@ -118,154 +125,35 @@ pub(crate) async fn execute_counted(
         let (writer, read) = read_files(
             ctx,
             &state.layout,
-            &files,
-            &skip,
+            attempt.files,
+            attempt.skip,
             sink,
-            stop_at_new_fields,
+            attempt.stop_at_new_fields,
             observe,
         )
         .await?;
-        if let Some(spec) = state.one_pass.take() {
-            let observed: HashMap<String, SchemaInferrer> = match &read {
-                Ok(stats) => plan
-                    .files
-                    .iter()
-                    .zip(stats)
-                    .filter_map(|(f, s)| s.observed.clone().map(|o| (f.key.clone(), o)))
-                    .collect(),
-                Err(_) => HashMap::new(),
-            };
-            let (v, created) = settle_first_version(ctx, sink, spec, observed).await?;
-            if v.data != state.version.data || v.partition != state.version.partition {
-                info!(
-                    "The whole sample's schema differs from the provisional one; reading the batch again."
-                );
-                writer.abort();
-                *state = ActiveSchema::new(v, settings);
-                continue;
+        let next = match state.one_pass.take() {
+            Some(one_pass) => {
+                settle_after_read(ctx, state, sink, plan, one_pass, &read, table_was_missing).await
             }
-            if table_was_missing && !created {
-                // Another stream created the table meanwhile, with its own schema: write
-                // again with writers made for that table.
+            None => Ok(Next::Judge),
+        };
+        let next = match next {
+            Ok(Next::Judge) => attempt.judge(ctx, state, plan, read).await,
+            other => other,
+        };
+        match next {
+            Ok(Next::Commit(stats)) => break (writer, stats),
+            Ok(Next::ReadAgain | Next::Judge) => writer.abort(),
+            Ok(Next::Evolve(evolution)) => {
+                // Nothing of this read lands: its files go before the new version is
+                // written, then the batch is read again with it.
                 writer.abort();
-                state.version = v;
-                continue;
+                evolve(ctx, state, plan, evolution, summary)?;
             }
-            state.version = v;
-        }
-        match read {
-            Ok(stats) => {
-                if !evolving || !stats.iter().any(|s| s.new_fields) {
-                    break (writer, stats);
-                }
-                // Some file has fields the schema lacks: infer those files and decide.
-                let flagged: Vec<FileRef> = plan
-                    .files
-                    .iter()
-                    .zip(&stats)
-                    .filter(|(_, s)| s.new_fields)
-                    .map(|(f, _)| f.clone())
-                    .collect();
-                let observed = infer_parallel(ctx.req, ctx.opts, &flagged).await?.finish();
-                let reserved = reserved(settings);
-                match evolution::decide(
-                    &state.version.data,
-                    &observed,
-                    settings.evolution_mode,
-                    &reserved,
-                ) {
-                    Outcome::Unchanged if stop_at_new_fields => {
-                        writer.abort();
-                        stop_at_new_fields = false;
-                        continue;
-                    }
-                    Outcome::Unchanged => break (writer, stats),
-                    Outcome::Reject { added } => {
-                        writer.abort();
-                        let files: Vec<String> =
-                            flagged.iter().map(|f| ctx.req.source.uri(&f.key)).collect();
-                        ctx.telemetry.emit(
-                            Severity::Error,
-                            kind::NEW_COLUMNS_REJECTED,
-                            json!({
-                                "version": state.version.version,
-                                "addedColumns": added.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                                "files": files,
-                            }),
-                        );
-                        return Err(IngestError::NewColumnsRejected { files, added });
-                    }
-                    Outcome::Evolve { schema, added } => {
-                        writer.abort();
-                        let next = state.version.version + 1;
-                        let info = VersionInfo {
-                            stream_id: ctx.checkpoint.stream_id().to_string(),
-                            created_at_ms: now_ms(),
-                            reason: "evolved".into(),
-                            sampled_files: Some(flagged.len() as u64),
-                            sampled_records: None,
-                            sampled_bytes: Some(flagged.iter().map(|f| f.size).sum()),
-                        };
-                        let v = ctx
-                            .store
-                            .write(next, &schema, &state.version.partition, info)?;
-                        failpoint::hit("after-schema-evolve");
-                        let added_text: Vec<String> =
-                            added.iter().map(ToString::to_string).collect();
-                        warn!(
-                            version = next, added = %added_text.join(", "),
-                            file = %ctx.req.source.uri(&flagged[0].key),
-                            "Schema evolved: new columns added."
-                        );
-                        summary
-                            .evolutions
-                            .push(format!("version {next}: +{}", added_text.join(", +")));
-                        ctx.telemetry.emit(
-                            Severity::Warning,
-                            kind::SCHEMA_EVOLVED,
-                            json!({
-                                "oldVersion": state.version.version,
-                                "newVersion": next,
-                                "reason": "evolved",
-                                "addedColumns": added_text,
-                                "file": ctx.req.source.uri(&flagged[0].key),
-                                "batch": plan.batch,
-                            }),
-                        );
-                        ctx.telemetry
-                            .metrics
-                            .schema_version
-                            .store(next, Ordering::Relaxed);
-                        *state = ActiveSchema::new(v, settings);
-                        if settings.stop_on_schema_change {
-                            return Err(IngestError::SchemaChanged {
-                                version: next,
-                                added,
-                            });
-                        }
-                        // Read the batch again with the new schema.
-                        continue;
-                    }
-                }
-            }
-            Err((index, error)) => {
+            Err(e) => {
                 writer.abort();
-                if skippable(&error, &ctx.req.settings) {
-                    warn!(error = %error, "Skipping file and rewriting the batch without it.");
-                    ctx.telemetry.emit(
-                        Severity::Warning,
-                        kind::CORRUPT_FILE_SKIPPED,
-                        json!({ "file": files[index].meta.path, "error": error.to_string(), "batch": plan.batch }),
-                    );
-                    ctx.telemetry
-                        .metrics
-                        .corrupt_files
-                        .fetch_add(1, Ordering::Relaxed);
-                    skip[index] = true;
-                    skipped_reasons.push(error.to_string());
-                    continue;
-                }
-                return Err(error.into());
+                return Err(e);
             }
         }
     };
@@ -351,6 +239,233 @@ pub(crate) async fn execute_counted(
     summary.rows += rows;
     summary.bytes += bytes;
     summary.rescued_rows += rescued_rows;
+    Ok(())
+}
+
+/// What one read of a batch leads to.
+pub(crate) enum Next {
+    /// What was read is final: commit it.
+    Commit(Vec<FileStats>),
+    /// Read the batch again: the schema changed, a file is now skipped, or the read
+    /// stopped at new fields that need no evolving after all.
+    ReadAgain,
+    /// The one-pass schema is settled and agrees: judge the read as any other.
+    Judge,
+    /// New columns evolve the schema: write the next version, then read again.
+    Evolve(Evolution),
+}
+
+/// New columns found by a read, to become the next schema version.
+pub(crate) struct Evolution {
+    /// The files that hold them.
+    flagged: Vec<FileRef>,
+    schema: crate::schema::Schema,
+    added: Vec<crate::schema::evolution::AddedField>,
+}
+
+/// The state of a batch across its reads.
+pub(crate) struct Attempt<'a> {
+    pub(crate) files: &'a [SourceFile],
+    /// Files skipped under `ignoreCorruptFiles`/`ignoreMissingFiles` (a skipped file may
+    /// have emitted rows before it failed, so the batch is read again without it).
+    pub(crate) skip: &'a mut Vec<bool>,
+    pub(crate) skipped_reasons: &'a mut Vec<String>,
+    /// Whether new columns evolve the schema or are rejected (`addNewColumns`,
+    /// `failOnNewColumns`).
+    pub(crate) evolving: bool,
+    /// While evolving, a read stops at the first new field, so the batch that meets new
+    /// columns is not read in full twice (once for nothing). Turned off if that read finds
+    /// nothing to evolve after all, so the batch is then read in full.
+    pub(crate) stop_at_new_fields: bool,
+}
+
+/// Settles a one-pass first version after the first read: the batch is read again when
+/// the whole sample's schema differs from the provisional one, or when another stream
+/// created the table meanwhile (with its own schema).
+async fn settle_after_read(
+    ctx: &RunContext<'_>,
+    state: &mut ActiveSchema,
+    sink: &mut dyn Target,
+    plan: &Plan,
+    one_pass: OnePassInference,
+    read: &ReadOutcome,
+    table_was_missing: bool,
+) -> Result<Next, IngestError> {
+    let observed: HashMap<String, SchemaInferrer> = match read {
+        Ok(stats) => plan
+            .files
+            .iter()
+            .zip(stats)
+            .filter_map(|(f, s)| s.observed.clone().map(|o| (f.key.clone(), o)))
+            .collect(),
+        Err(_) => HashMap::new(),
+    };
+    let (v, created) = settle_first_version(ctx, sink, one_pass, observed).await?;
+    if v.data != state.version.data || v.partition != state.version.partition {
+        info!(
+            "The whole sample's schema differs from the provisional one; reading the batch again."
+        );
+        *state = ActiveSchema::new(v, &ctx.req.settings);
+        return Ok(Next::ReadAgain);
+    }
+    state.version = v;
+    if table_was_missing && !created {
+        // Another stream created the table meanwhile: write again with writers made for
+        // that table.
+        return Ok(Next::ReadAgain);
+    }
+    Ok(Next::Judge)
+}
+
+impl Attempt<'_> {
+    /// Judges a read: commit it, evolve and read again, reject new columns, or skip a
+    /// corrupt file and read again.
+    async fn judge(
+        &mut self,
+        ctx: &RunContext<'_>,
+        state: &mut ActiveSchema,
+        plan: &Plan,
+        read: ReadOutcome,
+    ) -> Result<Next, IngestError> {
+        let settings = &ctx.req.settings;
+        let stats = match read {
+            Ok(stats) => stats,
+            Err((index, error)) => return self.skip_or_fail(ctx, plan, index, error),
+        };
+        if !self.evolving || !stats.iter().any(|s| s.new_fields) {
+            return Ok(Next::Commit(stats));
+        }
+        // Some file has fields the schema lacks: infer those files and decide.
+        let flagged: Vec<FileRef> = plan
+            .files
+            .iter()
+            .zip(&stats)
+            .filter(|(_, s)| s.new_fields)
+            .map(|(f, _)| f.clone())
+            .collect();
+        let observed = infer_parallel(ctx.req, ctx.opts, &flagged).await?.finish();
+        let reserved = reserved(settings);
+        match evolution::decide(
+            &state.version.data,
+            &observed,
+            settings.evolution_mode,
+            &reserved,
+        ) {
+            Outcome::Unchanged if self.stop_at_new_fields => {
+                self.stop_at_new_fields = false;
+                Ok(Next::ReadAgain)
+            }
+            Outcome::Unchanged => Ok(Next::Commit(stats)),
+            Outcome::Reject { added } => {
+                let files: Vec<String> =
+                    flagged.iter().map(|f| ctx.req.source.uri(&f.key)).collect();
+                ctx.telemetry.emit(
+                    Severity::Error,
+                    kind::NEW_COLUMNS_REJECTED,
+                    json!({
+                        "version": state.version.version,
+                        "addedColumns": added.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        "files": files,
+                    }),
+                );
+                Err(IngestError::NewColumnsRejected { files, added })
+            }
+            Outcome::Evolve { schema, added } => Ok(Next::Evolve(Evolution {
+                flagged,
+                schema,
+                added,
+            })),
+        }
+    }
+
+    /// A file failed: skipped (and the batch read again without it) under
+    /// `ignoreCorruptFiles`/`ignoreMissingFiles`, else the batch fails naming it.
+    fn skip_or_fail(
+        &mut self,
+        ctx: &RunContext<'_>,
+        plan: &Plan,
+        index: usize,
+        error: DecodeError,
+    ) -> Result<Next, IngestError> {
+        if !skippable(&error, &ctx.req.settings) {
+            return Err(error.into());
+        }
+        warn!(error = %error, "Skipping file and rewriting the batch without it.");
+        ctx.telemetry.emit(
+            Severity::Warning,
+            kind::CORRUPT_FILE_SKIPPED,
+            json!({ "file": self.files[index].meta.path, "error": error.to_string(), "batch": plan.batch }),
+        );
+        ctx.telemetry
+            .metrics
+            .corrupt_files
+            .fetch_add(1, Ordering::Relaxed);
+        self.skip[index] = true;
+        self.skipped_reasons.push(error.to_string());
+        Ok(Next::ReadAgain)
+    }
+}
+
+/// Writes the evolved schema as the next version and makes it the active one; with
+/// `stopOnSchemaChange`, stops the stream there.
+fn evolve(
+    ctx: &RunContext<'_>,
+    state: &mut ActiveSchema,
+    plan: &Plan,
+    evolution: Evolution,
+    summary: &mut Summary,
+) -> Result<(), IngestError> {
+    let Evolution {
+        flagged,
+        schema,
+        added,
+    } = evolution;
+    let settings = &ctx.req.settings;
+    let next = state.version.version + 1;
+    let info = VersionInfo {
+        stream_id: ctx.checkpoint.stream_id().to_string(),
+        created_at_ms: now_ms(),
+        reason: "evolved".into(),
+        sampled_files: Some(flagged.len() as u64),
+        sampled_records: None,
+        sampled_bytes: Some(flagged.iter().map(|f| f.size).sum()),
+    };
+    let v = ctx
+        .store
+        .write(next, &schema, &state.version.partition, info)?;
+    failpoint::hit("after-schema-evolve");
+    let added_text: Vec<String> = added.iter().map(ToString::to_string).collect();
+    warn!(
+        version = next, added = %added_text.join(", "),
+        file = %ctx.req.source.uri(&flagged[0].key),
+        "Schema evolved: new columns added."
+    );
+    summary
+        .evolutions
+        .push(format!("version {next}: +{}", added_text.join(", +")));
+    ctx.telemetry.emit(
+        Severity::Warning,
+        kind::SCHEMA_EVOLVED,
+        json!({
+            "oldVersion": state.version.version,
+            "newVersion": next,
+            "reason": "evolved",
+            "addedColumns": added_text,
+            "file": ctx.req.source.uri(&flagged[0].key),
+            "batch": plan.batch,
+        }),
+    );
+    ctx.telemetry
+        .metrics
+        .schema_version
+        .store(next, Ordering::Relaxed);
+    *state = ActiveSchema::new(v, settings);
+    if settings.stop_on_schema_change {
+        return Err(IngestError::SchemaChanged {
+            version: next,
+            added,
+        });
+    }
     Ok(())
 }
 
