@@ -14,7 +14,7 @@ use super::{
     large_record_turn, open, read_error,
 };
 use crate::options::CsvSettings;
-use crate::record::{Layout, RowBuilder};
+use crate::record::{RowBuilder, TableLayout};
 use crate::schema::infer::{InferOptions, Inferred, SchemaInferrer};
 
 const BOM: &str = "\u{feff}";
@@ -237,7 +237,7 @@ fn observe_record(
 pub fn decode(
     file: &SourceFile,
     opts: &DecodeOptions,
-    layout: &Arc<Layout>,
+    layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();

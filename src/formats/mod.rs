@@ -18,7 +18,7 @@ use arrow_array::RecordBatch;
 use flate2::read::MultiGzDecoder;
 
 use crate::options::{Format, Settings};
-use crate::record::{FileMeta, Layout, ReadContext};
+use crate::record::{FileMeta, ReadContext, TableLayout};
 use crate::schema::infer::{InferOptions, SchemaInferrer};
 
 /// Rows per output batch (a batch is also cut at [`BATCH_BYTES`] of input).
@@ -348,7 +348,7 @@ pub fn infer_file(
 pub fn decode_file(
     file: &SourceFile,
     opts: &DecodeOptions,
-    layout: &Arc<Layout>,
+    layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let (local, _copy) = materialize(file)?;

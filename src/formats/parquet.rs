@@ -13,7 +13,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
 
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
-use crate::record::{FILE_PATH_KEY, Layout, RescueKind, push_file_columns};
+use crate::record::{FILE_PATH_KEY, RescueKind, TableLayout, push_file_columns};
 use crate::schema::DataType;
 use crate::schema::infer::{Inferred, SchemaInferrer};
 
@@ -60,7 +60,7 @@ pub fn infer(file: &SourceFile, inferrer: &mut SchemaInferrer) -> Result<u64, De
 pub fn decode(
     file: &SourceFile,
     opts: &DecodeOptions,
-    layout: &Arc<Layout>,
+    layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();

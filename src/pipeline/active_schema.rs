@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tracing::warn;
 
 use crate::options::Settings;
-use crate::record::{Layout, METADATA_COLUMN};
+use crate::record::{METADATA_COLUMN, TableLayout};
 use crate::schema::store::SchemaVersion;
 
 use super::one_pass::*;
@@ -14,7 +14,7 @@ use super::one_pass::*;
 /// The schema version batches are read with, and its table layout.
 pub(crate) struct ActiveSchema {
     pub(crate) version: SchemaVersion,
-    pub(crate) layout: Arc<Layout>,
+    pub(crate) layout: Arc<TableLayout>,
     /// Set while `version` is a provisional first version, not yet written.
     pub(crate) one_pass: Option<OnePassInference>,
 }
@@ -31,7 +31,7 @@ impl ActiveSchema {
 }
 
 /// Columns that stay last in the data schema (rescued data, corrupt record).
-pub(crate) fn reserved(settings: &Settings) -> Vec<&str> {
+pub(crate) fn trailing_columns(settings: &Settings) -> Vec<&str> {
     [
         &settings.rescued_data_column,
         &settings.corrupt_record_column,
@@ -43,13 +43,13 @@ pub(crate) fn reserved(settings: &Settings) -> Vec<&str> {
 }
 
 /// The table layout of a schema version.
-pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> Layout {
+pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> TableLayout {
     let include_metadata =
         settings.include_metadata && version.data.field(METADATA_COLUMN).is_none();
     if settings.include_metadata && !include_metadata {
         warn!("The data has its own _metadata column; it wins over the lineage column.");
     }
-    Layout {
+    TableLayout {
         data: version.data.clone(),
         partition: version.partition.clone(),
         rescued: settings

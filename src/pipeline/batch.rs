@@ -344,7 +344,7 @@ impl Attempt<'_> {
             .map(|(f, _)| f.clone())
             .collect();
         let observed = infer_parallel(ctx.req, ctx.opts, &flagged).await?.finish();
-        let reserved = reserved(settings);
+        let reserved = trailing_columns(settings);
         match evolution::decide(
             &state.version.data,
             &observed,

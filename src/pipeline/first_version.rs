@@ -228,7 +228,7 @@ pub(crate) fn reconcile(
     settings: &Settings,
     stream_id: &str,
 ) -> Result<SchemaVersion, IngestError> {
-    let reserved = reserved(settings);
+    let reserved = trailing_columns(settings);
     let (desired, reason) = if let Some(user) = &settings.user_schema {
         (user.clone(), "provided")
     } else if let Some(h) = &settings.schema_hints {

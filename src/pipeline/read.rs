@@ -7,7 +7,7 @@ use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
 
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
-use crate::record::{FileMeta, Layout};
+use crate::record::{FileMeta, TableLayout};
 use std::path::PathBuf;
 
 use crate::source::{self as discovery, FileLocation, Source};
@@ -79,7 +79,7 @@ pub(crate) fn source_file(
 /// it still becomes one Parquet file.
 pub(crate) async fn read_files(
     ctx: &RunContext<'_>,
-    layout: &Arc<Layout>,
+    layout: &Arc<TableLayout>,
     files: &[SourceFile],
     skip: &[bool],
     sink: &dyn Target,

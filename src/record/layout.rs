@@ -21,7 +21,7 @@ pub struct ReadContext {
 /// The columns of the table, in order: data columns (which include the rescued-data and
 /// corrupt-record columns when configured), partition columns, then `_metadata`.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub struct TableLayout {
     pub data: Schema,
     pub partition: Schema,
     pub rescued: Option<String>,
@@ -29,7 +29,7 @@ pub struct Layout {
     pub include_metadata: bool,
 }
 
-impl Layout {
+impl TableLayout {
     /// The Arrow schema of every batch this layout produces.
     pub fn arrow_schema(&self) -> SchemaRef {
         let mut fields: Vec<ArrowField> = self

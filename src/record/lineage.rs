@@ -22,7 +22,12 @@ pub struct FileMeta {
 }
 
 /// Appends the columns that are constant across a file: partition values and `_metadata`.
-pub fn push_file_columns(layout: &Layout, file: &FileMeta, n: usize, arrays: &mut Vec<ArrayRef>) {
+pub fn push_file_columns(
+    layout: &TableLayout,
+    file: &FileMeta,
+    n: usize,
+    arrays: &mut Vec<ArrayRef>,
+) {
     for (i, _) in layout.partition.fields.iter().enumerate() {
         let value = file.partition_values.get(i).cloned().flatten();
         arrays.push(match value {

@@ -16,7 +16,7 @@ use super::*;
 
 /// Builds the rows of one output batch from one file.
 pub struct RowBuilder {
-    layout: Arc<Layout>,
+    layout: Arc<TableLayout>,
     ctx: ReadContext,
     /// Value columns, in layout order, with their names.
     columns: Vec<(String, ColumnBuilder)>,
@@ -37,7 +37,7 @@ pub struct RowBuilder {
 }
 
 impl RowBuilder {
-    pub fn new(layout: Arc<Layout>, ctx: ReadContext, file: Arc<FileMeta>) -> RowBuilder {
+    pub fn new(layout: Arc<TableLayout>, ctx: ReadContext, file: Arc<FileMeta>) -> RowBuilder {
         let columns: Vec<(String, ColumnBuilder)> = layout
             .value_fields()
             .map(|f| (f.name.clone(), ColumnBuilder::new(&f.data_type)))
@@ -288,11 +288,11 @@ mod tests {
     use arrow_array::cast::AsArray;
     use serde_json::json;
 
-    fn layout(ddl: &str) -> Arc<Layout> {
+    fn layout(ddl: &str) -> Arc<TableLayout> {
         let mut data = parse_schema(ddl).unwrap();
         data.fields
             .push(Field::new("_rescued_data", DataType::String));
-        Arc::new(Layout {
+        Arc::new(TableLayout {
             data,
             partition: Schema::default(),
             rescued: Some("_rescued_data".into()),

@@ -16,7 +16,7 @@ use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::location::Location;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};
 use crate::parse::json::JsonValue;
-use crate::record::{FileMeta, Layout, RowBuilder};
+use crate::record::{FileMeta, RowBuilder, TableLayout};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::{DataType, Field, Schema};
@@ -305,14 +305,14 @@ fn fixed_schema() -> Schema {
     parse_schema(FIXED_SCHEMA).expect("the fixed schema parses")
 }
 
-fn fixed_layout() -> Arc<Layout> {
+fn fixed_layout() -> Arc<TableLayout> {
     Arc::new(layout(fixed_schema()).expect("the fixed schema has no rescued column"))
 }
 
 /// The layout ingestion builds for a data schema: the rescued-data column added (a data
 /// column of that name must be STRING, or the stream refuses to start), one partition
 /// column and `_metadata`.
-fn layout(mut data: Schema) -> Option<Layout> {
+fn layout(mut data: Schema) -> Option<TableLayout> {
     match data.fields.iter().find(|f| f.name == RESCUED_DATA_COLUMN) {
         Some(f) if f.data_type != DataType::String => return None,
         Some(_) => {}
@@ -321,7 +321,7 @@ fn layout(mut data: Schema) -> Option<Layout> {
             .push(Field::new(RESCUED_DATA_COLUMN, DataType::String)),
     }
     let partition = Schema::new(vec![Field::new("day_partition", DataType::String)]);
-    Some(Layout {
+    Some(TableLayout {
         data,
         partition,
         rescued: Some(RESCUED_DATA_COLUMN.to_string()),
@@ -349,7 +349,7 @@ fn decode_inferred(file: &SourceFile, opts: &DecodeOptions) {
 fn decode_checked(
     file: &SourceFile,
     opts: &DecodeOptions,
-    layout: &Arc<Layout>,
+    layout: &Arc<TableLayout>,
 ) -> Option<FileStats> {
     let expected = layout.arrow_schema();
     let mut emitted = 0u64;

@@ -21,7 +21,7 @@ use super::{
     large_record_turn, open, read_error, read_line_bounded,
 };
 use crate::parse::json::JsonValue;
-use crate::record::{Layout, RowBuilder};
+use crate::record::{RowBuilder, TableLayout};
 use crate::schema::infer::SchemaInferrer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -315,7 +315,7 @@ pub fn infer(
 pub fn decode(
     file: &SourceFile,
     opts: &DecodeOptions,
-    layout: &Arc<Layout>,
+    layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
