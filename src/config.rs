@@ -30,7 +30,7 @@ use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::pipeline::IngestRequest;
 use crate::source::Source;
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -185,7 +185,7 @@ fn option_text(v: &toml::Value) -> String {
 pub fn load(
     path: &Path,
     only: Option<&str>,
-    state: &StateSettings,
+    state: &StorageSettings,
 ) -> Result<Vec<NamedStream>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         path: path.into(),
@@ -254,7 +254,7 @@ pub fn load(
         for w in warnings {
             tracing::warn!(stream = %s.name, "{w}");
         }
-        let source = Source::open(&location("source", &s.source)?)
+        let source = Source::open(&location("source", &s.source)?, state)
             .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         out.push(NamedStream {
             name: s.name.clone(),
@@ -341,7 +341,7 @@ table = "bronze/shared"
 "cloudFiles.maxFilesPerTrigger" = 5
 "#,
         );
-        let streams = load(&p, None, &StateSettings::local(std::env::temp_dir())).unwrap();
+        let streams = load(&p, None, &StorageSettings::local(std::env::temp_dir())).unwrap();
         assert_eq!(streams.len(), 2);
         let base = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(
@@ -352,16 +352,20 @@ table = "bronze/shared"
         assert!(!streams[1].request.settings.infer_column_types);
         assert_eq!(streams[1].request.settings.max_files_per_trigger, 5);
         assert_eq!(
-            load(&p, Some("b"), &StateSettings::local(std::env::temp_dir()))
+            load(&p, Some("b"), &StorageSettings::local(std::env::temp_dir()))
                 .unwrap()
                 .len(),
             1
         );
         assert!(
-            load(&p, Some("zz"), &StateSettings::local(std::env::temp_dir()))
-                .unwrap_err()
-                .to_string()
-                .contains("streams: a, b")
+            load(
+                &p,
+                Some("zz"),
+                &StorageSettings::local(std::env::temp_dir())
+            )
+            .unwrap_err()
+            .to_string()
+            .contains("streams: a, b")
         );
     }
 
@@ -385,7 +389,7 @@ checkpoint = "./ck"
 "#,
         );
         assert!(
-            load(&p, None, &StateSettings::local(std::env::temp_dir()))
+            load(&p, None, &StorageSettings::local(std::env::temp_dir()))
                 .unwrap_err()
                 .to_string()
                 .contains("share the checkpoint")
@@ -407,7 +411,7 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
 "#,
         );
         assert!(
-            load(&p, None, &StateSettings::local(std::env::temp_dir()))
+            load(&p, None, &StorageSettings::local(std::env::temp_dir()))
                 .unwrap_err()
                 .to_string()
                 .contains("share the schema location")
@@ -421,7 +425,7 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
             dir.path(),
             "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntabel = \"t\"\n",
         );
-        let err = load(&p, None, &StateSettings::local(std::env::temp_dir()))
+        let err = load(&p, None, &StorageSettings::local(std::env::temp_dir()))
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 4"), "{err}");
@@ -430,7 +434,7 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
             dir.path(),
             "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntable = \"t\"\noptions = { \"cloudFiles.inferColumTypes\" = true }\n",
         );
-        let err = load(&p, None, &StateSettings::local(std::env::temp_dir()))
+        let err = load(&p, None, &StorageSettings::local(std::env::temp_dir()))
             .unwrap_err()
             .to_string();
         assert!(

@@ -11,7 +11,7 @@ use autoloader::options::{self, OptionsError};
 use autoloader::pipeline::{self, IngestRequest, Progress, RunMode, StopFlag, Summary};
 use autoloader::reports;
 use autoloader::source::Source;
-use autoloader::storage::StateSettings;
+use autoloader::storage::StorageSettings;
 use autoloader::telemetry::Hooks;
 use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
 use autoloader::telemetry::events::{EventKind, kind};
@@ -211,7 +211,7 @@ fn main() -> ExitCode {
     }
     init_logging(cli.verbose, cli.quiet);
     let result = state_io().and_then(|io| {
-        let state = state_settings(io.handle().clone());
+        let state = storage_settings(io.handle().clone());
         let result = run(cli, &state);
         // The state runtime outlives the main one, which run() has dropped.
         drop(io);
@@ -242,7 +242,7 @@ fn state_io() -> Result<tokio::runtime::Runtime, Error> {
 /// How state is kept, from the environment: S3 checkpoint caches under
 /// `$AUTOLOADER_STATE_DIR`, else `$XDG_CACHE_HOME/autoloader`, else `~/.cache/autoloader`;
 /// the lease length from `AUTOLOADER_LEASE_MS` (at least 300; tests use a short one).
-fn state_settings(io: tokio::runtime::Handle) -> StateSettings {
+fn storage_settings(io: tokio::runtime::Handle) -> StorageSettings {
     let var = std::env::var_os;
     let cache_root = var("AUTOLOADER_STATE_DIR")
         .map(PathBuf::from)
@@ -254,7 +254,13 @@ fn state_settings(io: tokio::runtime::Handle) -> StateSettings {
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|ms| *ms >= 300)
         .map_or(autoloader::storage::DEFAULT_LEASE, Duration::from_millis);
-    StateSettings {
+    // The S3 configuration, as object_store's `from_env` would read it.
+    let s3 = std::env::vars()
+        .filter(|(k, _)| k.starts_with("AWS_"))
+        .collect();
+    StorageSettings {
+        s3,
+        temp_dir: std::env::temp_dir(),
         cache_root,
         lease,
         io: Some(io),
@@ -337,7 +343,7 @@ fn print_json(value: &impl serde::Serialize, pretty: bool) {
     println!("{}", text.expect("reports serialize"));
 }
 
-fn run(cli: Cli, state: &StateSettings) -> Result<(), Error> {
+fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
     match cli.command {
         Command::Ingest {
             source,
@@ -361,7 +367,7 @@ fn run(cli: Cli, state: &StateSettings) -> Result<(), Error> {
             let alerts = reporting.alert_settings(&[])?;
             let req = IngestRequest {
                 name: IngestRequest::default_name(&table),
-                source: Source::open(&source)?,
+                source: Source::open(&source, state)?,
                 table,
                 checkpoint,
                 settings,
@@ -522,7 +528,7 @@ async fn start_metrics(addr: Option<&str>) -> Result<Option<Registry>, Error> {
 fn run_config(
     config: &std::path::Path,
     only: Option<&str>,
-    state: &StateSettings,
+    state: &StorageSettings,
     mode: RunMode,
     reporting: &Reporting,
 ) -> Result<(), Error> {

@@ -17,7 +17,7 @@ use crate::options::RESCUED_DATA_COLUMN;
 use crate::record::FILE_PATH_KEY;
 use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaStoreError};
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 use crate::telemetry::events::{self, Event, EventKind};
 
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +62,7 @@ fn time_of(ms: i64) -> String {
 /// Every `_schemas/N` with its time and what it added.
 pub fn schema_history(
     location: &Location,
-    state: &StateSettings,
+    state: &StorageSettings,
 ) -> Result<Vec<HistoryEntry>, ReportError> {
     let store = SchemaStore::open(location, state)?;
     let versions = store.versions()?;
@@ -103,7 +103,7 @@ pub struct SchemaDiff {
 
 pub fn schema_diff(
     location: &Location,
-    state: &StateSettings,
+    state: &StorageSettings,
     a: u64,
     b: u64,
 ) -> Result<SchemaDiff, ReportError> {
@@ -275,7 +275,7 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
 /// Events of a checkpoint, filtered by type and time.
 pub fn filtered_events(
     checkpoint: &Location,
-    state: &StateSettings,
+    state: &StorageSettings,
     kinds: &[EventKind],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
@@ -316,7 +316,7 @@ pub struct Status {
 
 /// Reads what a checkpoint says. When no process holds it, the file index is read and the
 /// pending files listed; while a stream runs, figures come from its event log.
-pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Status, ReportError> {
+pub async fn status(checkpoint: &Location, state: &StorageSettings) -> Result<Status, ReportError> {
     let io = |source| ReportError::Io {
         path: checkpoint.to_string(),
         source,
@@ -379,7 +379,7 @@ pub async fn status(checkpoint: &Location, state: &StateSettings) -> Result<Stat
             if let Some(source) = &st.source
                 && let Ok(src) = Location::parse(source)
                     .map_err(|_| ())
-                    .and_then(|l| crate::source::Source::open(&l).map_err(|_| ()))
+                    .and_then(|l| crate::source::Source::open(&l, state).map_err(|_| ()))
             {
                 let settings = crate::options::resolve(&[], checkpoint)
                     .map(|(s, _)| s)

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::location::Location;
 use crate::source::FileRef;
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
 pub mod crash;
@@ -158,8 +158,8 @@ impl DurableRecord for LocalRecord {
 }
 
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
-/// a cache folder named after it under [`StateSettings::cache_root`].
-pub fn local_dir(location: &Location, state: &StateSettings) -> PathBuf {
+/// a cache folder named after it under [`StorageSettings::cache_root`].
+pub fn local_dir(location: &Location, state: &StorageSettings) -> PathBuf {
     let url = match location {
         Location::Local(dir) => return dir.clone(),
         Location::S3(url) => url.as_str(),
@@ -199,7 +199,10 @@ impl Checkpoint {
     ///
     /// # Errors
     /// [`CheckpointError::Locked`] naming the holder when another process has it.
-    pub fn open(location: &Location, state: &StateSettings) -> Result<Checkpoint, CheckpointError> {
+    pub fn open(
+        location: &Location,
+        state: &StorageSettings,
+    ) -> Result<Checkpoint, CheckpointError> {
         match location {
             Location::Local(dir) => Checkpoint::open_local(dir),
             Location::S3(url) => s3::open(url, location, state),
@@ -209,7 +212,7 @@ impl Checkpoint {
     /// Opens (creating if needed) and locks the checkpoint in a local folder.
     /// Whether a checkpoint exists at `location` (its lock file, or on S3 its `stream`
     /// record), without creating one.
-    pub fn exists(location: &Location, state: &StateSettings) -> Result<bool, CheckpointError> {
+    pub fn exists(location: &Location, state: &StorageSettings) -> Result<bool, CheckpointError> {
         match location {
             Location::Local(dir) => Ok(dir.join(LOCK_FILE).exists()),
             Location::S3(url) => Ok(RemoteDir::open(url, state)?.get(STREAM_OBJECT)?.is_some()),
@@ -637,12 +640,12 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = Checkpoint::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
         let err = Checkpoint::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .err()
         .unwrap();
@@ -655,7 +658,7 @@ pub(super) mod tests {
         drop(first);
         let again = Checkpoint::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
         assert_eq!(again.stream_id(), id, "the stream id survives reopening");
@@ -670,7 +673,7 @@ pub(super) mod tests {
         {
             let c = Checkpoint::open(
                 &Location::Local(dir.path().into()),
-                &StateSettings::local(dir.path().into()),
+                &StorageSettings::local(dir.path().into()),
             )
             .unwrap();
             for batch in 0..3 {
@@ -687,7 +690,7 @@ pub(super) mod tests {
         fs::write(&state, bytes).unwrap();
         let c = Checkpoint::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
         assert_eq!(
@@ -699,7 +702,7 @@ pub(super) mod tests {
         drop(c);
         Checkpoint::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
     }
@@ -709,7 +712,7 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = Checkpoint::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
         assert_eq!(c.next_batch().unwrap(), 0);

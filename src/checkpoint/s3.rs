@@ -18,7 +18,7 @@ use super::{
 };
 use crate::clock::now_ms;
 use crate::location::Location;
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 use crate::storage::object_dir::RemoteDir;
 
 /// Object names on S3 sort by batch: zero-padded.
@@ -51,7 +51,7 @@ struct S3Record {
 pub(super) fn open(
     url: &Url,
     location: &Location,
-    state: &StateSettings,
+    state: &StorageSettings,
 ) -> Result<Checkpoint, CheckpointError> {
     let dir = RemoteDir::open(url, state)?;
     let lease = Lease::acquire(&dir, state.lease)?;

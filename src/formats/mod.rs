@@ -294,7 +294,9 @@ fn materialize(file: &SourceFile) -> Result<(SourceFile, Option<TempCopy>), Deco
             "no async runtime to fetch the object with",
         ))
     })?;
-    let dir = std::env::temp_dir().join(format!("autoloader-{}", std::process::id()));
+    let dir = remote
+        .fetch_dir
+        .join(format!("autoloader-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(io)?;
     let path = dir.join(uuid::Uuid::new_v4().to_string());
     let copy = TempCopy(path.clone());

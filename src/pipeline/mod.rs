@@ -34,7 +34,7 @@ use crate::options::Settings;
 use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;
 use crate::source::{DiscoveryError, Source};
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 use crate::target::SinkError;
 
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +86,7 @@ pub struct IngestRequest {
     pub checkpoint: Location,
     pub settings: Settings,
     /// How the checkpoint and schema location are kept (cache folder, lease, S3 I/O).
-    pub state: StateSettings,
+    pub state: StorageSettings,
 }
 
 impl IngestRequest {

@@ -56,7 +56,7 @@ impl<'a> StreamRun<'a> {
         let settings = &req.settings;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.state)?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
-        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table).await?);
+        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.state).await?);
         let store = SchemaStore::open(&settings.schema_location, &req.state)?;
         if checkpoint.is_fresh()? && sink.exists() {
             let commits = sink.autoloader_commits().await?;

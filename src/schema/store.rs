@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Schema;
 use crate::location::Location;
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 use crate::storage::atomic;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
@@ -138,7 +138,7 @@ impl SchemaStore {
     /// The store under `schema_location`: a local folder, or an `s3://` prefix.
     pub fn open(
         schema_location: &Location,
-        state: &StateSettings,
+        state: &StorageSettings,
     ) -> Result<Self, SchemaStoreError> {
         let backend = match schema_location {
             Location::S3(url) => Backend::Remote(RemoteDir::open(url, state)?),
@@ -301,7 +301,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SchemaStore::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
         assert!(store.latest().unwrap().is_none());
@@ -339,7 +339,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SchemaStore::open(
             &Location::Local(dir.path().into()),
-            &StateSettings::local(dir.path().into()),
+            &StorageSettings::local(dir.path().into()),
         )
         .unwrap();
         let mut t = DataType::Long;

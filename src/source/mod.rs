@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 
 use crate::location::Location;
 use crate::options::Settings;
-use crate::storage::RemoteObject;
+use crate::storage::{RemoteObject, StorageSettings};
 
 pub mod incremental;
 mod local;
@@ -97,10 +97,10 @@ pub struct Source(Arc<dyn FileSource>);
 
 impl Source {
     /// Opens the source at `location` (a local folder must exist).
-    pub fn open(location: &Location) -> Result<Source, DiscoveryError> {
+    pub fn open(location: &Location, storage: &StorageSettings) -> Result<Source, DiscoveryError> {
         Ok(match location {
             Location::Local(path) => Source::new(LocalFolder::open(path)?),
-            Location::S3(url) => Source::new(S3Prefix::open(url)?),
+            Location::S3(url) => Source::new(S3Prefix::open(url, storage)?),
         })
     }
 

@@ -10,8 +10,10 @@ use object_store::path::Path as ObjectPath;
 use url::Url;
 
 use super::{DiscoveryError, FileLocation, FileRef, FileSource, is_hidden};
-use crate::storage::RemoteObject;
+use std::path::PathBuf;
+
 use crate::storage::object_dir::{RemoteError, s3_store};
+use crate::storage::{RemoteObject, StorageSettings};
 
 /// How far before `modifiedAfter` an object-store file is still taken: S3 times have
 /// second precision and mark when an upload started, so a file written across the boundary
@@ -25,24 +27,34 @@ pub struct S3Prefix {
     url: String,
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
+    /// Where objects are fetched to before they are decoded.
+    fetch_dir: PathBuf,
 }
 
 impl S3Prefix {
     /// Opens `s3://bucket/prefix` (nothing is read yet).
-    pub fn open(location: &Url) -> Result<S3Prefix, DiscoveryError> {
+    pub fn open(location: &Url, storage: &StorageSettings) -> Result<S3Prefix, DiscoveryError> {
         let arg = location.as_str();
-        let (store, bucket, prefix) = s3_store(arg).map_err(|e| DiscoveryError::ObjectStore {
-            url: arg.to_string(),
-            reason: match e {
-                RemoteError::Invalid { reason, .. } | RemoteError::Store { reason, .. } => reason,
-            },
-        })?;
+        let (store, bucket, prefix) =
+            s3_store(arg, &storage.s3).map_err(|e| DiscoveryError::ObjectStore {
+                url: arg.to_string(),
+                reason: match e {
+                    RemoteError::Invalid { reason, .. } | RemoteError::Store { reason, .. } => {
+                        reason
+                    }
+                },
+            })?;
         let url = if prefix.as_ref().is_empty() {
             format!("s3://{bucket}/")
         } else {
             format!("s3://{bucket}/{prefix}/")
         };
-        Ok(S3Prefix { url, store, prefix })
+        Ok(S3Prefix {
+            url,
+            store,
+            prefix,
+            fetch_dir: storage.temp_dir.clone(),
+        })
     }
 }
 
@@ -65,6 +77,7 @@ impl FileSource for S3Prefix {
             store: Arc::clone(&self.store),
             location,
             handle: tokio::runtime::Handle::try_current().ok(),
+            fetch_dir: self.fetch_dir.clone(),
         })
     }
 

@@ -18,12 +18,20 @@ pub struct RemoteObject {
     pub store: Arc<dyn ObjectStore>,
     pub location: ObjectPath,
     pub handle: Option<tokio::runtime::Handle>,
+    /// The folder it is fetched into ([`StorageSettings::temp_dir`]).
+    pub fetch_dir: PathBuf,
 }
 
-/// How a stream's state (checkpoint and schema location) is kept, resolved at the edge
-/// from the environment and handed in: the library reads no variable of its own.
+/// How the library reaches storage, resolved at the edge from the environment and handed
+/// in: the library reads no variable of its own.
 #[derive(Debug, Clone)]
-pub struct StateSettings {
+pub struct StorageSettings {
+    /// S3 client configuration as the AWS environment spells it (`AWS_REGION`,
+    /// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, credentials, ...), for sources, state and
+    /// tables alike. Names object_store does not know are ignored.
+    pub s3: Vec<(String, String)>,
+    /// Where an object is fetched to before it is decoded (the platform's temp folder).
+    pub temp_dir: PathBuf,
     /// The folder under which an S3 checkpoint keeps its local cache (and event log).
     pub cache_root: PathBuf,
     /// How long a lease on an S3 checkpoint lasts without renewal: a crashed holder
@@ -39,10 +47,12 @@ pub struct StateSettings {
 /// The lease length when none is set.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-impl StateSettings {
+impl StorageSettings {
     /// Local state only, with S3 caches under `cache_root` (tests and tools).
-    pub fn local(cache_root: PathBuf) -> StateSettings {
-        StateSettings {
+    pub fn local(cache_root: PathBuf) -> StorageSettings {
+        StorageSettings {
+            s3: Vec::new(),
+            temp_dir: cache_root.join("tmp"),
             cache_root,
             lease: DEFAULT_LEASE,
             io: None,

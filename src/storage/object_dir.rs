@@ -5,7 +5,7 @@
 //!
 //! The calls are blocking: checkpoint and schema-store operations are short, rare (a few per
 //! batch) and called from synchronous code. Each runs on the state runtime the edge hands
-//! in ([`super::StateSettings::io`]) from a scoped thread, so it works from inside or
+//! in ([`super::StorageSettings::io`]) from a scoped thread, so it works from inside or
 //! outside an async context alike.
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
 
-use super::StateSettings;
+use super::StorageSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -24,9 +24,12 @@ pub enum RemoteError {
     Store { url: String, reason: String },
 }
 
-/// An S3 store for `url`'s bucket, credentials and endpoint from the standard AWS
-/// environment, and the prefix `url` names inside it.
-pub fn s3_store(url: &str) -> Result<(Arc<dyn ObjectStore>, String, ObjectPath), RemoteError> {
+/// An S3 store for `url`'s bucket, configured with `config` (credentials, region,
+/// endpoint: see [`super::StorageSettings::s3`]), and the prefix `url` names inside it.
+pub fn s3_store(
+    url: &str,
+    config: &[(String, String)],
+) -> Result<(Arc<dyn ObjectStore>, String, ObjectPath), RemoteError> {
     let invalid = |reason: String| RemoteError::Invalid {
         url: url.to_string(),
         reason,
@@ -37,7 +40,16 @@ pub fn s3_store(url: &str) -> Result<(Arc<dyn ObjectStore>, String, ObjectPath),
         .filter(|b| !b.is_empty())
         .ok_or_else(|| invalid("no bucket".into()))?
         .to_string();
-    let store = object_store::aws::AmazonS3Builder::from_env()
+    let mut builder = object_store::aws::AmazonS3Builder::new();
+    for (key, value) in config {
+        if let Ok(key) = key
+            .to_ascii_lowercase()
+            .parse::<object_store::aws::AmazonS3ConfigKey>()
+        {
+            builder = builder.with_config(key, value);
+        }
+    }
+    let store = builder
         .with_bucket_name(&bucket)
         .build()
         .map_err(|e| invalid(e.to_string()))?;
@@ -62,13 +74,13 @@ impl std::fmt::Debug for RemoteDir {
 
 impl RemoteDir {
     /// Opens `s3://bucket/prefix` (nothing is read yet).
-    pub fn open(url: &Url, state: &StateSettings) -> Result<RemoteDir, RemoteError> {
+    pub fn open(url: &Url, state: &StorageSettings) -> Result<RemoteDir, RemoteError> {
         let url = url.as_str();
         let io = state.io.clone().ok_or_else(|| RemoteError::Invalid {
             url: url.to_string(),
             reason: "no runtime was given for S3 state I/O".into(),
         })?;
-        let (store, bucket, prefix) = s3_store(url)?;
+        let (store, bucket, prefix) = s3_store(url, &state.s3)?;
         let shown = if prefix.as_ref().is_empty() {
             format!("s3://{bucket}")
         } else {

@@ -21,6 +21,7 @@ use tracing::{info, warn};
 use url::Url;
 
 use crate::location::Location;
+use crate::storage::StorageSettings;
 
 /// Target size of one Parquet file written to the table.
 const TARGET_FILE_BYTES: u64 = 128 << 20;
@@ -59,10 +60,14 @@ pub struct DeltaAppend {
 }
 
 impl DeltaAppend {
-    /// Opens the table at `location`, which may not exist yet.
-    pub async fn open(location: &Location) -> Result<DeltaAppend, SinkError> {
+    /// Opens the table at `location`, which may not exist yet; an S3 table with the S3
+    /// configuration in `storage`.
+    pub async fn open(
+        location: &Location,
+        storage: &StorageSettings,
+    ) -> Result<DeltaAppend, SinkError> {
         let path = match location {
-            Location::S3(url) => return DeltaAppend::open_url(url.as_str()).await,
+            Location::S3(url) => return DeltaAppend::open_url(url.as_str(), &storage.s3).await,
             Location::Local(path) => path,
         };
         std::fs::create_dir_all(path).map_err(|source| SinkError::Io {
@@ -88,9 +93,9 @@ impl DeltaAppend {
         Ok(DeltaAppend { table, location })
     }
 
-    /// Opens a table on S3 (credentials and endpoint from the AWS environment; commits use
-    /// S3 conditional writes, so concurrent writers cannot overwrite each other's commits).
-    async fn open_url(text: &str) -> Result<DeltaAppend, SinkError> {
+    /// Opens a table on S3 with `config` (see [`StorageSettings::s3`]); commits use S3
+    /// conditional writes, so concurrent writers cannot overwrite each other's commits.
+    async fn open_url(text: &str, config: &[(String, String)]) -> Result<DeltaAppend, SinkError> {
         static REGISTER: std::sync::Once = std::sync::Once::new();
         REGISTER.call_once(|| deltalake::aws::register_handlers(None));
         let location = text.trim_end_matches('/').to_string();
@@ -98,7 +103,9 @@ impl DeltaAppend {
             location: location.clone(),
             reason: e.to_string(),
         })?;
+        let options: HashMap<String, String> = config.iter().cloned().collect();
         let mut table = deltalake::DeltaTableBuilder::from_url(url)
+            .map(|b| b.with_storage_options(options))
             .and_then(|b| b.build())
             .map_err(|e| delta_err(&location, e))?;
         // Only load a table that has a log: loading an empty location logs a spurious error.

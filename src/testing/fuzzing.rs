@@ -21,7 +21,7 @@ use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schem
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::{DataType, Field, Schema};
 use crate::source::FileRef;
-use crate::storage::StateSettings;
+use crate::storage::StorageSettings;
 
 /// A schema with a column of every type, so decoded values can fail to fit and be rescued.
 const FIXED_SCHEMA: &str = "order_id BIGINT, user_id STRING, amount DECIMAL(10,2), \
@@ -174,7 +174,7 @@ pub fn fuzz_checkpoint(data: &[u8]) {
     std::fs::write(dir.join("state.redb"), state).expect("the temp dir is writable");
     let Ok(checkpoint) = Checkpoint::open(
         &Location::Local(dir.clone()),
-        &StateSettings::local(dir.clone()),
+        &StorageSettings::local(dir.clone()),
     ) else {
         return;
     };
@@ -212,7 +212,7 @@ fn template_state() -> &'static [u8] {
         {
             let c = Checkpoint::open(
                 &Location::Local(scratch.path().to_path_buf()),
-                &StateSettings::local(scratch.path().to_path_buf()),
+                &StorageSettings::local(scratch.path().to_path_buf()),
             )
             .expect("a new checkpoint opens");
             for batch in 0..3 {
