@@ -66,6 +66,8 @@ impl Error {
             Error::Ingest(e) => e.class(),
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
+            // A path that is not a checkpoint is a wrong argument.
+            Error::Report(ReportError::NotACheckpoint { .. }) => ErrorClass::Usage,
             Error::Report(_) | Error::Io { .. } | Error::StreamsFailed { .. } => ErrorClass::Failed,
         }
     }

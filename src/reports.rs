@@ -279,6 +279,12 @@ pub fn filtered_events(
     kinds: &[EventKind],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
+    // A path that is not a checkpoint has no events: say so rather than print nothing.
+    if !Checkpoint::exists(checkpoint, state)? {
+        return Err(ReportError::NotACheckpoint {
+            path: checkpoint.to_string(),
+        });
+    }
     let local = crate::checkpoint::local_dir(checkpoint, state);
     let all = events::read_events(&local).map_err(|source| ReportError::Io {
         path: checkpoint.to_string(),

@@ -133,3 +133,40 @@ fn a_format_that_cannot_be_told_is_a_usage_error() {
         "says which option: {err}"
     );
 }
+
+#[test]
+fn events_and_status_of_a_path_that_is_not_a_checkpoint_are_refused() {
+    let s = Scratch::new();
+    s.land("a.json", "{\"order_id\": 1}\n");
+    let elsewhere = s.dir.path().join("not-a-checkpoint");
+    fs::create_dir_all(&elsewhere).unwrap();
+    for command in ["events", "status"] {
+        let out = run(
+            &[
+                command.into(),
+                "--checkpoint".into(),
+                elsewhere.display().to_string(),
+            ],
+            &[],
+        );
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains(&format!("{} is not a checkpoint", elsewhere.display())),
+            "{command}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{command} prints nothing else");
+    }
+    // A real checkpoint still lists its events.
+    ok(&s.ingest(&[]));
+    let checkpoint = s.table().join("_autoloader");
+    let listed = ok(&run(
+        &[
+            "events".into(),
+            "--checkpoint".into(),
+            checkpoint.display().to_string(),
+        ],
+        &[],
+    ));
+    assert!(listed.contains("batch_committed"), "{listed}");
+}
