@@ -264,7 +264,7 @@ pub fn load(
                 table,
                 checkpoint,
                 settings,
-                state: state.clone(),
+                storage: state.clone(),
             },
             alert_webhooks: parsed
                 .defaults
@@ -310,6 +310,11 @@ pub fn load(
 mod tests {
     use super::*;
 
+    /// Local storage only: config files here name local folders.
+    fn local() -> StorageSettings {
+        StorageSettings::local(std::env::temp_dir())
+    }
+
     fn write(dir: &Path, text: &str) -> PathBuf {
         std::fs::create_dir_all(dir.join("land/a")).unwrap();
         std::fs::create_dir_all(dir.join("land/b")).unwrap();
@@ -341,7 +346,7 @@ table = "bronze/shared"
 "cloudFiles.maxFilesPerTrigger" = 5
 "#,
         );
-        let streams = load(&p, None, &StorageSettings::local(std::env::temp_dir())).unwrap();
+        let streams = load(&p, None, &local()).unwrap();
         assert_eq!(streams.len(), 2);
         let base = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(
@@ -351,21 +356,12 @@ table = "bronze/shared"
         assert!(streams[0].request.settings.infer_column_types);
         assert!(!streams[1].request.settings.infer_column_types);
         assert_eq!(streams[1].request.settings.max_files_per_trigger, 5);
-        assert_eq!(
-            load(&p, Some("b"), &StorageSettings::local(std::env::temp_dir()))
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(load(&p, Some("b"), &local()).unwrap().len(), 1);
         assert!(
-            load(
-                &p,
-                Some("zz"),
-                &StorageSettings::local(std::env::temp_dir())
-            )
-            .unwrap_err()
-            .to_string()
-            .contains("streams: a, b")
+            load(&p, Some("zz"), &local())
+                .unwrap_err()
+                .to_string()
+                .contains("streams: a, b")
         );
     }
 
@@ -389,7 +385,7 @@ checkpoint = "./ck"
 "#,
         );
         assert!(
-            load(&p, None, &StorageSettings::local(std::env::temp_dir()))
+            load(&p, None, &local())
                 .unwrap_err()
                 .to_string()
                 .contains("share the checkpoint")
@@ -411,7 +407,7 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
 "#,
         );
         assert!(
-            load(&p, None, &StorageSettings::local(std::env::temp_dir()))
+            load(&p, None, &local())
                 .unwrap_err()
                 .to_string()
                 .contains("share the schema location")
@@ -425,18 +421,14 @@ options = { "cloudFiles.schemaLocation" = "schemas/" }
             dir.path(),
             "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntabel = \"t\"\n",
         );
-        let err = load(&p, None, &StorageSettings::local(std::env::temp_dir()))
-            .unwrap_err()
-            .to_string();
+        let err = load(&p, None, &local()).unwrap_err().to_string();
         assert!(err.contains("line 4"), "{err}");
         assert!(err.contains("tabel"), "{err}");
         let p = write(
             dir.path(),
             "[[stream]]\nname = \"a\"\nsource = \"land/a\"\ntable = \"t\"\noptions = { \"cloudFiles.inferColumTypes\" = true }\n",
         );
-        let err = load(&p, None, &StorageSettings::local(std::env::temp_dir()))
-            .unwrap_err()
-            .to_string();
+        let err = load(&p, None, &local()).unwrap_err().to_string();
         assert!(
             err.contains("stream \"a\"") && err.contains("did you mean"),
             "{err}"

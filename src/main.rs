@@ -371,7 +371,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                 table,
                 checkpoint,
                 settings,
-                state: state.clone(),
+                storage: state.clone(),
             };
             let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
             let stop = StopFlag::new();

@@ -160,30 +160,10 @@ impl DurableRecord for LocalRecord {
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
 /// a cache folder named after it under [`StorageSettings::cache_root`].
 pub fn local_dir(location: &Location, state: &StorageSettings) -> PathBuf {
-    let url = match location {
-        Location::Local(dir) => return dir.clone(),
-        Location::S3(url) => url.as_str(),
-    };
-    let base = &state.cache_root;
-    let readable: String = url
-        .trim_end_matches('/')
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    // FNV-1a keeps two URLs that read alike (`a/b_c`, `a_b/c`) apart.
-    let hash = url
-        .trim_end_matches('/')
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    base.join(format!("{readable}-{hash:016x}"))
+    match location {
+        Location::Local(dir) => dir.clone(),
+        Location::S3(url) => s3::cache_dir(url, state),
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
@@ -205,7 +185,7 @@ impl Checkpoint {
     ) -> Result<Checkpoint, CheckpointError> {
         match location {
             Location::Local(dir) => Checkpoint::open_local(dir),
-            Location::S3(url) => s3::open(url, location, state),
+            Location::S3(url) => s3::open(url, state),
         }
     }
 
@@ -619,6 +599,14 @@ impl SeenFiles {
 pub(super) mod tests {
     use super::*;
 
+    /// Opens the local checkpoint in `dir`.
+    fn open_at(dir: &Path) -> Result<Checkpoint, CheckpointError> {
+        Checkpoint::open(
+            &Location::Local(dir.into()),
+            &StorageSettings::local(dir.into()),
+        )
+    }
+
     /// A plan of files of size 1 and mtime 2 (shared with the typed records' tests).
     pub(super) fn plan(batch: u64, keys: &[&str]) -> Plan {
         Plan {
@@ -638,17 +626,8 @@ pub(super) mod tests {
     #[test]
     fn second_opener_is_refused_naming_the_holder() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Checkpoint::open(
-            &Location::Local(dir.path().into()),
-            &StorageSettings::local(dir.path().into()),
-        )
-        .unwrap();
-        let err = Checkpoint::open(
-            &Location::Local(dir.path().into()),
-            &StorageSettings::local(dir.path().into()),
-        )
-        .err()
-        .unwrap();
+        let first = open_at(dir.path()).unwrap();
+        let err = open_at(dir.path()).err().unwrap();
         let text = err.to_string();
         assert!(
             text.contains(&format!("pid {}", std::process::id())),
@@ -656,11 +635,7 @@ pub(super) mod tests {
         );
         let id = first.stream_id().to_string();
         drop(first);
-        let again = Checkpoint::open(
-            &Location::Local(dir.path().into()),
-            &StorageSettings::local(dir.path().into()),
-        )
-        .unwrap();
+        let again = open_at(dir.path()).unwrap();
         assert_eq!(again.stream_id(), id, "the stream id survives reopening");
     }
 
@@ -671,11 +646,7 @@ pub(super) mod tests {
     fn a_damaged_allocator_state_is_repaired_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let c = Checkpoint::open(
-                &Location::Local(dir.path().into()),
-                &StorageSettings::local(dir.path().into()),
-            )
-            .unwrap();
+            let c = open_at(dir.path()).unwrap();
             for batch in 0..3 {
                 let p = plan(batch, &[&format!("orders/2026-03-1{batch}.json")]);
                 c.write_plan(&p).unwrap();
@@ -688,11 +659,7 @@ pub(super) mod tests {
         let mut bytes = fs::read(&state).unwrap();
         bytes[0x1080] ^= 0x80;
         fs::write(&state, bytes).unwrap();
-        let c = Checkpoint::open(
-            &Location::Local(dir.path().into()),
-            &StorageSettings::local(dir.path().into()),
-        )
-        .unwrap();
+        let c = open_at(dir.path()).unwrap();
         assert_eq!(
             c.next_batch().unwrap(),
             3,
@@ -700,21 +667,13 @@ pub(super) mod tests {
         );
         assert_eq!(c.seen_files().unwrap().len(), 2);
         drop(c);
-        Checkpoint::open(
-            &Location::Local(dir.path().into()),
-            &StorageSettings::local(dir.path().into()),
-        )
-        .unwrap();
+        open_at(dir.path()).unwrap();
     }
 
     #[test]
     fn plans_then_commits_track_files() {
         let dir = tempfile::tempdir().unwrap();
-        let c = Checkpoint::open(
-            &Location::Local(dir.path().into()),
-            &StorageSettings::local(dir.path().into()),
-        )
-        .unwrap();
+        let c = open_at(dir.path()).unwrap();
         assert_eq!(c.next_batch().unwrap(), 0);
         let p0 = plan(0, &["a.json", "b.json"]);
         c.write_plan(&p0).unwrap();

@@ -21,13 +21,12 @@ impl Checkpoint {
         if commits.is_empty() {
             return Ok(());
         }
-        let from_schema = schema_stream_id;
         let stream_of = |c: &serde_json::Value| {
             c.get("streamId")
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string)
         };
-        let ours: Vec<String> = match from_schema {
+        let ours: Vec<String> = match schema_stream_id {
             Some(id)
                 if commits
                     .iter()

@@ -14,10 +14,9 @@ use url::Url;
 use super::lease::Lease;
 use super::{
     Checkpoint, CheckpointError, CommitSummary, DurableRecord, Plan, STATE_FILE, STREAM_OBJECT,
-    io_err, local_dir,
+    io_err,
 };
 use crate::clock::now_ms;
-use crate::location::Location;
 use crate::storage::StorageSettings;
 use crate::storage::object_dir::RemoteDir;
 
@@ -46,16 +45,33 @@ struct S3Record {
     _lease: Lease,
 }
 
+/// The local cache folder of the checkpoint under `url`: named after it, readable, with a
+/// hash that keeps two URLs that read alike (`a/b_c`, `a_b/c`) apart.
+pub(super) fn cache_dir(url: &Url, state: &StorageSettings) -> PathBuf {
+    let url = url.as_str().trim_end_matches('/');
+    let readable: String = url
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // FNV-1a.
+    let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    state.cache_root.join(format!("{readable}-{hash:016x}"))
+}
+
 /// Opens (creating if needed) the checkpoint under `url`, takes its lease, and makes sure
 /// the local cache matches S3.
-pub(super) fn open(
-    url: &Url,
-    location: &Location,
-    state: &StorageSettings,
-) -> Result<Checkpoint, CheckpointError> {
+pub(super) fn open(url: &Url, state: &StorageSettings) -> Result<Checkpoint, CheckpointError> {
     let dir = RemoteDir::open(url, state)?;
     let lease = Lease::acquire(&dir, state.lease)?;
-    let cache = local_dir(location, state);
+    let cache = cache_dir(url, state);
     let mut checkpoint = Checkpoint::open_local(&cache)?;
     let recorded: Option<StreamRecord> = match dir.get(STREAM_OBJECT)? {
         Some(bytes) => {

@@ -71,29 +71,13 @@ pub(crate) async fn execute_counted(
     let files: Vec<SourceFile> = plan
         .files
         .iter()
-        .map(|f| {
-            source_file(
-                &ctx.req.source,
-                &f.key,
-                f.size,
-                f.mtime_ms,
-                &partition_columns,
-            )
-        })
+        .map(|f| source_file(&ctx.req.source, f, &partition_columns))
         .collect();
-    let mut skip: Vec<bool> = vec![false; files.len()];
-    let mut skipped_reasons: Vec<String> = Vec::new();
-    // A file skipped under ignoreCorruptFiles/ignoreMissingFiles may have emitted rows
-    // before it failed: the batch is then rewritten without it.
     let settings = &ctx.req.settings;
     let evolving = matches!(
         settings.evolution_mode,
         EvolutionMode::AddNewColumns | EvolutionMode::FailOnNewColumns
     );
-    // While evolving, a read stops at the first new field, so the batch that meets new
-    // columns is not read in full twice (once for nothing). Turned off if that read finds
-    // nothing to evolve after all, so the batch is then read in full.
-    let stop_at_new_fields = evolving;
     if let Some(spec) = &state.one_pass {
         // One pass pays only when the batch holds most of the sample.
         let planned: std::collections::HashSet<&str> =
@@ -112,11 +96,11 @@ pub(crate) async fn execute_counted(
         }
     }
     let mut attempt = Attempt {
-        files: &files,
-        skip: &mut skip,
-        skipped_reasons: &mut skipped_reasons,
+        skip: vec![false; files.len()],
+        skipped_reasons: Vec::new(),
+        files,
         evolving,
-        stop_at_new_fields,
+        stop_at_new_fields: evolving,
     };
     let (writer, stats) = loop {
         let observe = state.one_pass.is_some();
@@ -125,26 +109,27 @@ pub(crate) async fn execute_counted(
         let (writer, read) = read_files(
             ctx,
             &state.layout,
-            attempt.files,
-            attempt.skip,
+            &attempt.files,
+            &attempt.skip,
             sink,
             attempt.stop_at_new_fields,
             observe,
         )
         .await?;
-        let next = match state.one_pass.take() {
+        let stands = match state.one_pass.take() {
             Some(one_pass) => {
                 settle_after_read(ctx, state, sink, plan, one_pass, &read, table_was_missing).await
             }
-            None => Ok(Next::Judge),
+            None => Ok(true),
         };
-        let next = match next {
-            Ok(Next::Judge) => attempt.judge(ctx, state, plan, read).await,
-            other => other,
+        let next = match stands {
+            Ok(true) => attempt.judge(ctx, state, plan, read).await,
+            Ok(false) => Ok(Next::ReadAgain),
+            Err(e) => Err(e),
         };
         match next {
             Ok(Next::Commit(stats)) => break (writer, stats),
-            Ok(Next::ReadAgain | Next::Judge) => writer.abort(),
+            Ok(Next::ReadAgain) => writer.abort(),
             Ok(Next::Evolve(evolution)) => {
                 // Nothing of this read lands: its files go before the new version is
                 // written, then the batch is read again with it.
@@ -163,7 +148,7 @@ pub(crate) async fn execute_counted(
     let bytes: u64 = plan
         .files
         .iter()
-        .zip(&skip)
+        .zip(&attempt.skip)
         .filter(|(_, s)| !**s)
         .map(|(f, _)| f.size)
         .sum();
@@ -189,7 +174,7 @@ pub(crate) async fn execute_counted(
         "schemaVersion": state.version.version,
         "rows": rows,
         "rescuedRows": rescued_rows,
-        "files": plan.files.iter().zip(&skip).map(|(f, s)| json!({
+        "files": plan.files.iter().zip(&attempt.skip).map(|(f, s)| json!({
             "path": f.key, "size": f.size, "mtimeMs": f.mtime_ms, "skipped": *s,
         })).collect::<Vec<_>>(),
     });
@@ -203,11 +188,11 @@ pub(crate) async fn execute_counted(
         rescued_rows,
         bytes,
         schema_version: state.version.version,
-        skipped: skipped_reasons,
+        skipped: attempt.skipped_reasons,
     };
     ctx.checkpoint.mark_committed(plan, &commit)?;
     failpoint::hit("after-mark");
-    let skipped = skip.iter().filter(|s| **s).count() as u64;
+    let skipped = attempt.skip.iter().filter(|s| **s).count() as u64;
     info!(
         batch = plan.batch,
         files = plan.files.len(),
@@ -232,7 +217,7 @@ pub(crate) async fn execute_counted(
             "tableVersion": table_version, "schemaVersion": state.version.version,
         }),
     );
-    report_rescue(ctx, plan, &files, &stats, rows, rescued_rows, state);
+    report_rescue(ctx, plan, &attempt.files, &stats, rows, rescued_rows, state);
     summary.batches += 1;
     summary.files += plan.files.len() as u64 - skipped;
     summary.skipped_files += skipped;
@@ -249,8 +234,6 @@ pub(crate) enum Next {
     /// Read the batch again: the schema changed, a file is now skipped, or the read
     /// stopped at new fields that need no evolving after all.
     ReadAgain,
-    /// The one-pass schema is settled and agrees: judge the read as any other.
-    Judge,
     /// New columns evolve the schema: write the next version, then read again.
     Evolve(Evolution),
 }
@@ -264,12 +247,12 @@ pub(crate) struct Evolution {
 }
 
 /// The state of a batch across its reads.
-pub(crate) struct Attempt<'a> {
-    pub(crate) files: &'a [SourceFile],
+pub(crate) struct Attempt {
+    pub(crate) files: Vec<SourceFile>,
     /// Files skipped under `ignoreCorruptFiles`/`ignoreMissingFiles` (a skipped file may
     /// have emitted rows before it failed, so the batch is read again without it).
-    pub(crate) skip: &'a mut Vec<bool>,
-    pub(crate) skipped_reasons: &'a mut Vec<String>,
+    pub(crate) skip: Vec<bool>,
+    pub(crate) skipped_reasons: Vec<String>,
     /// Whether new columns evolve the schema or are rejected (`addNewColumns`,
     /// `failOnNewColumns`).
     pub(crate) evolving: bool,
@@ -279,9 +262,9 @@ pub(crate) struct Attempt<'a> {
     pub(crate) stop_at_new_fields: bool,
 }
 
-/// Settles a one-pass first version after the first read: the batch is read again when
-/// the whole sample's schema differs from the provisional one, or when another stream
-/// created the table meanwhile (with its own schema).
+/// Settles a one-pass first version after the first read; returns whether the read
+/// stands. It does not when the whole sample's schema differs from the provisional one,
+/// or when another stream created the table meanwhile (with its own schema).
 async fn settle_after_read(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
@@ -290,7 +273,7 @@ async fn settle_after_read(
     one_pass: OnePassInference,
     read: &ReadOutcome,
     table_was_missing: bool,
-) -> Result<Next, IngestError> {
+) -> Result<bool, IngestError> {
     let observed: HashMap<String, SchemaInferrer> = match read {
         Ok(stats) => plan
             .files
@@ -306,18 +289,14 @@ async fn settle_after_read(
             "The whole sample's schema differs from the provisional one; reading the batch again."
         );
         *state = ActiveSchema::new(v, &ctx.req.settings);
-        return Ok(Next::ReadAgain);
+        return Ok(false);
     }
     state.version = v;
-    if table_was_missing && !created {
-        // Another stream created the table meanwhile: write again with writers made for
-        // that table.
-        return Ok(Next::ReadAgain);
-    }
-    Ok(Next::Judge)
+    // Another stream created the table meanwhile: write again with writers made for it.
+    Ok(!table_was_missing || created)
 }
 
-impl Attempt<'_> {
+impl Attempt {
     /// Judges a read: commit it, evolve and read again, reject new columns, or skip a
     /// corrupt file and read again.
     async fn judge(

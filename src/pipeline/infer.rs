@@ -1,8 +1,6 @@
 //! Schema inference over a set of files on every core; per-file results merge in the
 //! files' order.
 
-use std::sync::Mutex;
-
 use tracing::warn;
 
 use crate::formats::{self, DecodeError, DecodeOptions};
@@ -37,31 +35,35 @@ pub(crate) async fn infer_files(
     opts: &DecodeOptions,
     files: &[FileRef],
 ) -> Result<Vec<Option<SchemaInferrer>>, IngestError> {
-    let results: Arc<Mutex<Vec<Option<Inferred>>>> =
-        Arc::new(Mutex::new((0..files.len()).map(|_| None).collect()));
     let typed = req.settings.infer_column_types;
     let (source, opts) = (req.source.clone(), opts.clone());
     let shared_files = Arc::new(files.to_vec());
-    let slots = Arc::clone(&results);
-    let workers = vec![(); worker_count(files.len())];
-    let handles = workers::spawn(files.len(), workers, &PoolStop::default(), move |(), i| {
-        let f = &shared_files[i];
-        let file = source_file(&source, &f.key, f.size, f.mtime_ms, &[]);
-        let mut inferrer = SchemaInferrer::new();
-        let r = formats::infer_file(&file, &opts, typed, &mut inferrer).map(|records| {
-            inferrer.records = records;
-            inferrer
-        });
-        slots
-            .lock()
-            .expect("no worker panics while holding the lock")[i] = Some(r);
-        true
-    });
+    // Each worker keeps the results of the files it took.
+    let workers = (0..worker_count(files.len())).map(|_| Vec::new()).collect();
+    let handles = workers::spawn(
+        files.len(),
+        workers,
+        &PoolStop::default(),
+        move |done: &mut Vec<(usize, Inferred)>, i| {
+            let file = source_file(&source, &shared_files[i], &[]);
+            let mut inferrer = SchemaInferrer::new();
+            let r = formats::infer_file(&file, &opts, typed, &mut inferrer).map(|records| {
+                inferrer.records = records;
+                inferrer
+            });
+            done.push((i, r));
+            true
+        },
+    );
+    let mut results: Vec<Option<Inferred>> = (0..files.len()).map(|_| None).collect();
     for h in handles {
-        h.await
+        let done = h
+            .await
             .map_err(|e| IngestError::Internal(format!("inference thread failed: {e}")))?;
+        for (i, r) in done {
+            results[i] = Some(r);
+        }
     }
-    let results = std::mem::take(&mut *results.lock().expect("workers are done"));
     let mut out = Vec::with_capacity(files.len());
     for r in results {
         match r {

@@ -1,5 +1,6 @@
 //! The ingest pipeline of one stream: recover, discover, infer or load the schema, then for
-//! each batch plan → read → write → commit → mark (see `shared/reference/reliability.md` §4).
+//! each batch plan → read → write → commit → mark (ARCHITECTURE.md says who owns which
+//! guarantee).
 //!
 //! Files of a batch are decoded on blocking threads (one per core). In a large batch each
 //! thread also encodes its rows into its own Parquet files, so encoding uses every core; a
@@ -85,8 +86,8 @@ pub struct IngestRequest {
     pub table: Location,
     pub checkpoint: Location,
     pub settings: Settings,
-    /// How the checkpoint and schema location are kept (cache folder, lease, S3 I/O).
-    pub state: StorageSettings,
+    /// How storage is reached (S3 configuration, cache folder, lease, state I/O).
+    pub storage: StorageSettings,
 }
 
 impl IngestRequest {

@@ -1,6 +1,7 @@
 //! Reading a batch's files on every core into the table's writers, within a memory budget
 //! for decoded rows.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -8,9 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
 use crate::record::{FileMeta, TableLayout};
-use std::path::PathBuf;
-
-use crate::source::{self as discovery, FileLocation, Source};
+use crate::source::{self as discovery, FileLocation, FileRef, Source};
 use crate::target::{BatchWriter, BatchWriters, SinkError, Target};
 use crate::testing::failpoint;
 
@@ -43,13 +42,13 @@ pub(crate) const IN_FLIGHT_MIB: usize = 64;
 /// From this many bytes in a batch, each decoding thread encodes its own Parquet files.
 pub(crate) const PARALLEL_ENCODE_BYTES: u64 = 64 << 20;
 
+/// A file of the source, located for decoding, with the lineage its rows carry.
 pub(crate) fn source_file(
     source: &Source,
-    key: &str,
-    size: u64,
-    mtime_ms: i64,
+    file: &FileRef,
     partition_columns: &[String],
 ) -> SourceFile {
+    let key = file.key.as_str();
     let (local_path, remote) = match source.locate(key) {
         FileLocation::Local(path) => (path, None),
         FileLocation::Object(object) => (PathBuf::new(), Some(object)),
@@ -59,9 +58,9 @@ pub(crate) fn source_file(
         remote,
         meta: Arc::new(FileMeta {
             path: source.uri(key),
-            name: key.rsplit('/').next().unwrap_or(key).to_string(),
-            size,
-            mtime_ms,
+            name: file.name().to_string(),
+            size: file.size,
+            mtime_ms: file.mtime_ms,
             partition_values: discovery::partition_values(key, partition_columns),
         }),
     }

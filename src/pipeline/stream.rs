@@ -8,11 +8,13 @@ use tracing::{info, warn};
 
 use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
+use crate::clock::now_ms;
 use crate::formats::DecodeOptions;
 use crate::options::IncrementalListing;
 use crate::schema::evolution::{self};
 use crate::schema::store::SchemaStore;
 use crate::source::FileRef;
+use crate::source::incremental::{self, ListingState};
 use crate::target::{DeltaAppend, Target};
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
@@ -24,8 +26,6 @@ use super::first_version::*;
 use super::one_pass::*;
 use super::plan::*;
 use super::*;
-use crate::clock::now_ms;
-use crate::source::incremental::{self, ListingState};
 
 /// One stream, open: its locked checkpoint, its table, and (once files have been seen)
 /// its format and schema.
@@ -54,16 +54,16 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
-        let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.state)?;
+        let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
-        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.state).await?);
-        let store = SchemaStore::open(&settings.schema_location, &req.state)?;
+        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
+        let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
+        let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
             let commits = sink.autoloader_commits().await?;
-            let schema_stream = store.latest()?.map(|v| v.info.stream_id);
             checkpoint.recover_from_commits(
                 &commits,
-                schema_stream.as_deref(),
+                latest.as_ref().map(|v| v.info.stream_id.as_str()),
                 &req.source.describe(),
             )?;
         }
@@ -72,14 +72,15 @@ impl<'a> StreamRun<'a> {
             if !settings.include_existing_files {
                 let listed = req.source.list(settings).await?;
                 if !listed.is_empty() {
+                    let files = listed.len();
                     let existing = Plan {
                         batch: u64::MAX,
-                        files: listed.clone(),
+                        files: listed,
                         created_at_ms: now_ms(),
                     };
                     checkpoint.mark_existing(&existing)?;
                     info!(
-                        files = listed.len(),
+                        files,
                         "Not ingesting files present at the first start (cloudFiles.includeExistingFiles=false)."
                     );
                 }
@@ -87,9 +88,9 @@ impl<'a> StreamRun<'a> {
             checkpoint.set_meta("initialized", &now_ms().to_string())?;
         }
         let (_, pending) = checkpoint.pending_plans()?;
-        let schema = store.latest()?.map(|v| v.version);
+        let schema = latest.map(|v| v.version);
         let telemetry = Telemetry::start(
-            &crate::checkpoint::local_dir(&req.checkpoint, &req.state),
+            &crate::checkpoint::local_dir(&req.checkpoint, &req.storage),
             &req.name,
             hooks,
         );

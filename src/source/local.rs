@@ -41,7 +41,7 @@ impl FileSource for LocalFolder {
         FileLocation::Local(self.root.join(key))
     }
 
-    fn list<'a>(
+    fn list_files<'a>(
         &'a self,
         _after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {

@@ -56,8 +56,9 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     fn locate(&self, key: &str) -> FileLocation;
 
     /// Every file under the source, unfiltered and in any order; with `after`, only keys
-    /// after it (a source that cannot start there lists everything).
-    fn list<'a>(
+    /// after it (a source that cannot start there lists everything). [`Source::list`]
+    /// filters and orders them.
+    fn list_files<'a>(
         &'a self,
         after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>>;
@@ -91,9 +92,18 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     }
 }
 
-/// A stream's source: one [`FileSource`], shared by the stream's tasks.
+/// A stream's source: one [`FileSource`], shared by the stream's tasks; its methods are
+/// the source's, plus the shared filtering and ordering of [`Source::list`].
 #[derive(Debug, Clone)]
 pub struct Source(Arc<dyn FileSource>);
+
+impl std::ops::Deref for Source {
+    type Target = dyn FileSource;
+
+    fn deref(&self) -> &(dyn FileSource + 'static) {
+        self.0.as_ref()
+    }
+}
 
 impl Source {
     /// Opens the source at `location` (a local folder must exist).
@@ -106,41 +116,6 @@ impl Source {
 
     pub fn new(source: impl FileSource + 'static) -> Source {
         Source(Arc::new(source))
-    }
-
-    /// A display form of the source.
-    pub fn describe(&self) -> String {
-        self.0.describe()
-    }
-
-    /// The URI recorded as the file's lineage (`_metadata.file_path`, `_file_path`).
-    pub fn uri(&self, key: &str) -> String {
-        self.0.uri(key)
-    }
-
-    /// Where a key can be read.
-    pub fn locate(&self, key: &str) -> FileLocation {
-        self.0.locate(key)
-    }
-
-    /// See [`FileSource::lists_incrementally`].
-    pub fn lists_incrementally(&self) -> bool {
-        self.0.lists_incrementally()
-    }
-
-    /// See [`FileSource::local_root`].
-    pub fn local_root(&self) -> Option<&Path> {
-        self.0.local_root()
-    }
-
-    /// See [`FileSource::complete_when_listed`].
-    pub fn complete_when_listed(&self) -> bool {
-        self.0.complete_when_listed()
-    }
-
-    /// See [`FileSource::planned`].
-    pub async fn planned(&self, files: &[FileRef]) -> Result<(), DiscoveryError> {
-        self.0.planned(files).await
     }
 
     /// Lists every candidate file under the source, filtered by the settings, sorted by
@@ -156,7 +131,7 @@ impl Source {
         settings: &Settings,
         after: Option<&str>,
     ) -> Result<Vec<FileRef>, DiscoveryError> {
-        let mut files = self.0.list(after).await?;
+        let mut files = self.0.list_files(after).await?;
         let grace_ms = self.0.modified_after_grace_ms();
         files.retain(|f| accept(f, settings, grace_ms));
         files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
@@ -194,7 +169,7 @@ pub fn is_hidden(name: &str) -> bool {
 }
 
 fn accept(f: &FileRef, s: &Settings, grace_ms: i64) -> bool {
-    let name = f.key.rsplit('/').next().unwrap_or(&f.key);
+    let name = f.name();
     if let Some(glob) = &s.path_glob_filter
         && !glob.is_match(name)
     {

@@ -81,7 +81,7 @@ impl FileSource for S3Prefix {
         })
     }
 
-    fn list<'a>(
+    fn list_files<'a>(
         &'a self,
         after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {

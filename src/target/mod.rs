@@ -40,8 +40,8 @@ pub trait Target: Send + Sync {
         app_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<i64>, SinkError>>;
 
-    /// The commit records autoloader wrote, oldest first (version, commit info): what a
-    /// lost checkpoint is rebuilt from.
+    /// The commit records autoloader wrote, oldest first, with their commit times (ms):
+    /// what a lost checkpoint is rebuilt from.
     fn autoloader_commits(&self)
     -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>>;
 

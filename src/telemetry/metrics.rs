@@ -83,8 +83,9 @@ impl StreamMetrics {
     }
 }
 
+/// [`crate::clock::now_ms`], as the gauges hold it.
 fn now_ms() -> u64 {
-    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+    u64::try_from(crate::clock::now_ms()).unwrap_or(0)
 }
 
 /// `autoloader_seconds_since_last_commit`: a gauge worked out from the last commit's time
