@@ -12,6 +12,7 @@ mod batch;
 mod first_version;
 mod infer;
 mod one_pass;
+mod own_output;
 mod plan;
 mod read;
 mod stream;
@@ -73,6 +74,10 @@ pub enum IngestError {
         version: u64,
         added: Vec<AddedField>,
     },
+    /// The source and the stream's own table, checkpoint or schema location overlap in a
+    /// way that cannot be left out of the listing.
+    #[error("{0}")]
+    OwnOutput(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -13,8 +13,8 @@ use crate::formats::DecodeOptions;
 use crate::options::IncrementalListing;
 use crate::schema::evolution::{self};
 use crate::schema::store::SchemaStore;
-use crate::source::FileRef;
 use crate::source::incremental::{self, ListingState};
+use crate::source::{FileRef, Source};
 use crate::target::{DeltaAppend, Target};
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
@@ -31,6 +31,8 @@ use super::*;
 /// its format and schema.
 pub struct StreamRun<'a> {
     req: &'a IngestRequest,
+    /// The request's source, leaving out the stream's own locations.
+    source: Source,
     telemetry: Telemetry,
     checkpoint: Checkpoint,
     app_id: String,
@@ -54,6 +56,7 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
+        let source = own_output::source_without_own_output(req)?;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
         let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
@@ -70,7 +73,7 @@ impl<'a> StreamRun<'a> {
         let app_id = checkpoint.app_id();
         if checkpoint.meta("initialized")?.is_none() {
             if !settings.include_existing_files {
-                let listed = req.source.list(settings).await?;
+                let listed = source.list(settings).await?;
                 if !listed.is_empty() {
                     let files = listed.len();
                     let existing = Plan {
@@ -110,6 +113,7 @@ impl<'a> StreamRun<'a> {
         }
         Ok(StreamRun {
             req,
+            source,
             telemetry,
             checkpoint,
             app_id,
@@ -150,7 +154,6 @@ impl<'a> StreamRun<'a> {
             )
         });
         let listed = self
-            .req
             .source
             .list_after(&self.req.settings, after.as_deref())
             .await?;

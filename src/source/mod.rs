@@ -90,18 +90,52 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     fn planned<'a>(&'a self, _files: &'a [FileRef]) -> BoxFuture<'a, Result<(), DiscoveryError>> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Where `location` lies relative to this source, so a stream never reads its own
+    /// table, checkpoint or schema location as input.
+    fn overlap(&self, location: &Location) -> Overlap;
+}
+
+/// Where a location lies relative to a source's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Overlap {
+    /// Neither holds the other.
+    Apart,
+    /// Inside the source, under this key prefix (`""`: the source's root itself).
+    Inside(String),
+    /// The source lies inside the location.
+    Contains,
+}
+
+/// Where path `inner` lies relative to folder `outer`, both `/`-separated, without trailing
+/// slashes.
+pub(crate) fn overlap_of_paths(outer: &str, inner: &str) -> Overlap {
+    let under = |a: &str, b: &str| a == b || b.is_empty() || a.starts_with(&format!("{b}/"));
+    if under(inner, outer) {
+        let rest = inner[outer.len()..].trim_start_matches('/');
+        Overlap::Inside(rest.to_string())
+    } else if under(outer, inner) {
+        Overlap::Contains
+    } else {
+        Overlap::Apart
+    }
 }
 
 /// A stream's source: one [`FileSource`], shared by the stream's tasks; its methods are
 /// the source's, plus the shared filtering and ordering of [`Source::list`].
 #[derive(Debug, Clone)]
-pub struct Source(Arc<dyn FileSource>);
+pub struct Source {
+    inner: Arc<dyn FileSource>,
+    /// Key prefixes never listed: the stream's own table, checkpoint or schema location
+    /// when they lie inside the source.
+    left_out: Arc<[String]>,
+}
 
 impl std::ops::Deref for Source {
     type Target = dyn FileSource;
 
     fn deref(&self) -> &(dyn FileSource + 'static) {
-        self.0.as_ref()
+        self.inner.as_ref()
     }
 }
 
@@ -115,7 +149,18 @@ impl Source {
     }
 
     pub fn new(source: impl FileSource + 'static) -> Source {
-        Source(Arc::new(source))
+        Source {
+            inner: Arc::new(source),
+            left_out: Arc::from([]),
+        }
+    }
+
+    /// The same source, never listing keys under the given prefixes.
+    pub fn leaving_out(&self, prefixes: Vec<String>) -> Source {
+        Source {
+            inner: self.inner.clone(),
+            left_out: prefixes.into(),
+        }
     }
 
     /// Lists every candidate file under the source, filtered by the settings, sorted by
@@ -131,9 +176,11 @@ impl Source {
         settings: &Settings,
         after: Option<&str>,
     ) -> Result<Vec<FileRef>, DiscoveryError> {
-        let mut files = self.0.list_files(after).await?;
-        let grace_ms = self.0.modified_after_grace_ms();
-        files.retain(|f| accept(f, settings, grace_ms));
+        let mut files = self.inner.list_files(after).await?;
+        let grace_ms = self.inner.modified_after_grace_ms();
+        files.retain(|f| {
+            accept(f, settings, grace_ms) && !self.left_out.iter().any(|p| is_under(&f.key, p))
+        });
         files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
         Ok(files)
     }
@@ -166,6 +213,12 @@ pub fn is_hidden(name: &str) -> bool {
         || name.ends_with(".tmp")
         || name.ends_with(".crdownload")
         || name.ends_with(".part")
+}
+
+/// Whether `key` is `prefix` or lies below it.
+fn is_under(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn accept(f: &FileRef, s: &Settings, grace_ms: i64) -> bool {
@@ -314,6 +367,24 @@ mod tests {
             ..f
         };
         assert!(!accept(&old, &s, s3::OBJECT_STORE_GRACE_MS));
+    }
+
+    #[test]
+    fn overlaps_of_paths() {
+        assert_eq!(
+            overlap_of_paths("a/in", "a/in/t"),
+            Overlap::Inside("t".into())
+        );
+        assert_eq!(
+            overlap_of_paths("a/in", "a/in"),
+            Overlap::Inside(String::new())
+        );
+        assert_eq!(overlap_of_paths("", "t/x"), Overlap::Inside("t/x".into()));
+        assert_eq!(overlap_of_paths("a/in", "a"), Overlap::Contains);
+        assert_eq!(overlap_of_paths("a/in", "a/inbox"), Overlap::Apart);
+        assert_eq!(overlap_of_paths("a/inbox", "a/in"), Overlap::Apart);
+        assert!(is_under("t/part-0.parquet", "t"));
+        assert!(!is_under("tx/part-0.parquet", "t"));
     }
 
     #[test]

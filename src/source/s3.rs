@@ -9,7 +9,10 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use url::Url;
 
-use super::{DiscoveryError, FileLocation, FileRef, FileSource, is_hidden};
+use super::{
+    DiscoveryError, FileLocation, FileRef, FileSource, Overlap, is_hidden, overlap_of_paths,
+};
+use crate::location::Location;
 use std::path::PathBuf;
 
 use crate::storage::object_dir::{RemoteError, s3_store};
@@ -26,6 +29,7 @@ pub struct S3Prefix {
     /// `s3://bucket/prefix/`, for display and lineage.
     url: String,
     store: Arc<dyn ObjectStore>,
+    bucket: String,
     prefix: ObjectPath,
     /// Where objects are fetched to before they are decoded.
     fetch_dir: PathBuf,
@@ -52,6 +56,7 @@ impl S3Prefix {
         Ok(S3Prefix {
             url,
             store,
+            bucket,
             prefix,
             fetch_dir: storage.temp_dir.clone(),
         })
@@ -103,6 +108,15 @@ impl FileSource for S3Prefix {
 
     fn modified_after_grace_ms(&self) -> i64 {
         OBJECT_STORE_GRACE_MS
+    }
+
+    fn overlap(&self, location: &Location) -> Overlap {
+        match location {
+            Location::S3(url) if url.host_str() == Some(self.bucket.as_str()) => {
+                overlap_of_paths(self.prefix.as_ref(), url.path().trim_matches('/'))
+            }
+            _ => Overlap::Apart,
+        }
     }
 }
 

@@ -170,3 +170,87 @@ fn events_and_status_of_a_path_that_is_not_a_checkpoint_are_refused() {
     ));
     assert!(listed.contains("batch_committed"), "{listed}");
 }
+
+/// A table, checkpoint or schema location inside the source folder is never read back as
+/// input: the second run adds nothing (it used to read the table's own Parquet files).
+#[test]
+fn own_table_checkpoint_and_schemas_inside_the_source_are_left_out() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(1, 5));
+    let landing = s.landing();
+    let table = landing.join("bronze");
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = vec![
+            "ingest".into(),
+            landing.display().to_string(),
+            table.display().to_string(),
+            "--once".into(),
+            "--checkpoint".into(),
+            landing.join("state").display().to_string(),
+            "-o".into(),
+            format!(
+                "cloudFiles.schemaLocation={}",
+                landing.join("schemas").display()
+            ),
+        ];
+        a.extend(extra.iter().map(|e| (*e).to_string()));
+        a
+    };
+    let first = run(&args(&[]), &[]);
+    ok(&first);
+    assert!(
+        common::stderr(&first).contains("lies inside the source"),
+        "{}",
+        common::stderr(&first)
+    );
+    s.land("b.json", common::orders_jsonl(5, 8));
+    for _ in 0..2 {
+        ok(&run(&args(&[]), &[]));
+    }
+    common::assert_table_ids_once(&table, 1..8, "own output never read as input");
+    let batches = common::read_table(&table);
+    let rescued = common::column_strings(&batches, "_rescued_data");
+    assert!(
+        rescued.iter().all(|r| r.is_empty() || r == "null"),
+        "nothing rescued: {rescued:?}"
+    );
+}
+
+/// A source that is the table, or lies inside it (a VACUUM would delete landing files), is
+/// refused with exit 2 before anything is written.
+#[test]
+fn a_source_inside_its_own_table_is_refused() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(1, 2));
+    let landing = s.landing().display().to_string();
+    let inner = s.dir.path().join("t/landing");
+    fs::create_dir_all(&inner).unwrap();
+    fs::write(inner.join("a.json"), common::orders_jsonl(1, 2)).unwrap();
+    for (source, table, needle) in [
+        (
+            landing.clone(),
+            landing.clone(),
+            "is the source folder itself",
+        ),
+        (
+            inner.display().to_string(),
+            s.dir.path().join("t").display().to_string(),
+            "lies inside the stream's table",
+        ),
+    ] {
+        let out = run(
+            &["ingest".into(), source, table.clone(), "--once".into()],
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+        assert!(
+            common::stderr(&out).contains(needle),
+            "{}",
+            common::stderr(&out)
+        );
+        assert!(
+            !std::path::Path::new(&table).join("_delta_log").exists(),
+            "nothing written"
+        );
+    }
+}
