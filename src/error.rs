@@ -76,9 +76,10 @@ impl Error {
 impl IngestError {
     pub fn class(&self) -> ErrorClass {
         match self {
-            IngestError::Config(_) | IngestError::Format(_) | IngestError::OwnOutput(_) => {
-                ErrorClass::Usage
-            }
+            IngestError::Config(_)
+            | IngestError::Format(_)
+            | IngestError::OwnOutput(_)
+            | IngestError::SchemaLocationChanged { .. } => ErrorClass::Usage,
             IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
             IngestError::Checkpoint(e) => e.class(),
             IngestError::Discovery(e) => e.class(),

@@ -143,6 +143,30 @@ impl Location {
             Location::S3(_) => self.clone(),
         }
     }
+
+    /// A local location made absolute with links resolved, as far as it exists (a table or
+    /// checkpoint may not exist yet): its nearest existing ancestor canonicalized, the rest
+    /// appended. What two spellings of one folder compare equal by. S3 as it is.
+    pub fn resolved(&self) -> Location {
+        let Location::Local(path) = self.normalized() else {
+            return self.clone();
+        };
+        let absolute = std::path::absolute(&path).unwrap_or(path);
+        let mut rest = Vec::new();
+        let mut at = absolute.as_path();
+        loop {
+            if let Ok(canonical) = std::fs::canonicalize(at) {
+                return Location::Local(rest.iter().rev().fold(canonical, |p, c| p.join(c)));
+            }
+            match (at.parent(), at.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    at = parent;
+                }
+                _ => return Location::Local(absolute),
+            }
+        }
+    }
 }
 
 impl fmt::Display for Location {

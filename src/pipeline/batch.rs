@@ -218,6 +218,7 @@ pub(crate) async fn execute_counted(
         }),
     );
     report_rescue(ctx, plan, &attempt.files, &stats, rows, rescued_rows, state);
+    warn_misfit_files(ctx.opts.format, &attempt.files, &stats);
     summary.batches += 1;
     summary.files += plan.files.len() as u64 - skipped;
     summary.skipped_files += skipped;
@@ -446,6 +447,39 @@ fn evolve(
         });
     }
     Ok(())
+}
+
+/// Warns, once per file as its batch commits, about a file that does not look like the
+/// stream's format: one named like another format (`b.csv` read as JSON), or one not a
+/// record of which parsed (a `.txt` note in a JSON folder). Its rows still land, raw in the
+/// rescued data, as Spark would read them: nothing is dropped, and the warning names the
+/// file and the way out.
+fn warn_misfit_files(format: crate::options::Format, files: &[SourceFile], stats: &[FileStats]) {
+    for (file, stats) in files.iter().zip(stats) {
+        let named = crate::options::Format::from_file_name(&file.meta.name);
+        let malformed = stats
+            .rescue
+            .keys
+            .get(crate::options::CORRUPT_RECORD)
+            .map_or(0, |(_, n)| *n);
+        if let Some(named) = named.filter(|n| *n != format) {
+            warn!(
+                file = %file.meta.path,
+                "This file is named like a {named} file but the stream reads {format} \
+                 (cloudFiles.format): its {} rows were read as {format} ({malformed} malformed, kept \
+                 in the rescued data). Leave such files out with cloudFiles.pathGlobFilter, or \
+                 give them their own stream.",
+                stats.rows
+            );
+        } else if stats.rows > 0 && malformed == stats.rows {
+            warn!(
+                file = %file.meta.path,
+                "None of this file's {} records parsed as {format}: they are kept whole in the \
+                 rescued data. If it is not {format}, leave it out with cloudFiles.pathGlobFilter.",
+                stats.rows
+            );
+        }
+    }
 }
 
 /// Records what a batch rescued: one `rescued_data_seen` event (keys, share, first file)

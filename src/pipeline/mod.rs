@@ -78,6 +78,16 @@ pub enum IngestError {
     /// way that cannot be left out of the listing.
     #[error("{0}")]
     OwnOutput(String),
+    #[error(
+        "the checkpoint {checkpoint} started with cloudFiles.schemaLocation={recorded}, and this run \
+         gives {given}: a checkpoint keeps one schema location (another would infer a fresh \
+         _schemas/0); pass {recorded} again, or start a new checkpoint for {given}"
+    )]
+    SchemaLocationChanged {
+        checkpoint: String,
+        recorded: String,
+        given: String,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }

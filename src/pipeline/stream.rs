@@ -48,6 +48,25 @@ pub struct StreamRun<'a> {
     summary: Summary,
 }
 
+/// The checkpoint remembers the schema location it started with and refuses another: a
+/// different one (or a different default) would silently infer a fresh `_schemas/0`.
+fn keep_one_schema_location(
+    checkpoint: &Checkpoint,
+    location: &crate::location::Location,
+) -> Result<(), IngestError> {
+    const KEY: &str = "schemaLocation";
+    let given = location.resolved().to_string();
+    match checkpoint.meta(KEY)? {
+        Some(recorded) if recorded != given => Err(IngestError::SchemaLocationChanged {
+            checkpoint: checkpoint.describe(),
+            recorded,
+            given,
+        }),
+        Some(_) => Ok(()),
+        None => Ok(checkpoint.set_meta(KEY, &given)?),
+    }
+}
+
 impl<'a> StreamRun<'a> {
     /// Locks the checkpoint, opens the table, and records the first start.
     pub async fn open(
@@ -58,6 +77,7 @@ impl<'a> StreamRun<'a> {
         let settings = &req.settings;
         let source = own_output::source_without_own_output(req)?;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
+        keep_one_schema_location(&checkpoint, &settings.schema_location)?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
         let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;

@@ -56,38 +56,15 @@ impl FileSource for LocalFolder {
     }
 
     fn overlap(&self, location: &Location) -> Overlap {
-        let Location::Local(path) = location else {
+        let Location::Local(other) = location.resolved() else {
             return Overlap::Apart;
         };
-        let other = resolved(path);
         let (Some(root), Some(other)) = (self.root.to_str(), other.to_str()) else {
             return Overlap::Apart;
         };
         let sep = std::path::MAIN_SEPARATOR;
         let slashed = |p: &str| p.replace(sep, "/").trim_end_matches('/').to_string();
         overlap_of_paths(&slashed(root), &slashed(other))
-    }
-}
-
-/// `path` made absolute with links resolved, as far as it exists (a table or checkpoint
-/// may not exist yet): its nearest existing ancestor canonicalized, the rest appended.
-fn resolved(path: &Path) -> PathBuf {
-    let normalized = Location::Local(path.to_path_buf()).normalized();
-    let path = normalized.as_local().unwrap_or(path);
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut rest = Vec::new();
-    let mut at = absolute.as_path();
-    loop {
-        if let Ok(canonical) = std::fs::canonicalize(at) {
-            return rest.iter().rev().fold(canonical, |p, c| p.join(c));
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                at = parent;
-            }
-            _ => return absolute,
-        }
     }
 }
 

@@ -1230,3 +1230,34 @@ fn corrupt_file_with_a_newline_in_its_name() {
         run.stderr
     );
 }
+
+/// `cloudFiles.format=json` over a folder that also holds a CSV and a text note: their rows
+/// still land (raw, in the rescued data, as Spark reads them), and a warning names each
+/// misfit file once; the JSON file gets none.
+#[test]
+fn files_that_do_not_look_like_the_format_are_named_once() {
+    let s = Scratch::new();
+    s.land("a.json", crate::common::orders_jsonl(1, 4));
+    s.land("b.csv", "order_id,amount\n9,10\n");
+    s.land("notes.txt", "remember to rotate the keys\nand the logs\n");
+    let out = s.ingest(&["cloudFiles.format=json"]);
+    crate::common::ok(&out);
+    let err = crate::common::stderr(&out);
+    assert_eq!(err.matches("b.csv").count(), 1, "{err}");
+    assert!(err.contains("named like a csv file"), "{err}");
+    assert_eq!(err.matches("notes.txt").count(), 1, "{err}");
+    assert!(
+        err.contains("None of this file's 2 records parsed as json"),
+        "{err}"
+    );
+    assert!(!err.contains("a.json"), "{err}");
+    let rows = crate::common::row_count(&crate::common::read_table(&s.table()));
+    assert_eq!(rows, 3 + 2 + 2, "nothing dropped");
+    // A rerun has nothing new and says nothing again.
+    let again = s.ingest(&["cloudFiles.format=json"]);
+    assert!(
+        !crate::common::stderr(&again).contains("b.csv"),
+        "{}",
+        crate::common::stderr(&again)
+    );
+}

@@ -254,3 +254,31 @@ fn a_source_inside_its_own_table_is_refused() {
         );
     }
 }
+
+/// A checkpoint remembers its schema location: a run that gives another one (or omits it,
+/// so the default differs) is refused with exit 2 naming both, instead of inferring a
+/// fresh `_schemas/0`.
+#[test]
+fn a_checkpoint_refuses_another_schema_location() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(1, 3));
+    let schemas = s.dir.path().join("schemas");
+    let with = format!("cloudFiles.schemaLocation={}", schemas.display());
+    ok(&s.ingest(&[&with]));
+    s.land("b.json", common::orders_jsonl(3, 5));
+    let other = s.dir.path().join("elsewhere");
+    for out in [
+        s.ingest(&[]),
+        s.ingest(&[&format!("cloudFiles.schemaLocation={}", other.display())]),
+    ] {
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&schemas.display().to_string()), "{err}");
+        assert!(err.contains("schemaLocation"), "{err}");
+    }
+    assert!(!other.join("_schemas").exists(), "no fresh schema inferred");
+    // The same location, spelled another way, is the same.
+    let dotted = format!("cloudFiles.schemaLocation={}/../schemas", schemas.display());
+    ok(&s.ingest(&[&dotted]));
+    s.assert_ids_once(1..5, "the stream went on");
+}
