@@ -79,7 +79,8 @@ impl IngestError {
             IngestError::Config(_)
             | IngestError::Format(_)
             | IngestError::OwnOutput(_)
-            | IngestError::SchemaLocationChanged { .. } => ErrorClass::Usage,
+            | IngestError::SchemaLocationChanged { .. }
+            | IngestError::TableTypeClash(_) => ErrorClass::Usage,
             IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
             IngestError::Checkpoint(e) => e.class(),
             IngestError::Discovery(e) => e.class(),

@@ -26,6 +26,7 @@ use super::active_schema::*;
 use super::infer::*;
 use super::one_pass::*;
 use super::read::*;
+use super::shared_table::*;
 use super::*;
 
 pub(crate) struct RunContext<'a> {
@@ -130,10 +131,25 @@ pub(crate) async fn execute_counted(
         match next {
             Ok(Next::Commit(stats)) => break (writer, stats),
             Ok(Next::ReadAgain) => writer.abort(),
-            Ok(Next::Evolve(evolution)) => {
+            Ok(Next::Evolve(mut evolution)) => {
                 // Nothing of this read lands: its files go before the new version is
-                // written, then the batch is read again with it.
+                // written, then the batch is read again with it. A new column that
+                // another stream gave the table meanwhile comes with the table's type.
                 writer.abort();
+                align_to_current_table(&mut evolution.schema, sink, ctx.req, ctx.opts.format)
+                    .await?;
+                if evolution.schema == state.version.data {
+                    // Reading again with the same schema would find the same fields.
+                    return Err(IngestError::Internal(format!(
+                        "evolving schema version {} changed nothing",
+                        state.version.version
+                    )));
+                }
+                for added in &mut evolution.added {
+                    if let Some(f) = evolution.schema.field(&added.path) {
+                        added.data_type = f.data_type.clone();
+                    }
+                }
                 evolve(ctx, state, plan, evolution, summary)?;
             }
             Err(e) => {

@@ -17,11 +17,13 @@ use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};
 use crate::schema::{DataType, Field, Schema};
 use crate::source::{self as discovery, FileRef};
+use crate::target::Target;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
 
 use super::active_schema::*;
 use super::infer::*;
+use super::shared_table::*;
 use super::*;
 
 /// The stream's format: the option, else what the checkpoint recorded, else the one the
@@ -79,6 +81,7 @@ pub(crate) async fn create_first_version(
     req: &IngestRequest,
     checkpoint: &Checkpoint,
     store: &SchemaStore,
+    sink: &mut dyn Target,
     opts: &DecodeOptions,
     sample: &[FileRef],
 ) -> Result<SchemaVersion, IngestError> {
@@ -88,7 +91,8 @@ pub(crate) async fn create_first_version(
     } else {
         Some(infer_parallel(req, opts, sample).await?)
     };
-    let draft = draft_first_version(req, checkpoint, inferred, sample)?;
+    let mut draft = draft_first_version(req, checkpoint, inferred, sample)?;
+    align_to_current_table(&mut draft.data, sink, req, opts.format).await?;
     if draft.info.sampled_records.is_some() {
         log_inferred(&draft, started);
     }

@@ -15,6 +15,7 @@ mod one_pass;
 mod own_output;
 mod plan;
 mod read;
+mod shared_table;
 mod stream;
 mod supervisor;
 pub mod watch;
@@ -88,8 +89,26 @@ pub enum IngestError {
         recorded: String,
         given: String,
     },
+    #[error(transparent)]
+    TableTypeClash(Box<TableTypeClash>),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// A column this stream pins to a type that the shared table holds with another.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "stream {stream}: column {column} is {ours} here but {theirs} in the table {table}, which \
+     other streams write too ({why}): make it {theirs} in this stream's hints or schema (values \
+     that do not fit land in the rescued data), or give this stream a table of its own"
+)]
+pub struct TableTypeClash {
+    pub stream: String,
+    pub table: String,
+    pub column: String,
+    pub ours: String,
+    pub theirs: String,
+    pub why: String,
 }
 
 /// What one run should do.

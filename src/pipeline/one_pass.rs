@@ -20,6 +20,7 @@ use super::active_schema::*;
 use super::batch::*;
 use super::first_version::*;
 use super::infer::*;
+use super::shared_table::*;
 use super::*;
 
 /// From this much sampled data on, the first schema version is inferred in one pass with
@@ -75,7 +76,9 @@ pub(crate) async fn settle_first_version(
         read_by_the_batch = spec.sample.len() - missing.len(),
         "Settled the schema inferred while reading the first batch."
     );
-    let draft = draft_first_version(ctx.req, ctx.checkpoint, Some(merged), &spec.sample)?;
+    let mut draft = draft_first_version(ctx.req, ctx.checkpoint, Some(merged), &spec.sample)?;
+    // Another stream may have created the table meanwhile.
+    align_to_current_table(&mut draft.data, sink, ctx.req, ctx.opts.format).await?;
     log_inferred(&draft, spec.started);
     let v = write_first_version(ctx.store, draft)?;
     failpoint::hit("after-schema-write");
@@ -97,6 +100,7 @@ pub(crate) async fn settle_first_version(
 pub(crate) async fn provisional_first_version(
     req: &IngestRequest,
     checkpoint: &Checkpoint,
+    table_exists: bool,
     opts: &DecodeOptions,
     sample: &[FileRef],
 ) -> Result<Option<ActiveSchema>, IngestError> {
@@ -107,7 +111,12 @@ pub(crate) async fn provisional_first_version(
         Format::Csv => true,
         Format::Parquet => false,
     };
-    if settings.user_schema.is_some() || !one_pass_format || bytes < SPECULATE_MIN_BYTES {
+    // A table other streams created has types of its own to read as: infer first then.
+    if settings.user_schema.is_some()
+        || !one_pass_format
+        || bytes < SPECULATE_MIN_BYTES
+        || table_exists
+    {
         return Ok(None);
     }
     let started = Instant::now();

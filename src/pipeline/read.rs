@@ -95,7 +95,8 @@ pub(crate) async fn read_files(
     let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
     let schema = layout.arrow_schema();
     let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
-    let mut shared = sink.writer(&schema, &partition_columns)?;
+    let keep_last = layout.trailing_names();
+    let mut shared = sink.writer(&schema, &partition_columns, &keep_last)?;
     let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
     let stop = PoolStop::default();
     let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
@@ -112,7 +113,7 @@ pub(crate) async fn read_files(
     let mut states = Vec::with_capacity(workers);
     for _ in 0..workers {
         states.push(if encode_in_workers {
-            Some(sink.writer(&schema, &partition_columns)?)
+            Some(sink.writer(&schema, &partition_columns, &keep_last)?)
         } else {
             None
         });

@@ -10,9 +10,10 @@ use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
 use crate::clock::now_ms;
 use crate::formats::DecodeOptions;
+use crate::options::Format;
 use crate::options::IncrementalListing;
 use crate::schema::evolution::{self};
-use crate::schema::store::SchemaStore;
+use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};
 use crate::source::incremental::{self, ListingState};
 use crate::source::{FileRef, Source};
 use crate::target::{DeltaAppend, Target};
@@ -25,6 +26,7 @@ use super::batch::*;
 use super::first_version::*;
 use super::one_pass::*;
 use super::plan::*;
+use super::shared_table::*;
 use super::*;
 
 /// One stream, open: its locked checkpoint, its table, and (once files have been seen)
@@ -369,23 +371,36 @@ impl<'a> StreamRun<'a> {
                 if sample.is_empty() && settings.user_schema.is_none() {
                     return Ok(false);
                 }
-                if let Some(state) =
-                    provisional_first_version(self.req, &self.checkpoint, &opts, &sample).await?
+                if let Some(state) = provisional_first_version(
+                    self.req,
+                    &self.checkpoint,
+                    self.sink.exists(),
+                    &opts,
+                    &sample,
+                )
+                .await?
                 {
                     // The table is created once the first batch has settled the schema.
                     self.opts = Some(opts);
                     self.schema = Some(state);
                     return Ok(true);
                 }
-                let v =
-                    create_first_version(self.req, &self.checkpoint, &self.store, &opts, &sample)
-                        .await?;
+                let v = create_first_version(
+                    self.req,
+                    &self.checkpoint,
+                    &self.store,
+                    self.sink.as_mut(),
+                    &opts,
+                    &sample,
+                )
+                .await?;
                 failpoint::hit("after-schema-write");
                 announce_first_version(&self.telemetry, &v);
                 v
             }
         };
         let before = version.version;
+        let version = self.share_table_types(version, format).await?;
         let version = reconcile(&self.store, version, settings, self.checkpoint.stream_id())?;
         if version.version != before {
             self.telemetry.emit(
@@ -410,6 +425,35 @@ impl<'a> StreamRun<'a> {
         self.opts = Some(opts);
         self.schema = Some(state);
         Ok(true)
+    }
+
+    /// A stored version whose columns the table has with other types (another stream
+    /// created them, or this stream's version predates sharing): the next version reads
+    /// them as the table's types. Nothing was written with the stream's types, since the
+    /// table never held them.
+    async fn share_table_types(
+        &mut self,
+        version: SchemaVersion,
+        format: Format,
+    ) -> Result<SchemaVersion, IngestError> {
+        let mut data = version.data.clone();
+        let changes =
+            align_to_current_table(&mut data, self.sink.as_mut(), self.req, format).await?;
+        if changes.is_empty() {
+            return Ok(version);
+        }
+        let next = version.version + 1;
+        let info = VersionInfo {
+            stream_id: self.checkpoint.stream_id().to_string(),
+            created_at_ms: now_ms(),
+            reason: "table types".into(),
+            sampled_files: None,
+            sampled_records: None,
+            sampled_bytes: None,
+        };
+        let v = self.store.write(next, &data, &version.partition, info)?;
+        info!(version = next, retyped = %changes.join(", "), "Wrote a schema version with the table's types.");
+        Ok(v)
     }
 
     /// Replays unfinished plans, then ingests `files` in batches, checking `stop` between

@@ -45,6 +45,22 @@ impl TableLayout {
         Arc::new(ArrowSchema::new(fields))
     }
 
+    /// The columns that stay last in the table, in order, however many columns are added
+    /// before them: rescued data, corrupt record, partition columns, `_metadata`.
+    pub fn trailing_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .rescued
+            .iter()
+            .chain(&self.corrupt)
+            .cloned()
+            .chain(self.partition.names().map(str::to_string))
+            .collect();
+        if self.include_metadata {
+            names.push(METADATA_COLUMN.to_string());
+        }
+        names
+    }
+
     /// Data columns that hold decoded values (all but rescued and corrupt).
     pub fn value_fields(&self) -> impl Iterator<Item = &Field> {
         self.data.fields.iter().filter(|f| {

@@ -275,6 +275,7 @@ impl DeltaAppend {
         &self,
         schema: &SchemaRef,
         partition_columns: &[String],
+        keep_last: &[String],
     ) -> Result<BatchWriter, SinkError> {
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -300,6 +301,7 @@ impl DeltaAppend {
         Ok(BatchWriter {
             base_schema: writer.arrow_schema(),
             writer,
+            keep_last: keep_last.to_vec(),
             location: self.location.clone(),
         })
     }
@@ -320,7 +322,7 @@ impl DeltaAppend {
         info: serde_json::Value,
     ) -> Result<u64, SinkError> {
         let mut actions: Vec<Action> = Vec::new();
-        let mut evolved: Option<SchemaRef> = None;
+        let mut widened: Option<(SchemaRef, Vec<String>)> = None;
         for mut w in writers.0 {
             let adds = w
                 .writer
@@ -331,25 +333,8 @@ impl DeltaAppend {
             let schema = w.writer.arrow_schema();
             if schema != w.base_schema {
                 // Every writer saw batches of the same layout, so all widened alike.
-                evolved = Some(schema);
+                widened = Some((schema, w.keep_last));
             }
-        }
-        if let Some(schema) = evolved {
-            let structure = schema.as_ref().try_into_kernel_struct().map_err(|reason| {
-                SinkError::Incompatible {
-                    location: self.location.clone(),
-                    reason,
-                }
-            })?;
-            let metadata = self
-                .table
-                .snapshot()
-                .map_err(|e| delta_err(&self.location, e))?
-                .metadata()
-                .clone()
-                .with_schema(&structure)
-                .map_err(|e| delta_err(&self.location, e.into()))?;
-            actions.push(Action::Metadata(metadata));
         }
         let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
         let props = CommitProperties::default()
@@ -363,7 +348,15 @@ impl DeltaAppend {
         loop {
             attempt += 1;
             crate::testing::failpoint::hit("before-delta-commit");
-            let mut result = self.commit_actions(&actions, &props).await;
+            // The new schema is made against the table as it is at this attempt, so a
+            // column another writer added meanwhile is kept, not overwritten.
+            let mut attempt_actions = actions.clone();
+            if let Some((schema, keep_last)) = &widened
+                && let Some(metadata) = self.widened_metadata(schema, keep_last)?
+            {
+                attempt_actions.push(Action::Metadata(metadata));
+            }
+            let mut result = self.commit_actions(&attempt_actions, &props).await;
             crate::testing::failpoint::hit("after-delta-commit");
             // Commit ambiguity, injected: the commit landed but the caller hears an error.
             if result.is_ok() && crate::testing::failpoint::fails("commit-reports-error") {
@@ -392,6 +385,34 @@ impl DeltaAppend {
                 }
             }
         }
+    }
+
+    /// The table's metadata with the columns of `written` it lacks added, before the
+    /// `keep_last` columns (which stay last, in their order); `None` when nothing is new.
+    fn widened_metadata(
+        &self,
+        written: &SchemaRef,
+        keep_last: &[String],
+    ) -> Result<Option<deltalake::kernel::Metadata>, SinkError> {
+        let table = self.arrow_schema()?;
+        let Some(columns) = widened_columns(&table, written, keep_last) else {
+            return Ok(None);
+        };
+        let structure = arrow_schema::Schema::new(columns)
+            .try_into_kernel_struct()
+            .map_err(|reason| SinkError::Incompatible {
+                location: self.location.clone(),
+                reason,
+            })?;
+        let metadata = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?
+            .metadata()
+            .clone()
+            .with_schema(&structure)
+            .map_err(|e| delta_err(&self.location, e.into()))?;
+        Ok(Some(metadata))
     }
 
     /// One append commit of `actions` (what delta-rs' `flush_and_commit` does, for the
@@ -423,6 +444,8 @@ pub struct BatchWriter {
     /// The table's schema when the writer was made: a different schema at commit time
     /// means the batches widened it, and the commit carries the new metadata.
     base_schema: SchemaRef,
+    /// Columns that stay last when the batches add columns.
+    keep_last: Vec<String>,
     location: String,
 }
 
@@ -447,6 +470,43 @@ impl BatchWriters {
             w.writer.reset();
         }
     }
+}
+
+/// The table's columns widened by `written` (the writer's merged schema), or `None` when
+/// nothing changed. The table's own columns keep their order (a struct `written` widened
+/// takes its widened type), the new ones follow, and the `keep_last` columns (rescued
+/// data, partitions, `_metadata`) go after all of them.
+fn widened_columns(
+    table: &arrow_schema::Schema,
+    written: &arrow_schema::Schema,
+    keep_last: &[String],
+) -> Option<Vec<arrow_schema::FieldRef>> {
+    use arrow_schema::FieldRef;
+    let own: Vec<FieldRef> = table
+        .fields()
+        .iter()
+        .map(|f| {
+            written
+                .field_with_name(f.name())
+                .map_or_else(|_| f.clone(), |w| std::sync::Arc::new(w.clone()))
+        })
+        .collect();
+    let new: Vec<FieldRef> = written
+        .fields()
+        .iter()
+        .filter(|f| table.field_with_name(f.name()).is_err())
+        .cloned()
+        .collect();
+    if new.is_empty() && own.iter().zip(table.fields()).all(|(a, b)| a == b) {
+        return None;
+    }
+    let last = |f: &FieldRef| keep_last.iter().any(|k| k == f.name());
+    let all: Vec<FieldRef> = own.into_iter().chain(new).collect();
+    let mut out: Vec<FieldRef> = all.iter().filter(|f| !last(f)).cloned().collect();
+    for name in keep_last {
+        out.extend(all.iter().filter(|f| f.name() == name).cloned());
+    }
+    Some(out)
 }
 
 trait IntoKernelStruct {

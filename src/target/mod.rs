@@ -45,11 +45,16 @@ pub trait Target: Send + Sync {
     fn autoloader_commits(&self)
     -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>>;
 
-    /// A writer for one batch's rows (a decoding thread may hold its own).
+    /// The table's current schema, once it exists.
+    fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError>;
+
+    /// A writer for one batch's rows (a decoding thread may hold its own). Columns the
+    /// rows add to the table go before the `keep_last` ones (`_metadata` stays last).
     fn writer(
         &self,
         schema: &SchemaRef,
         partition_columns: &[String],
+        keep_last: &[String],
     ) -> Result<BatchWriter, SinkError>;
 
     /// Commits what `writers` hold as batch `batch` of `app_id`, exactly once; returns the
@@ -101,12 +106,20 @@ impl Target for DeltaAppend {
         Box::pin(DeltaAppend::autoloader_commits(self))
     }
 
+    fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError> {
+        if !self.exists() {
+            return Ok(None);
+        }
+        DeltaAppend::arrow_schema(self).map(Some)
+    }
+
     fn writer(
         &self,
         schema: &SchemaRef,
         partition_columns: &[String],
+        keep_last: &[String],
     ) -> Result<BatchWriter, SinkError> {
-        DeltaAppend::writer(self, schema, partition_columns)
+        DeltaAppend::writer(self, schema, partition_columns, keep_last)
     }
 
     fn commit<'a>(

@@ -96,3 +96,174 @@ fn a_bad_config_is_refused_naming_the_line() {
         common::stderr(&out)
     );
 }
+
+/// The README's two-stream example: a JSON stream (amount BIGINT) and a CSV stream (amount
+/// INT on its own) append into one table. They share the table's schema: the CSV stream
+/// reads `amount` as the table's BIGINT, a column both add later lands once, with one type,
+/// and a type a stream pins against the table is a one-line error (exit 2).
+#[test]
+fn streams_into_one_table_share_its_schema() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let app = dir.join("landing/app/orders");
+    let partner = dir.join("landing/partner/orders");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(&partner).unwrap();
+    std::fs::write(app.join("1.json"), common::orders_jsonl(1, 4)).unwrap();
+    std::fs::write(
+        partner.join("1.csv"),
+        "order_id,amount,channel\n100,7,web\n101,8,shop\n",
+    )
+    .unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[defaults.options]
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "orders_app"
+source = "landing/app/orders"
+table = "bronze/orders"
+
+[[stream]]
+name = "orders_partner"
+source = "landing/partner/orders"
+table = "bronze/orders"
+[stream.options]
+"cloudFiles.format" = "csv"
+"#,
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> =
+            vec!["run".into(), config.display().to_string(), "--once".into()];
+        args.extend(extra.iter().map(|e| (*e).to_string()));
+        common::run(&args, &[])
+    };
+    common::ok(&run(&["--stream", "orders_app"]));
+    common::ok(&run(&[]));
+    let table = dir.join("bronze/orders");
+    let batches = read_table(&table);
+    let schema = batches[0].schema();
+    assert_eq!(
+        schema.field_with_name("amount").unwrap().data_type(),
+        &arrow_schema::DataType::Int64,
+        "the CSV stream reads amount as the table's BIGINT"
+    );
+    let amounts = column_strings(&batches, "amount");
+    assert!(
+        amounts.contains(&"7".to_string()) && amounts.contains(&"1001".to_string()),
+        "{amounts:?}"
+    );
+    assert!(
+        column_strings(&batches, "_rescued_data")
+            .iter()
+            .all(|r| r == "null"),
+        "nothing rescued"
+    );
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names.last(), Some(&"_metadata"), "{names:?}");
+
+    // Both streams add `discount` at once: it lands with one type, every value kept.
+    std::fs::write(
+        app.join("2.json"),
+        "{\"order_id\": 4, \"amount\": 5, \"discount\": 3}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        partner.join("2.csv"),
+        "order_id,amount,channel,discount\n102,9,web,4\n",
+    )
+    .unwrap();
+    common::ok(&run(&[]));
+    let batches = read_table(&table);
+    let mut discounts: Vec<String> = column_strings(&batches, "discount")
+        .into_iter()
+        .filter(|d| d != "null")
+        .collect();
+    discounts.sort();
+    assert_eq!(discounts, ["3", "4"]);
+    let names: Vec<String> = batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("_metadata"),
+        "{names:?}"
+    );
+    common::assert_table_ids_once(&table, (1..5).chain(100..103), "both streams, once");
+
+    // A new stream that pins `amount` as STRING clashes with the table: one line, exit 2.
+    let third = dir.join("landing/third");
+    std::fs::create_dir_all(&third).unwrap();
+    std::fs::write(third.join("1.csv"), "order_id,amount\n200,x\n").unwrap();
+    let out = common::run(
+        &[
+            "ingest".into(),
+            third.display().to_string(),
+            table.display().to_string(),
+            "--once".into(),
+            "--checkpoint".into(),
+            dir.join("third_ckpt").display().to_string(),
+            "-o".into(),
+            "cloudFiles.schemaHints=amount STRING".into(),
+        ],
+        &[],
+    );
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("column amount"))
+        .unwrap_or_else(|| panic!("{err}"));
+    for needle in ["STRING", "BIGINT", "hints"] {
+        assert!(line.contains(needle), "{line}");
+    }
+}
+
+/// A stream whose stored schema has a column the table holds with another type (a schema
+/// location reused from another table) gets a version with the table's types, and lands.
+#[test]
+fn a_stored_schema_is_brought_to_the_tables_types() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    s.land("a.json", common::orders_jsonl(1, 3));
+    common::ok(&s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    let csv = dir.join("csv");
+    std::fs::create_dir_all(&csv).unwrap();
+    std::fs::write(csv.join("1.csv"), "order_id,amount\n10,5\n").unwrap();
+    let schemas = dir.join("schemas");
+    let ingest = |table: &std::path::Path, checkpoint: &str| {
+        common::run(
+            &[
+                "ingest".into(),
+                csv.display().to_string(),
+                table.display().to_string(),
+                "--once".into(),
+                "--checkpoint".into(),
+                dir.join(checkpoint).display().to_string(),
+                "-o".into(),
+                format!("cloudFiles.schemaLocation={}", schemas.display()),
+                "-o".into(),
+                "cloudFiles.inferColumnTypes=true".into(),
+            ],
+            &[],
+        )
+    };
+    common::ok(&ingest(&dir.join("scratch_table"), "c1"));
+    let stored = std::fs::read_to_string(schemas.join("_schemas/0")).unwrap();
+    assert!(
+        stored.contains("integer"),
+        "the CSV alone infers INT: {stored}"
+    );
+    common::ok(&ingest(&s.table(), "c2"));
+    let v1 = std::fs::read_to_string(schemas.join("_schemas/1")).unwrap();
+    assert!(v1.contains("long") && !v1.contains("integer"), "{v1}");
+    assert!(v1.contains("table types"), "{v1}");
+    s.assert_ids_once([1, 2, 10], "both landed");
+}

@@ -624,3 +624,26 @@ fn seed_incident_replayed_against_each_mode() {
         }
     }
 }
+
+/// Columns added by evolution land before the rescued data, partition columns and
+/// `_metadata`, which stay last as the README documents.
+#[test]
+fn evolved_columns_land_before_the_trailing_columns() {
+    let s = crate::common::Scratch::new();
+    s.land("day=1/a.json", "{\"order_id\": 1}\n");
+    crate::common::ok(&s.ingest(&[]));
+    s.land("day=2/b.json", "{\"order_id\": 2, \"coupon\": \"X\"}\n");
+    crate::common::ok(&s.ingest(&[]));
+    let batches = crate::common::read_table(&s.table());
+    let names: Vec<String> = batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["order_id", "coupon", "_rescued_data", "day", "_metadata"],
+        "documented order"
+    );
+}
