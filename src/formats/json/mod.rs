@@ -35,8 +35,12 @@ fn for_each_line(
     reader: &mut dyn std::io::BufRead,
     path: &str,
     max_record_bytes: usize,
+    line_sep: Option<&[u8]>,
     on_line: &mut OnLine<'_>,
 ) -> Result<(), DecodeError> {
+    if let Some(sep) = line_sep {
+        return for_each_separated(reader, path, max_record_bytes, sep, on_line);
+    }
     let mut buf = Vec::new();
     let mut line_no = 0u64;
     loop {
@@ -95,6 +99,85 @@ fn for_each_line(
     }
 }
 
+/// [`for_each_line`] with a custom record separator (`lineSep`): records are numbered as
+/// lines are, and bounded alike (a `\r` is not removed; JSON takes it as whitespace).
+fn for_each_separated(
+    reader: &mut dyn std::io::BufRead,
+    path: &str,
+    max_record_bytes: usize,
+    sep: &[u8],
+    on_line: &mut OnLine<'_>,
+) -> Result<(), DecodeError> {
+    let finder = memchr::memmem::Finder::new(sep);
+    let mut buf: Vec<u8> = Vec::new();
+    // The record being read starts at `start`; `scanned` bytes of it hold no separator.
+    let mut start = 0usize;
+    let mut scanned = 0usize;
+    let mut record_no = 0u64;
+    let mut ended = false;
+    let mut turn = None;
+    let mut handle = |record: &[u8], record_no: u64| -> Result<(), DecodeError> {
+        let record = if record_no == 1 {
+            record.strip_prefix(BOM).unwrap_or(record)
+        } else {
+            record
+        };
+        if record.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        on_line(record, record_no)
+    };
+    loop {
+        if let Some(i) = finder.find(&buf[start + scanned..]) {
+            let end = start + scanned + i;
+            record_no += 1;
+            if end - start > max_record_bytes {
+                return Err(DecodeError::RecordTooLong {
+                    path: path.into(),
+                    line: record_no,
+                    limit: max_record_bytes,
+                });
+            }
+            handle(&buf[start..end], record_no)?;
+            turn = None;
+            start = end + sep.len();
+            scanned = 0;
+            continue;
+        }
+        if ended {
+            if start < buf.len() {
+                record_no += 1;
+                handle(&buf[start..], record_no)?;
+            }
+            return Ok(());
+        }
+        if buf.len() - start > max_record_bytes {
+            return Err(DecodeError::RecordTooLong {
+                path: path.into(),
+                line: record_no + 1,
+                limit: max_record_bytes,
+            });
+        }
+        if turn.is_none() && buf.len() - start >= LARGE_RECORD_BYTES {
+            turn = Some(large_record_turn());
+        }
+        // Keep only the record being read, then append what the reader has.
+        buf.drain(..start);
+        start = 0;
+        scanned = buf.len().saturating_sub(sep.len() - 1);
+        let available = reader
+            .fill_buf()
+            .map_err(|e| read_error(path, e, Some(record_no + 1)))?;
+        if available.is_empty() {
+            ended = true;
+            continue;
+        }
+        buf.extend_from_slice(available);
+        let n = available.len();
+        reader.consume(n);
+    }
+}
+
 /// Calls `on_record` with each record of the file and its line number (1-based; for a
 /// multi-line document, the document's line). Malformed lines come as `Err(raw text)`.
 fn for_each_record(
@@ -111,6 +194,7 @@ fn for_each_record(
         &mut *reader,
         path,
         opts.max_record_bytes,
+        opts.json.line_sep.as_deref(),
         &mut |line, line_no| {
             let bytes = line.len();
             match serde_json::from_slice::<Value>(line) {
@@ -294,10 +378,16 @@ pub fn infer(
         let path = file.meta.path.as_str();
         let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
         let before = inferrer.records;
-        for_each_line(&mut *reader, path, opts.max_record_bytes, &mut |line, _| {
-            inferrer.add_json_text(line, infer_opts);
-            Ok(())
-        })?;
+        for_each_line(
+            &mut *reader,
+            path,
+            opts.max_record_bytes,
+            opts.json.line_sep.as_deref(),
+            &mut |line, _| {
+                inferrer.add_json_text_with(line, opts.json.dialect, infer_opts);
+                Ok(())
+            },
+        )?;
         return Ok(inferrer.records - before);
     }
     let mut records = 0u64;
@@ -371,6 +461,7 @@ pub fn decode(
             &mut *reader,
             path,
             opts.max_record_bytes,
+            opts.json.line_sep.as_deref(),
             &mut |line, line_no| {
                 // A very large record (read during this thread's turn, see
                 // `LARGE_RECORD_BYTES`) is decoded and written as a batch of its own.
@@ -379,7 +470,7 @@ pub fn decode(
                     pending_bytes = 0;
                     flush(&mut rows, &mut stats)?;
                 }
-                let parsed = JsonValue::parse(line);
+                let parsed = JsonValue::parse_with(line, opts.json.dialect);
                 if let (Some((inferrer, infer_opts)), Ok(v)) = (observed.as_mut(), &parsed) {
                     inferrer.add_jv(v, *infer_opts);
                 }
