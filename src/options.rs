@@ -272,23 +272,19 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "allowComments",
         "false",
-        "JSON lines: accept /* */ and // comments",
+        "JSON: accept /* */ and // comments",
     ),
     opt(
         "allowSingleQuotes",
         "true",
-        "JSON lines: accept 'single-quoted' strings and names",
+        "JSON: accept 'single-quoted' strings and names",
     ),
     opt(
         "allowNonNumericNumbers",
         "true",
-        "JSON lines: read NaN, Infinity, +Infinity, -Infinity, +INF, -INF as DOUBLE",
+        "JSON: read NaN, Infinity, +Infinity, -Infinity, +INF, -INF as DOUBLE",
     ),
-    opt(
-        "allowUnquotedFieldNames",
-        "false",
-        "JSON lines: accept {name: 1}",
-    ),
+    opt("allowUnquotedFieldNames", "false", "JSON: accept {name: 1}"),
     opt(
         "lineSep",
         "\\n (and \\r\\n)",

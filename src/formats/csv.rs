@@ -217,13 +217,14 @@ fn quoted_empty_fields(raw: &[u8], (sep, quote, escape): (u8, u8, Option<u8>)) -
 /// A data cell as a stream reads it: trimmed as `ignoreLeadingWhiteSpace` /
 /// `ignoreTrailingWhiteSpace` say; `None` (null) when empty or `nullValue`; a quoted empty
 /// field is `emptyValue`. Shared by inference and decoding, so both see the same values.
+/// (As in Spark, a quoted empty field with `nullValue` set to something else reads as an
+/// empty string; inference learns nothing from it, as from any empty value.)
 fn cell_value<'t>(text: &'t str, quoted_empty: bool, csv: &'t CsvSettings) -> Option<&'t str> {
     let text = csv.trim(text);
-    let text = if text.is_empty() && quoted_empty {
-        csv.empty_value.as_str()
-    } else {
-        text
-    };
+    if text.is_empty() && quoted_empty {
+        let empty = csv.empty_value.as_str();
+        return (empty != csv.null_value).then_some(empty);
+    }
     (!text.is_empty() && text != csv.null_value).then_some(text)
 }
 
@@ -329,7 +330,9 @@ fn observe_record(
             continue;
         }
         let text = cell_text(raw);
-        let Some(text) = cell_value(&text, quoted_empty.contains(&i), csv) else {
+        let Some(text) =
+            cell_value(&text, quoted_empty.contains(&i), csv).filter(|t| !t.is_empty())
+        else {
             continue;
         };
         inferrer.add_typed_at(column, Inferred::of_csv(text, infer_opts));
@@ -483,4 +486,22 @@ pub fn decode(
     stats.unknown_names = unknown;
     stats.observed = observed.map(|(inferrer, _)| inferrer);
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_empty_fields_are_found_in_the_raw_record() {
+        let d = (b',', b'"', Some(b'\\'));
+        assert_eq!(quoted_empty_fields(b"1,\"\",,\"\"\n", d), vec![1, 3]);
+        assert_eq!(
+            quoted_empty_fields(b"\"a,\"\"\",\"\",\"x\\\"\",\"\"\r\n", d),
+            vec![1, 3]
+        );
+        assert_eq!(quoted_empty_fields(b"\"\"\"\",\"\"", d), vec![1]);
+        assert_eq!(quoted_empty_fields(b"a;\"\"", (b';', b'"', None)), vec![1]);
+        assert!(quoted_empty_fields(b"a,b,\n", d).is_empty());
+    }
 }

@@ -130,6 +130,53 @@ fn json_comments_and_unquoted_names_when_allowed() {
     assert_eq!(rescued_rows(&out), 2, "{out}");
 }
 
+/// Multi-line documents are read with the same dialect as JSON lines: single quotes, NaN,
+/// and (when allowed) comments, also where they hold `]`, `,` or quotes; elements stream one
+/// by one, and a broken element is a corrupt file at its line.
+#[test]
+fn json_multiline_documents_use_the_dialect() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "[\n  {'id': 1, 'a': 'x], \"q\"'},\n  // a comment, with ] and ,\n  {\"id\": 2, \"a\": \"[,]\", \
+         \"n\": NaN} /* ] */ ,\n  {\"id\": 3, \"a\": [\"p\", {\"q\": \"]\"}]}\n]\n",
+    );
+    s.land("b.json", "{'id': 4, 'a': 'y'}");
+    let out = ok(&s.ingest(&["multiLine=true", "allowComments=true"]));
+    assert_eq!(summary_figure(&out, "rows"), 4, "{out}");
+    assert_eq!(rescued_rows(&out), 0, "{out}");
+    assert_eq!(
+        by_id(&read_table(&s.table()), "a"),
+        vec![
+            ("1".into(), "x], \"q\"".into()),
+            ("2".into(), "[,]".into()),
+            ("3".into(), "[\"p\",{\"q\":\"]\"}]".into()),
+            ("4".into(), "y".into())
+        ]
+    );
+    let broken = Scratch::new();
+    broken.land("bad.json", "[\n{\"id\": 1},\n{\"id\": 2,\n \"a\": }\n]\n");
+    let out = broken.ingest(&["multiLine=true"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bad.json is corrupt at line 4"),
+        "{}",
+        stderr(&out)
+    );
+    let open = Scratch::new();
+    open.land("open.json", "[{\"id\": 1}, {\"id\": 2}");
+    let out = open.ingest(&["multiLine=true"]);
+    assert!(stderr(&out).contains("never closed"), "{}", stderr(&out));
+    let trailing = Scratch::new();
+    trailing.land("t.json", "[{\"id\": 1}] x");
+    let out = trailing.ingest(&["multiLine=true"]);
+    assert!(
+        stderr(&out).contains("trailing characters"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `lineSep`: JSON records split on a custom separator (any string), numbered as lines.
 #[test]
 fn json_line_sep_splits_records() {
@@ -350,6 +397,17 @@ fn csv_comment_line_sep_and_empty_value() {
         by_id(&t, "b"),
         vec![("1".into(), "null".into()), ("2".into(), "<empty>".into())]
     );
+    // With another nullValue, a quoted empty field is the empty string, an unquoted one
+    // null (Spark's reading).
+    let other_null = Scratch::new();
+    other_null.land("a.csv", "id,a,b\n1,\"\",\nNULL,x,y\n");
+    ok(&other_null.ingest(&["nullValue=NULL"]));
+    let t = read_table(&other_null.table());
+    assert_eq!(
+        by_id(&t, "a"),
+        vec![("1".into(), "".into()), ("null".into(), "x".into())]
+    );
+    assert_eq!(column_strings(&t, "b"), vec!["null", "y"]);
     // The default: a quoted empty field is null, as in Spark (emptyValue = nullValue = "").
     let default = Scratch::new();
     default.land("a.csv", "id,a\n1,\"\"\n");

@@ -4,23 +4,20 @@
 //! JSON lines: blank lines are skipped; a line that is not valid JSON, or a scalar, is a
 //! malformed record (kept raw in the rescued data, or an error under FAILFAST); a line
 //! holding an array yields one row per element, as Spark does. A multi-line document that
-//! is not valid JSON is a corrupt file (error with line and column), since no record
-//! boundary can be trusted in it.
+//! is not valid JSON is a corrupt file (error with the line), since no record boundary can
+//! be trusted in it. Both are parsed with the stream's JSON dialect (`allowSingleQuotes`,
+//! `allowNonNumericNumbers`, `allowComments`, `allowUnquotedFieldNames`); records of JSON
+//! lines are split on `lineSep` when it is set.
 
-use std::cell::Cell;
-use std::fmt;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
 
 use super::{
     BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
     large_record_turn, open, read_error, read_line_bounded,
 };
-use crate::parse::json::JsonValue;
+use crate::parse::json::{JsonDialect, JsonValue};
 use crate::record::{RowBuilder, TableLayout};
 use crate::schema::infer::SchemaInferrer;
 
@@ -178,190 +175,310 @@ fn for_each_separated(
     }
 }
 
-/// Calls `on_record` with each record of the file and its line number (1-based; for a
-/// multi-line document, the document's line). Malformed lines come as `Err(raw text)`.
-fn for_each_record(
+/// Receives a record of a multi-line document (an object, or the text of anything else),
+/// its line and its size in bytes.
+type OnRecord<'a> =
+    dyn FnMut(Result<&JsonValue<'_>, String>, u64, usize) -> Result<(), DecodeError> + 'a;
+
+/// Calls `on_record` with each record of a whole-file JSON document (`multiLine=true`): a
+/// top-level array is one record per element, read one element at a time (each bounded by
+/// `cloudFiles.maxRecordBytes`, so memory stays bounded whatever the file size); any other
+/// document is one record. Elements are parsed with the stream's JSON dialect, as lines
+/// are. A document that is not valid JSON is a corrupt file (error with the line), since no
+/// record boundary can be trusted in it.
+fn for_each_document_record(
     file: &SourceFile,
     opts: &DecodeOptions,
-    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+    on_record: &mut OnRecord<'_>,
 ) -> Result<(), DecodeError> {
     let path = file.meta.path.as_str();
     let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
-    if opts.multi_line {
-        return for_each_document_record(&mut *reader, path, opts.max_record_bytes, on_record);
-    }
-    for_each_line(
-        &mut *reader,
+    let mut doc = Document {
+        reader: &mut *reader,
         path,
-        opts.max_record_bytes,
-        opts.json.line_sep.as_deref(),
-        &mut |line, line_no| {
-            let bytes = line.len();
-            match serde_json::from_slice::<Value>(line) {
-                Ok(Value::Array(items)) => {
-                    for item in items {
-                        let item = match item {
-                            Value::Object(_) => Ok(item),
-                            other => Err(other.to_string()),
-                        };
-                        on_record(item, line_no, bytes)?;
-                    }
-                    Ok(())
-                }
-                Ok(v @ Value::Object(_)) => on_record(Ok(v), line_no, bytes),
-                Ok(_) | Err(_) => on_record(
-                    Err(String::from_utf8_lossy(line).into_owned()),
-                    line_no,
-                    bytes,
-                ),
-            }
-        },
-    )
-}
-
-/// Streams the records of a whole-file JSON document.
-fn for_each_document_record(
-    reader: &mut dyn std::io::BufRead,
-    path: &str,
-    max_record_bytes: usize,
-    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
-) -> Result<(), DecodeError> {
-    let head = reader
-        .fill_buf()
-        .map_err(|e| read_error(path, e, Some(1)))?;
+        line: 1,
+        dialect: opts.json.dialect,
+        max: opts.max_record_bytes,
+        buf: Vec::new(),
+    };
+    let head = doc.fill()?;
     if head.starts_with(BOM) {
-        reader.consume(BOM.len());
+        doc.reader.consume(BOM.len());
     }
-    let since_record = Rc::new(Cell::new(0usize));
-    let limited = RecordLimit {
-        inner: reader,
-        since_record: Rc::clone(&since_record),
-        max: max_record_bytes,
-    };
-    let mut de = serde_json::Deserializer::from_reader(limited);
-    let mut sink_error = None;
-    let seed = Records {
-        on_record,
-        sink_error: &mut sink_error,
-        since_record,
-    };
-    let result = seed.deserialize(&mut de).and_then(|()| de.end());
-    if let Some(e) = sink_error {
-        return Err(e);
-    }
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_io() && e.to_string().contains(RECORD_TOO_LONG) => {
-            Err(DecodeError::RecordTooLong {
-                path: path.to_string(),
-                line: e.line() as u64,
-                limit: max_record_bytes,
-            })
+    match doc.skip_space()? {
+        None => Ok(()),
+        Some(b'[') => {
+            doc.reader.consume(1);
+            if doc.skip_space()? == Some(b']') {
+                doc.reader.consume(1);
+            } else {
+                loop {
+                    let line = doc.line;
+                    let end = doc.element()?;
+                    doc.deliver(line, on_record)?;
+                    match end {
+                        Some(b',') => {}
+                        Some(_) => break,
+                        None => {
+                            return Err(
+                                doc.corrupt(doc.line, "the top-level array is never closed")
+                            );
+                        }
+                    }
+                }
+            }
+            match doc.skip_space()? {
+                None => Ok(()),
+                Some(_) => {
+                    Err(doc.corrupt(doc.line, "trailing characters after the top-level array"))
+                }
+            }
         }
-        Err(e) if e.is_io() => {
-            let line = e.line() as u64;
-            // Converting back yields the reader's own io::Error (and what it carries).
-            Err(read_error(path, std::io::Error::from(e), Some(line)))
+        Some(_) => {
+            let line = doc.line;
+            doc.rest()?;
+            doc.deliver(line, on_record)
         }
-        Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => Ok(()), // empty file
-        Err(e) => Err(DecodeError::Corrupt {
-            path: path.to_string(),
-            line: Some(e.line() as u64),
-            reason: format!("invalid JSON document at column {}: {e}", e.column()),
-        }),
     }
 }
 
-struct Records<'a, 'b> {
-    on_record: &'a mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
-    sink_error: &'b mut Option<DecodeError>,
-    /// Bytes read since the current record began (reset before each array element).
-    since_record: Rc<Cell<usize>>,
-}
-
-/// The message of the read error that stops an over-long record.
-const RECORD_TOO_LONG: &str = "record longer than cloudFiles.maxRecordBytes";
-
-/// Refuses to read more than `max` bytes for one record of a multi-line document, so a
-/// huge element cannot exhaust memory before it is parsed.
-struct RecordLimit<'r> {
-    inner: &'r mut dyn std::io::BufRead,
-    since_record: Rc<Cell<usize>>,
+/// A multi-line JSON document being read record by record.
+struct Document<'r> {
+    reader: &'r mut dyn std::io::BufRead,
+    path: &'r str,
+    /// The line of the next byte.
+    line: u64,
+    dialect: JsonDialect,
     max: usize,
+    /// The record being read.
+    buf: Vec<u8>,
 }
 
-impl std::io::Read for RecordLimit<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.since_record.get() > self.max {
-            return Err(std::io::Error::other(RECORD_TOO_LONG));
+/// The reader's buffered bytes (more read when it is empty); empty at the end.
+fn fill<'b>(
+    reader: &'b mut dyn std::io::BufRead,
+    path: &str,
+    line: u64,
+) -> Result<&'b [u8], DecodeError> {
+    reader
+        .fill_buf()
+        .map_err(|e| read_error(path, e, Some(line)))
+}
+
+impl Document<'_> {
+    fn fill(&mut self) -> Result<&[u8], DecodeError> {
+        fill(&mut *self.reader, self.path, self.line)
+    }
+
+    fn corrupt(&self, line: u64, reason: &str) -> DecodeError {
+        DecodeError::Corrupt {
+            path: self.path.to_string(),
+            line: Some(line),
+            reason: format!("invalid JSON document: {reason}"),
         }
-        let n = self.inner.read(buf)?;
-        self.since_record.set(self.since_record.get() + n);
-        Ok(n)
-    }
-}
-
-impl Records<'_, '_> {
-    fn deliver<E: serde::de::Error>(&mut self, v: Value) -> Result<(), E> {
-        let rec = match v {
-            Value::Object(_) => Ok(v),
-            other => Err(other.to_string()),
-        };
-        (self.on_record)(rec, 1, 0).map_err(|e| {
-            *self.sink_error = Some(e);
-            E::custom("stopped")
-        })
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Records<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Records<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object or an array of objects")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+    fn too_long(&self, line: u64) -> DecodeError {
+        DecodeError::RecordTooLong {
+            path: self.path.to_string(),
+            line,
+            limit: self.max,
+        }
+    }
+
+    /// Skips whitespace (and comments, when the dialect allows them) and returns the next
+    /// byte without consuming it; `None` at the end.
+    fn skip_space(&mut self) -> Result<Option<u8>, DecodeError> {
         loop {
-            self.since_record.set(0);
-            let Some(v) = seq.next_element::<Value>()? else {
-                return Ok(());
+            let chunk = self.fill()?;
+            let Some(&b) = chunk.first() else {
+                return Ok(None);
             };
-            self.deliver(v)?;
+            match b {
+                b'\n' => {
+                    self.line += 1;
+                    self.reader.consume(1);
+                }
+                b' ' | b'\t' | b'\r' => self.reader.consume(1),
+                b'/' if self.dialect.comments => {
+                    let line = self.line;
+                    self.reader.consume(1);
+                    match self.fill()?.first() {
+                        Some(b'/') => loop {
+                            let chunk = self.fill()?;
+                            if chunk.is_empty() {
+                                break;
+                            }
+                            if let Some(i) = memchr::memchr(b'\n', chunk) {
+                                self.reader.consume(i);
+                                break;
+                            }
+                            let n = chunk.len();
+                            self.reader.consume(n);
+                        },
+                        Some(b'*') => {
+                            self.reader.consume(1);
+                            let mut star = false;
+                            loop {
+                                let Some(&c) = self.fill()?.first() else {
+                                    return Err(self.corrupt(line, "unterminated comment"));
+                                };
+                                self.reader.consume(1);
+                                if c == b'\n' {
+                                    self.line += 1;
+                                }
+                                if star && c == b'/' {
+                                    break;
+                                }
+                                star = c == b'*';
+                            }
+                        }
+                        _ => return Err(self.corrupt(line, "expected a value")),
+                    }
+                }
+                other => return Ok(Some(other)),
+            }
         }
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, map: A) -> Result<(), A::Error> {
-        let v: Value =
-            serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        self.deliver(v)
+    /// Reads one element of the top-level array into `buf`, up to the `,` or `]` that ends
+    /// it at depth 0 (consumed and returned; `None` at the end of the input).
+    fn element(&mut self) -> Result<Option<u8>, DecodeError> {
+        let start_line = self.line;
+        self.buf.clear();
+        let mut turn = None;
+        let mut depth = 0usize;
+        let mut string: Option<u8> = None;
+        let mut escaped = false;
+        // Comments: 1 = after a '/', 2 = in a line comment, 3 = in a block comment, 4 = in a
+        // block comment after a '*'.
+        let mut comment = 0u8;
+        let (single_quotes, comments) = (self.dialect.single_quotes, self.dialect.comments);
+        loop {
+            let chunk = fill(&mut *self.reader, self.path, self.line)?;
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+            let mut end = None;
+            let mut used = chunk.len();
+            for (i, &b) in chunk.iter().enumerate() {
+                if b == b'\n' {
+                    self.line += 1;
+                }
+                if let Some(q) = string {
+                    if escaped {
+                        escaped = false;
+                    } else if b == b'\\' {
+                        escaped = true;
+                    } else if b == q {
+                        string = None;
+                    }
+                    continue;
+                }
+                match comment {
+                    2 => {
+                        if b == b'\n' {
+                            comment = 0;
+                        }
+                        continue;
+                    }
+                    3 | 4 => {
+                        comment = if comment == 4 && b == b'/' {
+                            0
+                        } else if b == b'*' {
+                            4
+                        } else {
+                            3
+                        };
+                        continue;
+                    }
+                    1 => {
+                        comment = match b {
+                            b'/' => 2,
+                            b'*' => 3,
+                            _ => 0,
+                        };
+                        if comment != 0 {
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+                match b {
+                    b'"' => string = Some(b'"'),
+                    b'\'' if single_quotes => string = Some(b'\''),
+                    b'[' | b'{' => depth += 1,
+                    b']' if depth == 0 => {
+                        end = Some(b']');
+                        used = i;
+                        break;
+                    }
+                    b',' if depth == 0 => {
+                        end = Some(b',');
+                        used = i;
+                        break;
+                    }
+                    b']' | b'}' => depth = depth.saturating_sub(1),
+                    b'/' if comments => comment = 1,
+                    _ => {}
+                }
+            }
+            if self.buf.len() + used > self.max {
+                return Err(self.too_long(start_line));
+            }
+            self.buf.extend_from_slice(&chunk[..used]);
+            if turn.is_none() && self.buf.len() >= LARGE_RECORD_BYTES {
+                turn = Some(large_record_turn());
+            }
+            match end {
+                Some(b) => {
+                    self.reader.consume(used + 1);
+                    return Ok(Some(b));
+                }
+                None => self.reader.consume(used),
+            }
+        }
     }
 
-    fn visit_bool<E: serde::de::Error>(mut self, v: bool) -> Result<(), E> {
-        self.deliver(Value::Bool(v))
+    /// Reads the rest of the input into `buf` (a document that is not an array).
+    fn rest(&mut self) -> Result<(), DecodeError> {
+        let start_line = self.line;
+        self.buf.clear();
+        loop {
+            let chunk = fill(&mut *self.reader, self.path, self.line)?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            if self.buf.len() + chunk.len() > self.max {
+                return Err(self.too_long(start_line));
+            }
+            self.buf.extend_from_slice(chunk);
+            let n = chunk.len();
+            self.reader.consume(n);
+        }
     }
-    fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<(), E> {
-        self.deliver(Value::from(v))
-    }
-    fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
-        self.deliver(Value::from(v))
-    }
-    fn visit_f64<E: serde::de::Error>(mut self, v: f64) -> Result<(), E> {
-        self.deliver(Value::from(v))
-    }
-    fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<(), E> {
-        self.deliver(Value::String(v.to_string()))
-    }
-    fn visit_unit<E: serde::de::Error>(mut self) -> Result<(), E> {
-        // A document that is just `null` is not a record: kept raw, like a `null` line.
-        self.deliver(Value::Null)
+
+    /// Parses the record in `buf` (which starts on `line`) and hands it over; a record that
+    /// is not JSON makes the file corrupt, at the line of the error.
+    fn deliver(&mut self, line: u64, on_record: &mut OnRecord<'_>) -> Result<(), DecodeError> {
+        let buf = std::mem::take(&mut self.buf);
+        let parsed = JsonValue::parse_with(&buf, self.dialect);
+        let result = match &parsed {
+            Ok(v @ JsonValue::Object(_)) => on_record(Ok(v), line, buf.len()),
+            Ok(other) => on_record(Err(other.to_string()), line, buf.len()),
+            Err(e) => {
+                let at = e.offset.min(buf.len());
+                let error_line = line + memchr::memchr_iter(b'\n', &buf[..at]).count() as u64;
+                Err(self.corrupt(error_line, e.reason))
+            }
+        };
+        drop(parsed);
+        self.buf = buf;
+        // A large record's buffer is not kept past its turn.
+        if self.buf.capacity() >= LARGE_RECORD_BYTES {
+            self.buf = Vec::new();
+        }
+        result
     }
 }
 
@@ -391,9 +508,9 @@ pub fn infer(
         return Ok(inferrer.records - before);
     }
     let mut records = 0u64;
-    for_each_record(file, opts, &mut |rec, _, _| {
+    for_each_document_record(file, opts, &mut |rec, _, _| {
         if let Ok(v) = rec {
-            inferrer.add_json(&v, infer_opts);
+            inferrer.add_jv(v, infer_opts);
             records += 1;
         }
         Ok(())
@@ -426,20 +543,9 @@ pub fn decode(
         reason: "not a JSON object".into(),
     };
     if opts.multi_line {
-        for_each_record(file, opts, &mut |rec, line, bytes| {
+        for_each_document_record(file, opts, &mut |rec, line, bytes| {
             match rec {
-                Ok(Value::Object(obj)) => {
-                    let entries: Vec<_> = obj
-                        .iter()
-                        .map(|(k, v)| {
-                            (
-                                std::borrow::Cow::Borrowed(k.as_str()),
-                                JsonValue::from_value(v),
-                            )
-                        })
-                        .collect();
-                    rows.append_json_object(&entries);
-                }
+                Ok(JsonValue::Object(entries)) => rows.append_json_object(entries),
                 Ok(other) => rows.append_corrupt(&other.to_string()),
                 Err(_) if opts.fail_fast => return Err(fail_fast(line)),
                 Err(raw) => rows.append_corrupt(&raw),
