@@ -61,8 +61,12 @@ pub const NON_NUMERIC_TOKENS: &[&str] =
     &["NaN", "Infinity", "+Infinity", "-Infinity", "+INF", "-INF"];
 
 /// Whether a number's text is one of [`NON_NUMERIC_TOKENS`].
+#[inline]
 pub fn is_non_numeric(text: &str) -> bool {
-    NON_NUMERIC_TOKENS.contains(&text)
+    match text.as_bytes() {
+        [b'N' | b'I' | b'+', ..] | [b'-', b'I', ..] => NON_NUMERIC_TOKENS.contains(&text),
+        _ => false,
+    }
 }
 
 /// Why a text is not one JSON value, and where.
@@ -107,23 +111,13 @@ impl<'a> JsonValue<'a> {
             offset: e.valid_up_to(),
             reason: "invalid UTF-8",
         })?;
-        let mut p = Parser {
-            text,
-            bytes: text.as_bytes(),
-            pos: 0,
-            depth: 0,
-            failure: None,
-            dialect,
-        };
-        let parsed = p.skip_ws().and_then(|()| p.value()).and_then(|v| {
-            p.skip_ws()?;
-            if p.pos == p.bytes.len() {
-                Ok(v)
-            } else {
-                Err(p.error("trailing characters"))
-            }
-        });
-        parsed.map_err(|Fail| p.failure.take().expect("a failure records its reason"))
+        // Comments are rare: the parser without them has the whitespace loop it always had
+        // (a check per skip cost a tenth of the decoding time).
+        if dialect.comments {
+            Parser::<true>::new(text, dialect).document()
+        } else {
+            Parser::<false>::new(text, dialect).document()
+        }
     }
 
     pub fn is_null(&self) -> bool {
@@ -189,7 +183,9 @@ impl fmt::Display for JsonValue<'_> {
     }
 }
 
-struct Parser<'a> {
+/// `COMMENTS`: whether `allowComments` is on (a parameter, so the common parser has no
+/// comment check in its whitespace loop).
+struct Parser<'a, const COMMENTS: bool> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
@@ -203,7 +199,31 @@ struct Parser<'a> {
 /// Parsing failed; the reason is in [`Parser::failure`].
 struct Fail;
 
-impl<'a> Parser<'a> {
+impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
+    fn new(text: &'a str, dialect: JsonDialect) -> Self {
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+            failure: None,
+            dialect,
+        }
+    }
+
+    /// Parses the whole text as one value.
+    fn document(mut self) -> Result<JsonValue<'a>, JsonError> {
+        let parsed = self.skip_ws().and_then(|()| self.value()).and_then(|v| {
+            self.skip_ws()?;
+            if self.pos == self.bytes.len() {
+                Ok(v)
+            } else {
+                Err(self.error("trailing characters"))
+            }
+        });
+        parsed.map_err(|Fail| self.failure.take().expect("a failure records its reason"))
+    }
+
     #[cold]
     fn error(&mut self, reason: &'static str) -> Fail {
         self.failure = Some(JsonError {
@@ -222,7 +242,7 @@ impl<'a> Parser<'a> {
             while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
                 self.pos += 1;
             }
-            if !self.dialect.comments || self.peek() != Some(b'/') {
+            if !COMMENTS || self.peek() != Some(b'/') {
                 return Ok(());
             }
             self.comment()?;
@@ -269,6 +289,20 @@ impl<'a> Parser<'a> {
                     _ => unreachable!("set above"),
                 }
             }
+            Some(b'-' | b'0'..=b'9') => self.number(out),
+            Some(b't') => self.literal(b"true", JsonValue::Bool(true), out),
+            Some(b'f') => self.literal(b"false", JsonValue::Bool(false), out),
+            Some(b'n') => self.literal(b"null", JsonValue::Null, out),
+            Some(_) => self.odd_value_into(out),
+            None => Err(self.error("unexpected end of input")),
+        }
+    }
+
+    /// A value strict JSON does not have: a single-quoted string or a non-numeric number,
+    /// as the dialect allows; anything else is an error.
+    #[cold]
+    fn odd_value_into(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
+        match self.peek() {
             Some(b'\'') if self.dialect.single_quotes => {
                 *out = JsonValue::String(Cow::Borrowed(""));
                 match out {
@@ -276,19 +310,10 @@ impl<'a> Parser<'a> {
                     _ => unreachable!("set above"),
                 }
             }
-            Some(b'N' | b'I' | b'+') if self.dialect.non_numeric_numbers => self.non_numeric(out),
-            Some(b'-')
-                if self.dialect.non_numeric_numbers
-                    && self.bytes.get(self.pos + 1) == Some(&b'I') =>
-            {
+            Some(b'N' | b'I' | b'+' | b'-') if self.dialect.non_numeric_numbers => {
                 self.non_numeric(out)
             }
-            Some(b'-' | b'0'..=b'9') => self.number(out),
-            Some(b't') => self.literal(b"true", JsonValue::Bool(true), out),
-            Some(b'f') => self.literal(b"false", JsonValue::Bool(false), out),
-            Some(b'n') => self.literal(b"null", JsonValue::Null, out),
-            Some(_) => Err(self.error("expected a value")),
-            None => Err(self.error("unexpected end of input")),
+            _ => Err(self.error("expected a value")),
         }
     }
 
@@ -335,9 +360,18 @@ impl<'a> Parser<'a> {
 
     /// An object's key: a string, or (with the dialect's leave) a single-quoted string or
     /// an unquoted name.
+    #[inline]
     fn key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
+        if self.peek() == Some(b'"') {
+            return self.string_into(key);
+        }
+        self.odd_key_into(key)
+    }
+
+    /// A key that is not a plain string: single-quoted or unquoted, as the dialect allows.
+    #[cold]
+    fn odd_key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
         match self.peek() {
-            Some(b'"') => self.string_into(key),
             Some(b'\'') if self.dialect.single_quotes => self.single_quoted_into(key),
             Some(b)
                 if self.dialect.unquoted_field_names && is_name_byte(b) && !b.is_ascii_digit() =>
@@ -435,6 +469,10 @@ impl<'a> Parser<'a> {
         match self.peek() {
             Some(b'0') => self.pos += 1,
             Some(b'1'..=b'9') => self.digits(),
+            Some(b'I') if self.dialect.non_numeric_numbers => {
+                self.pos = start;
+                return self.non_numeric(out);
+            }
             _ => return Err(self.error("invalid number")),
         }
         if self.peek() == Some(b'.') {
