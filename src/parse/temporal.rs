@@ -373,6 +373,59 @@ mod tests {
         );
     }
 
+    /// Mutated patterns and texts: a refusal or a mismatch, never a panic.
+    #[test]
+    fn mutated_patterns_and_texts_never_panic() {
+        let patterns = [
+            "yyyy-MM-dd'T'HH:mm:ss.SSSXXX",
+            "dd/MM/yyyy[ HH:mm[:ss]]",
+            "EEE, d MMM yyyy hh:mm a Z",
+            "yyyyDDD HH'h'",
+        ];
+        let texts = [
+            "2026-03-15T14:00:00.250+09:00",
+            "15/03/2026 14:05:09",
+            "Sun, 15 Mar 2026 02:00 PM +0900",
+            "2026074 14h",
+        ];
+        let alphabet = "yMdHhmsSaEXxZD'[]-/:. T+9Z0é";
+        let alphabet: Vec<char> = alphabet.chars().collect();
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for (pattern, text) in patterns.iter().zip(texts) {
+            for _ in 0..300 {
+                let mutate = |s: &str, next: &mut dyn FnMut() -> u64| {
+                    let mut chars: Vec<char> = s.chars().collect();
+                    let at = (next() as usize) % (chars.len() + 1);
+                    let c = alphabet[(next() as usize) % alphabet.len()];
+                    match next() % 3 {
+                        0 if at < chars.len() => chars[at] = c,
+                        1 if at < chars.len() => {
+                            chars.remove(at);
+                        }
+                        _ => chars.insert(at, c),
+                    }
+                    chars.into_iter().collect::<String>()
+                };
+                let p = mutate(pattern, &mut next);
+                let t = mutate(text, &mut next);
+                if let Ok(pattern) = Pattern::new(&p) {
+                    let temporal = Temporal {
+                        timestamp: Some(pattern),
+                        date: Some(pattern),
+                    };
+                    let _ = temporal.read_timestamp(&t, Tz::Asia__Seoul);
+                    let _ = temporal.read_timestamp(text, Tz::UTC);
+                }
+            }
+        }
+    }
+
     #[test]
     fn timestamp_columns_read_dates_as_midnight() {
         assert_eq!(Temporal::ISO.parse_timestamp("2024-01-15", Tz::UTC), None);
