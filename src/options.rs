@@ -365,6 +365,42 @@ pub const OPTIONS: &[OptionSpec] = &[
         "watch mode uses local file events, and listing on S3",
     ),
     not_yet(
+        "cloudFiles.fetchParallelism",
+        "1",
+        "threads fetching queue messages (notification mode)",
+        "there is no notification mode yet; see cloudFiles.useNotifications",
+    ),
+    not_yet(
+        "cloudFiles.queueUrl",
+        "none",
+        "an existing SQS queue (notification mode)",
+        "there is no notification mode yet; see cloudFiles.useNotifications",
+    ),
+    not_yet(
+        "cloudFiles.region",
+        "none",
+        "the region of the notification resources",
+        "S3 sources take their region from AWS_REGION (see README, S3)",
+    ),
+    not_yet(
+        "cloudFiles.roleArn",
+        "none",
+        "a role to assume for notification setup",
+        "S3 sources use the usual AWS_* credentials (see README, S3)",
+    ),
+    not_yet(
+        "cloudFiles.pathRewrites",
+        "none",
+        "prefix rewrites of notified paths",
+        "there is no notification mode yet; see cloudFiles.useNotifications",
+    ),
+    not_yet(
+        "cloudFiles.resourceTag.<key>",
+        "none",
+        "tags on created cloud resources",
+        "autoloader creates no cloud resources",
+    ),
+    not_yet(
         "dropFieldIfAllNull",
         "false",
         "JSON: drop all-null, empty-array and empty-struct columns in inference",
@@ -1140,7 +1176,15 @@ pub fn canonical(key: &str) -> Option<&'static OptionSpec> {
         .iter()
         .find(|(alias, _)| alias.eq_ignore_ascii_case(key))
         .map_or(key, |(_, k)| k);
-    OPTIONS.iter().find(|o| o.key.eq_ignore_ascii_case(name))
+    OPTIONS.iter().find(|o| match o.key.strip_suffix("<key>") {
+        // A family of keys (`cloudFiles.resourceTag.<key>`): any key under the prefix.
+        Some(prefix) => {
+            name.len() > prefix.len()
+                && name.is_char_boundary(prefix.len())
+                && name[..prefix.len()].eq_ignore_ascii_case(prefix)
+        }
+        None => o.key.eq_ignore_ascii_case(name),
+    })
 }
 
 /// `\n`, `\r`, `\t` and `\uXXXX` written out in an option value, as the characters.
@@ -1448,9 +1492,22 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("unknown"), "{text}");
+        for key in [
+            "cloudFiles.useNotifications",
+            "cloudFiles.resourceTag.team",
+            "CLOUDFILES.cleanSource",
+        ] {
+            assert!(
+                matches!(
+                    opts(&[(key, "x")]).unwrap_err(),
+                    OptionsError::NotSupported { .. }
+                ),
+                "{key}"
+            );
+        }
         assert!(matches!(
-            opts(&[("cloudFiles.useNotifications", "true")]).unwrap_err(),
-            OptionsError::NotSupported { .. }
+            opts(&[("cloudFiles.resourceTag.", "x")]).unwrap_err(),
+            OptionsError::Unknown { .. }
         ));
         let raw = vec![
             (
