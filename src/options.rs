@@ -983,10 +983,8 @@ pub fn resolve(
     let csv_line_sep = match line_sep.as_deref() {
         None | Some("\n" | "\r\n") => None,
         Some(sep) if sep.len() == 1 => Some(sep.as_bytes()[0]),
-        Some(sep) if format == Some(Format::Json) => {
-            let _ = sep;
-            None
-        }
+        // Only JSON reads it.
+        Some(_) if format == Some(Format::Json) => None,
         Some(_) => {
             return Err(OptionsError::Conflict(
                 "lineSep: a CSV record separator is one character (Spark's limit); a longer \

@@ -200,6 +200,7 @@ fn for_each_document_record(
         dialect: opts.json.dialect,
         max: opts.max_record_bytes,
         buf: Vec::new(),
+        turn: None,
     };
     let head = doc.fill()?;
     if head.starts_with(BOM) {
@@ -252,6 +253,9 @@ struct Document<'r> {
     max: usize,
     /// The record being read.
     buf: Vec<u8>,
+    /// This thread's turn for a large record (see `LARGE_RECORD_BYTES`), taken as soon as
+    /// the record being read grows that large and kept until it is handled.
+    turn: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 /// The reader's buffered bytes (more read when it is empty); empty at the end.
@@ -346,7 +350,6 @@ impl Document<'_> {
     fn element(&mut self) -> Result<Option<u8>, DecodeError> {
         let start_line = self.line;
         self.buf.clear();
-        let mut turn = None;
         let mut depth = 0usize;
         let mut string: Option<u8> = None;
         let mut escaped = false;
@@ -427,8 +430,8 @@ impl Document<'_> {
                 return Err(self.too_long(start_line));
             }
             self.buf.extend_from_slice(&chunk[..used]);
-            if turn.is_none() && self.buf.len() >= LARGE_RECORD_BYTES {
-                turn = Some(large_record_turn());
+            if self.turn.is_none() && self.buf.len() >= LARGE_RECORD_BYTES {
+                self.turn = Some(large_record_turn());
             }
             match end {
                 Some(b) => {
@@ -455,6 +458,9 @@ impl Document<'_> {
             self.buf.extend_from_slice(chunk);
             let n = chunk.len();
             self.reader.consume(n);
+            if self.turn.is_none() && self.buf.len() >= LARGE_RECORD_BYTES {
+                self.turn = Some(large_record_turn());
+            }
         }
     }
 
@@ -478,6 +484,7 @@ impl Document<'_> {
         if self.buf.capacity() >= LARGE_RECORD_BYTES {
             self.buf = Vec::new();
         }
+        self.turn = None;
         result
     }
 }
