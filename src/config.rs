@@ -125,10 +125,11 @@ impl JsonSchema for OptionsSchema {
         let value = json!({ "type": ["string", "boolean", "integer", "number"] });
         let properties: serde_json::Map<String, serde_json::Value> = options::OPTIONS
             .iter()
-            .map(|(key, default, description)| {
+            .filter(|o| o.support == options::Support::Supported)
+            .map(|o| {
                 let mut schema = value.clone();
-                schema["description"] = format!("{description} (default: {default})").into();
-                (key.to_string(), schema)
+                schema["description"] = format!("{} (default: {})", o.meaning, o.default).into();
+                (o.key.to_string(), schema)
             })
             .collect();
         json_schema!({
@@ -443,10 +444,13 @@ mod schema_tests {
         let schema: serde_json::Value =
             serde_json::from_str(include_str!("../schemas/config.schema.json")).unwrap();
         let props = &schema["$defs"]["options"]["properties"];
-        for (key, _, _) in crate::options::OPTIONS {
-            assert!(
-                props.get(*key).is_some(),
-                "schemas/config.schema.json lacks {key}"
+        for o in crate::options::OPTIONS {
+            let supported = o.support == crate::options::Support::Supported;
+            assert_eq!(
+                props.get(o.key).is_some(),
+                supported,
+                "schemas/config.schema.json lists {} only if it is supported",
+                o.key
             );
         }
     }

@@ -175,6 +175,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Every option with its default and meaning, and those not supported yet.
+    Options {
+        /// One JSON object per option instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -503,6 +509,10 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             } else {
                 print_drift(&report);
             }
+            Ok(())
+        }
+        Command::Options { json } => {
+            print!("{}", options::describe(json));
             Ok(())
         }
     }

@@ -12,7 +12,9 @@ use chrono_tz::Tz;
 use globset::{GlobBuilder, GlobMatcher};
 
 use crate::location::Location;
+use crate::parse::json::JsonDialect;
 use crate::parse::scalars;
+use crate::parse::temporal::{Pattern, SPARK_DATE_FORMAT, SPARK_TIMESTAMP_FORMAT, Temporal};
 use crate::schema::Schema;
 pub use crate::schema::evolution::EvolutionMode;
 
@@ -21,185 +23,570 @@ pub const RESCUED_DATA_COLUMN: &str = "_rescued_data";
 /// The default corrupt-record key inside the rescued data.
 pub const CORRUPT_RECORD: &str = "_corrupt_record";
 
-/// Every accepted option: canonical spelling, default shown to users, one-line meaning.
-pub const OPTIONS: &[(&str, &str, &str)] = &[
-    (
+/// Whether autoloader implements an option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    Supported,
+    /// An Auto Loader or Spark option autoloader does not implement yet: refused with this
+    /// pointer to what to do instead (never as if it were a typo).
+    NotYet(&'static str),
+}
+
+/// One option: its canonical spelling, the default shown to users, its meaning, and whether
+/// it is supported. [`OPTIONS`] is the one table the parser validates against, the
+/// `autoloader options` command prints and the config schema lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionSpec {
+    pub key: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+    pub support: Support,
+}
+
+const fn opt(key: &'static str, default: &'static str, meaning: &'static str) -> OptionSpec {
+    OptionSpec {
+        key,
+        default,
+        meaning,
+        support: Support::Supported,
+    }
+}
+
+const fn not_yet(
+    key: &'static str,
+    default: &'static str,
+    meaning: &'static str,
+    instead: &'static str,
+) -> OptionSpec {
+    OptionSpec {
+        key,
+        default,
+        meaning,
+        support: Support::NotYet(instead),
+    }
+}
+
+/// Every option autoloader knows, supported or not yet.
+pub const OPTIONS: &[OptionSpec] = &[
+    opt(
         "cloudFiles.format",
         "detected from file extensions",
         "json, csv or parquet",
     ),
-    (
+    opt(
         "cloudFiles.schemaLocation",
         "the checkpoint directory",
         "where _schemas/N versions live",
     ),
-    (
+    opt(
         "cloudFiles.inferColumnTypes",
         "false",
         "infer exact types instead of STRING for JSON/CSV",
     ),
-    (
+    opt(
         "cloudFiles.schemaHints",
         "none",
         "DDL hints applied on top of inference",
     ),
-    (
+    opt(
         "cloudFiles.schemaEvolutionMode",
         "addNewColumns (none with a schema)",
         "addNewColumns, rescue, failOnNewColumns or none",
     ),
-    (
+    opt(
         "cloudFiles.includeExistingFiles",
         "true",
         "ingest files present at the first start",
     ),
-    (
+    opt(
         "cloudFiles.maxFilesPerTrigger",
         "1000",
         "most files per batch",
     ),
-    (
+    opt(
         "cloudFiles.maxBytesPerTrigger",
         "none",
         "soft byte limit per batch (10g, 512m)",
     ),
-    (
+    opt(
         "cloudFiles.partitionColumns",
         "inferred",
         "Hive-style key=value folders read as columns",
     ),
-    (
+    opt(
         "cloudFiles.validateOptions",
         "true",
         "reject unknown options",
     ),
-    (
+    opt(
         "cloudFiles.allowOverwrites",
         "false",
         "re-ingest a file whose size or mtime changed",
     ),
-    (
+    opt(
         "cloudFiles.schemaInference.sampleSize.numFiles",
         "1000",
         "files sampled for inference",
     ),
-    (
+    opt(
         "cloudFiles.schemaInference.sampleSize.numBytes",
         "50g",
         "bytes sampled for inference",
     ),
-    (
+    opt(
         "cloudFiles.includeMetadata",
         "true",
         "add the _metadata lineage struct column",
     ),
-    (
+    opt(
         "cloudFiles.stopOnSchemaChange",
         "false",
         "exit after writing a new schema version",
     ),
-    (
+    opt(
         "cloudFiles.maxRecordBytes",
         "64m",
         "longest accepted JSON line or record",
     ),
-    (
+    opt(
         "cloudFiles.maxDecompressedBytes",
         "64g",
         "largest a compressed file may expand to (a gzip bomb stops, naming the file)",
     ),
-    (
+    opt(
         "cloudFiles.maxNestingDepth",
         "32",
         "structs and arrays nested deeper are one STRING column of JSON text",
     ),
-    (
+    opt(
         "cloudFiles.useIncrementalListing",
         "false",
         "S3: list only keys after the last ingested one (auto: while new keys arrive in lexical order)",
     ),
-    (
+    opt(
         "cloudFiles.fullListingInterval",
         "10m",
         "S3 incremental listing: a full listing at least this often, to catch late keys",
     ),
-    (
+    opt(
         "cloudFiles.settleTime",
         "3s",
         "watch: how long a file seen only by listing must keep its size and mtime",
     ),
-    (
+    opt(
         "pathGlobFilter",
         "none",
         "glob on file names, {a,b} alternatives allowed",
     ),
-    (
+    opt(
         "modifiedAfter",
         "none",
         "only files modified after this timestamp",
     ),
-    (
+    opt(
         "modifiedBefore",
         "none",
         "only files modified before this timestamp",
     ),
-    (
+    opt(
         "recursiveFileLookup",
         "false",
         "recurse into every folder, without partition columns",
     ),
-    (
+    opt(
         "ignoreCorruptFiles",
         "false",
         "skip and record files that cannot be read",
     ),
-    (
+    opt(
         "ignoreMissingFiles",
         "false",
         "skip files deleted between listing and reading",
     ),
-    (
+    opt(
         "rescuedDataColumn",
         "_rescued_data when inferring",
         "column for values that did not fit",
     ),
-    (
+    opt(
         "readerCaseSensitive",
         "true",
         "rescue columns that differ only by case",
     ),
-    (
+    opt(
         "columnNameOfCorruptRecord",
         "none",
         "column for the raw text of malformed records",
     ),
-    (
+    opt(
         "mode",
         "PERMISSIVE",
         "PERMISSIVE keeps malformed records; FAILFAST stops on one",
     ),
-    (
+    opt(
         "multiLine",
         "false",
         "JSON: whole-file documents; a top-level array is one row per item",
     ),
-    ("header", "true", "CSV: the first line names the columns"),
-    ("sep", ",", "CSV: field separator (alias delimiter)"),
-    ("quote", "\"", "CSV: quote character"),
-    ("escape", "\\", "CSV: escape character inside quotes"),
-    ("nullValue", "empty string", "CSV: text read as null"),
-    ("encoding", "UTF-8", "input encoding (UTF-8 only)"),
-    (
+    opt("header", "true", "CSV: the first line names the columns"),
+    opt("sep", ",", "CSV: field separator"),
+    opt("quote", "\"", "CSV: quote character"),
+    opt("escape", "\\", "CSV: escape character inside quotes"),
+    opt("nullValue", "empty string", "CSV: text read as null"),
+    opt("encoding", "UTF-8", "input encoding (UTF-8 only)"),
+    opt(
         "timeZone",
         "UTC",
         "zone for timestamps without an offset (e.g. Asia/Seoul)",
     ),
-    (
+    opt(
         "schema",
         "none",
         "a user schema in DDL (id BIGINT, ...), instead of inference",
     ),
+    opt(
+        "inferSchema",
+        "false",
+        "CSV: Spark's spelling of cloudFiles.inferColumnTypes (which wins when both are set; both set and different is an error)",
+    ),
+    opt(
+        "timestampFormat",
+        "yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]",
+        "Java DateTimeFormatter pattern for TIMESTAMP values, in inference and reading (default: ISO-8601)",
+    ),
+    opt(
+        "dateFormat",
+        "yyyy-MM-dd",
+        "Java DateTimeFormatter pattern for DATE values, in inference and reading",
+    ),
+    opt(
+        "primitivesAsString",
+        "false",
+        "JSON: infer numbers and booleans as STRING (with inference on)",
+    ),
+    opt(
+        "prefersDecimal",
+        "false",
+        "JSON: infer fractions (and numeric strings) as DECIMAL when they fit 38 digits (with inference on)",
+    ),
+    opt(
+        "allowComments",
+        "false",
+        "JSON: accept /* */ and // comments",
+    ),
+    opt(
+        "allowSingleQuotes",
+        "true",
+        "JSON: accept 'single-quoted' strings and names",
+    ),
+    opt(
+        "allowNonNumericNumbers",
+        "true",
+        "JSON: read NaN, Infinity, +Infinity, -Infinity, +INF, -INF as DOUBLE",
+    ),
+    opt("allowUnquotedFieldNames", "false", "JSON: accept {name: 1}"),
+    opt(
+        "lineSep",
+        "\\n (and \\r\\n)",
+        "record separator: JSON lines any string, CSV one character",
+    ),
+    opt(
+        "ignoreLeadingWhiteSpace",
+        "false",
+        "CSV: trim leading whitespace of header names and values",
+    ),
+    opt(
+        "ignoreTrailingWhiteSpace",
+        "false",
+        "CSV: trim trailing whitespace of header names and values",
+    ),
+    opt(
+        "emptyValue",
+        "empty string",
+        "CSV: what a quoted empty field (\"\") reads as",
+    ),
+    opt(
+        "comment",
+        "none",
+        "CSV: lines starting with this character are skipped",
+    ),
+    not_yet(
+        "badRecordsPath",
+        "none",
+        "Databricks: write unparsable records and files to a path",
+        "malformed records are kept in _rescued_data (or columnNameOfCorruptRecord); files that cannot be read stop the run, or are skipped and recorded with ignoreCorruptFiles",
+    ),
+    not_yet(
+        "cloudFiles.useNotifications",
+        "false",
+        "file notification mode (SNS/SQS, Event Grid, Pub/Sub)",
+        "watch mode (ingest without --once) uses file events for local folders and listing for S3",
+    ),
+    not_yet(
+        "cloudFiles.backfillInterval",
+        "none",
+        "periodic full backfill listing",
+        "S3 incremental listing does a full listing every cloudFiles.fullListingInterval",
+    ),
+    not_yet(
+        "cloudFiles.maxFileAge",
+        "none",
+        "how long a file is tracked for deduplication",
+        "every ingested file is tracked for the life of the checkpoint",
+    ),
+    not_yet(
+        "cloudFiles.cleanSource",
+        "OFF",
+        "delete or move processed files",
+        "remove ingested files yourself; `autoloader status` lists what was ingested",
+    ),
+    not_yet(
+        "cloudFiles.cleanSource.retentionDuration",
+        "30 days",
+        "when cleanSource acts",
+        "see cloudFiles.cleanSource",
+    ),
+    not_yet(
+        "cloudFiles.cleanSource.moveDestination",
+        "none",
+        "where cleanSource=MOVE puts files",
+        "see cloudFiles.cleanSource",
+    ),
+    not_yet(
+        "cloudFiles.useStrictGlobber",
+        "false",
+        "Spark-compatible globbing in the load path",
+        "use pathGlobFilter on file names",
+    ),
+    not_yet(
+        "cloudFiles.useManagedFileEvents",
+        "false",
+        "Unity Catalog file events",
+        "watch mode uses local file events, and listing on S3",
+    ),
+    not_yet(
+        "cloudFiles.fetchParallelism",
+        "1",
+        "threads fetching queue messages (notification mode)",
+        "there is no notification mode yet; see cloudFiles.useNotifications",
+    ),
+    not_yet(
+        "cloudFiles.queueUrl",
+        "none",
+        "an existing SQS queue (notification mode)",
+        "there is no notification mode yet; see cloudFiles.useNotifications",
+    ),
+    not_yet(
+        "cloudFiles.region",
+        "none",
+        "the region of the notification resources",
+        "S3 sources take their region from AWS_REGION (see README, S3)",
+    ),
+    not_yet(
+        "cloudFiles.roleArn",
+        "none",
+        "a role to assume for notification setup",
+        "S3 sources use the usual AWS_* credentials (see README, S3)",
+    ),
+    not_yet(
+        "cloudFiles.pathRewrites",
+        "none",
+        "prefix rewrites of notified paths",
+        "there is no notification mode yet; see cloudFiles.useNotifications",
+    ),
+    not_yet(
+        "cloudFiles.resourceTag.<key>",
+        "none",
+        "tags on created cloud resources",
+        "autoloader creates no cloud resources",
+    ),
+    not_yet(
+        "dropFieldIfAllNull",
+        "false",
+        "JSON: drop all-null, empty-array and empty-struct columns in inference",
+        "such columns are STRING (see README, What lands in the table)",
+    ),
+    not_yet(
+        "inferTimestamp",
+        "false",
+        "JSON: infer timestamp strings",
+        "with cloudFiles.inferColumnTypes=true, ISO-8601 (or timestampFormat) strings are always inferred as TIMESTAMP",
+    ),
+    not_yet(
+        "allowNumericLeadingZeros",
+        "false",
+        "JSON: accept 007",
+        "a number with leading zeros is a malformed record, kept in _rescued_data",
+    ),
+    not_yet(
+        "allowBackslashEscapingAnyCharacter",
+        "false",
+        "JSON: accept \\q",
+        "such a record is malformed, kept in _rescued_data",
+    ),
+    not_yet(
+        "allowUnquotedControlChars",
+        "false",
+        "JSON: raw control characters in strings",
+        "such a record is malformed, kept in _rescued_data",
+    ),
+    not_yet(
+        "locale",
+        "en-US",
+        "locale for numbers and dates",
+        "numbers are read in the en-US form",
+    ),
+    not_yet(
+        "singleVariantColumn",
+        "none",
+        "the whole record as one VARIANT column",
+        "there is no VARIANT type yet",
+    ),
+    not_yet(
+        "nanValue",
+        "NaN",
+        "CSV: text read as NaN",
+        "NaN, Inf, -Inf, Infinity and -Infinity are read",
+    ),
+    not_yet(
+        "positiveInf",
+        "Inf",
+        "CSV: text read as +infinity",
+        "see nanValue",
+    ),
+    not_yet(
+        "negativeInf",
+        "-Inf",
+        "CSV: text read as -infinity",
+        "see nanValue",
+    ),
+    not_yet(
+        "enforceSchema",
+        "true",
+        "CSV: ignore headers, apply the schema by position",
+        "each file is read by its own header, as Auto Loader does",
+    ),
+    not_yet(
+        "mergeSchema",
+        "false",
+        "merge the schemas of the sampled files",
+        "sampled files are always merged",
+    ),
+    not_yet(
+        "preferDate",
+        "true",
+        "CSV: infer DATE rather than TIMESTAMP",
+        "yyyy-MM-dd (or dateFormat) values are always inferred as DATE",
+    ),
+    not_yet(
+        "maxColumns",
+        "20480",
+        "CSV: most columns per record",
+        "no limit other than cloudFiles.maxRecordBytes",
+    ),
+    not_yet(
+        "maxCharsPerColumn",
+        "-1",
+        "CSV: longest value",
+        "no limit other than cloudFiles.maxRecordBytes",
+    ),
+    not_yet(
+        "skipRows",
+        "0",
+        "CSV: rows skipped before the header",
+        "remove them, or use comment",
+    ),
+    not_yet(
+        "unescapedQuoteHandling",
+        "STOP_AT_DELIMITER",
+        "CSV: what an unescaped quote does",
+        "an unclosed quote stops the run naming the file and line",
+    ),
+    not_yet(
+        "charToEscapeQuoteEscaping",
+        "none",
+        "CSV: escape of the escape character",
+        "use escape",
+    ),
+    not_yet(
+        "parserCaseSensitive",
+        "false",
+        "deprecated: use readerCaseSensitive",
+        "use readerCaseSensitive",
+    ),
+    not_yet(
+        "timestampNTZFormat",
+        "yyyy-MM-dd'T'HH:mm:ss[.SSS]",
+        "format of TIMESTAMP_NTZ values",
+        "there is no TIMESTAMP_NTZ type yet; timestamps without an offset are read in timeZone",
+    ),
 ];
+
+/// The option table as `autoloader options` prints it: supported options (with their
+/// aliases), then those not supported yet with what to do instead; or one JSON object per
+/// line (`key`, `default`, `meaning`, `supported`, `aliases`, `instead`).
+pub fn describe(json: bool) -> String {
+    let aliases = |key: &str| -> Vec<&'static str> {
+        ALIASES
+            .iter()
+            .filter(|(_, k)| *k == key)
+            .map(|(a, _)| *a)
+            .collect()
+    };
+    let mut out = String::new();
+    if json {
+        for o in OPTIONS {
+            let (supported, instead) = match o.support {
+                Support::Supported => (true, None),
+                Support::NotYet(i) => (false, Some(i)),
+            };
+            let line = serde_json::json!({
+                "key": o.key,
+                "default": o.default,
+                "meaning": o.meaning,
+                "supported": supported,
+                "aliases": aliases(o.key),
+                "instead": instead,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        return out;
+    }
+    let width = OPTIONS.iter().map(|o| o.key.len()).max().unwrap_or(0);
+    let dwidth = OPTIONS
+        .iter()
+        .filter(|o| o.support == Support::Supported)
+        .map(|o| o.default.len())
+        .max()
+        .unwrap_or(0);
+    out.push_str(&format!(
+        "{:width$}  {:dwidth$}  MEANING\n",
+        "OPTION", "DEFAULT"
+    ));
+    for o in OPTIONS.iter().filter(|o| o.support == Support::Supported) {
+        let also = aliases(o.key);
+        let also = if also.is_empty() {
+            String::new()
+        } else {
+            format!(" (also {})", also.join(", "))
+        };
+        out.push_str(&format!(
+            "{:width$}  {:dwidth$}  {}{also}\n",
+            o.key, o.default, o.meaning
+        ));
+    }
+    out.push_str("\nNot supported yet (refused, unless cloudFiles.validateOptions=false):\n");
+    for o in OPTIONS {
+        if let Support::NotYet(instead) = o.support {
+            out.push_str(&format!(
+                "{:width$}  {}; instead: {instead}\n",
+                o.key, o.meaning
+            ));
+        }
+    }
+    out
+}
 
 /// Other accepted spellings, mapped to the canonical key.
 const ALIASES: &[(&str, &str)] = &[
@@ -232,6 +619,11 @@ pub enum OptionsError {
         value: String,
         reason: String,
     },
+    #[error(
+        "option \"{key}\" is an Auto Loader option autoloader does not support yet: {instead} \
+         (`autoloader options` lists what is supported)"
+    )]
+    NotSupported { key: String, instead: String },
     #[error("option \"{0}\" is not in KEY=VALUE form")]
     Malformed(String),
     #[error("{0}")]
@@ -300,6 +692,43 @@ pub struct CsvSettings {
     pub quote: u8,
     pub escape: Option<u8>,
     pub null_value: String,
+    /// `emptyValue`: what a quoted empty field reads as.
+    pub empty_value: String,
+    /// `comment`: lines starting with it are skipped.
+    pub comment: Option<u8>,
+    /// `lineSep`: `None` is `\n`, `\r\n` or `\r`.
+    pub line_sep: Option<u8>,
+    /// `ignoreLeadingWhiteSpace` / `ignoreTrailingWhiteSpace` (header names and values).
+    pub trim_leading: bool,
+    pub trim_trailing: bool,
+}
+
+impl CsvSettings {
+    /// A header name or value with the whitespace the options ignore removed.
+    pub fn trim<'t>(&self, text: &'t str) -> &'t str {
+        let text = if self.trim_leading {
+            text.trim_start()
+        } else {
+            text
+        };
+        if self.trim_trailing {
+            text.trim_end()
+        } else {
+            text
+        }
+    }
+}
+
+/// JSON reading options.
+#[derive(Debug, Clone)]
+pub struct JsonSettings {
+    /// `allowSingleQuotes`, `allowNonNumericNumbers`, `allowComments`,
+    /// `allowUnquotedFieldNames`.
+    pub dialect: JsonDialect,
+    /// `lineSep`: `None` is `\n` (a `\r` before it removed).
+    pub line_sep: Option<Vec<u8>>,
+    pub primitives_as_string: bool,
+    pub prefers_decimal: bool,
 }
 
 /// Validated settings of one stream.
@@ -336,6 +765,9 @@ pub struct Settings {
     pub fail_fast: bool,
     pub multi_line: bool,
     pub csv: CsvSettings,
+    pub json: JsonSettings,
+    /// `timestampFormat` and `dateFormat`, for inference and reading alike.
+    pub temporal: Temporal,
     pub time_zone: Tz,
     pub include_metadata: bool,
     pub max_record_bytes: usize,
@@ -368,13 +800,23 @@ pub fn resolve(
     checkpoint: &Location,
 ) -> Result<(Settings, Vec<String>), OptionsError> {
     let mut map: BTreeMap<&'static str, String> = BTreeMap::new();
-    let mut unknown = Vec::new();
+    let mut refused = Vec::new();
     for (key, value) in raw {
         match canonical(key) {
-            Some(k) => {
-                map.insert(k, value.clone());
+            Some(spec) if spec.support == Support::Supported => {
+                map.insert(spec.key, value.clone());
             }
-            None => unknown.push(key.clone()),
+            Some(OptionSpec {
+                support: Support::NotYet(instead),
+                ..
+            }) => refused.push(OptionsError::NotSupported {
+                key: key.clone(),
+                instead: instead.to_string(),
+            }),
+            _ => refused.push(OptionsError::Unknown {
+                suggestion: suggest(key),
+                key: key.clone(),
+            }),
         }
     }
     let validate = match map.get("cloudFiles.validateOptions") {
@@ -382,11 +824,7 @@ pub fn resolve(
         None => true,
     };
     let mut warnings = Vec::new();
-    for key in unknown {
-        let err = OptionsError::Unknown {
-            suggestion: suggest(&key),
-            key,
-        };
+    for err in refused {
         if validate {
             return Err(err);
         }
@@ -532,6 +970,29 @@ pub fn resolve(
             return Err(invalid("encoding", enc, "only UTF-8 is supported"));
         }
     }
+    let line_sep = match get("lineSep") {
+        None => None,
+        Some(v) => {
+            let sep = unescape(v);
+            if sep.is_empty() {
+                return Err(invalid("lineSep", v, "expected a non-empty separator"));
+            }
+            Some(sep)
+        }
+    };
+    let csv_line_sep = match line_sep.as_deref() {
+        None | Some("\n" | "\r\n") => None,
+        Some(sep) if sep.len() == 1 => Some(sep.as_bytes()[0]),
+        // Only JSON reads it.
+        Some(_) if format == Some(Format::Json) => None,
+        Some(_) => {
+            return Err(OptionsError::Conflict(
+                "lineSep: a CSV record separator is one character (Spark's limit); a longer \
+                 separator needs cloudFiles.format=json"
+                    .into(),
+            ));
+        }
+    };
     let csv = CsvSettings {
         header: bool_or("header", true)?,
         sep: single_byte("sep", get("sep"), b',')?,
@@ -541,6 +1002,63 @@ pub fn resolve(
             other => Some(single_byte("escape", other, b'\\')?),
         },
         null_value: get("nullValue").unwrap_or("").to_string(),
+        empty_value: get("emptyValue").unwrap_or("").to_string(),
+        comment: match get("comment") {
+            None | Some("" | "\\u0000") => None,
+            Some(v) => Some(single_byte("comment", Some(v), b'#')?),
+        },
+        line_sep: csv_line_sep,
+        trim_leading: bool_or("ignoreLeadingWhiteSpace", false)?,
+        trim_trailing: bool_or("ignoreTrailingWhiteSpace", false)?,
+    };
+    let json = JsonSettings {
+        dialect: JsonDialect {
+            single_quotes: bool_or("allowSingleQuotes", true)?,
+            non_numeric_numbers: bool_or("allowNonNumericNumbers", true)?,
+            comments: bool_or("allowComments", false)?,
+            unquoted_field_names: bool_or("allowUnquotedFieldNames", false)?,
+        },
+        line_sep: line_sep.filter(|sep| sep != "\n").map(String::into_bytes),
+        primitives_as_string: bool_or("primitivesAsString", false)?,
+        prefers_decimal: bool_or("prefersDecimal", false)?,
+    };
+    let pattern = |key: &str, spark_default: &str| -> Result<Option<Pattern>, OptionsError> {
+        match get(key) {
+            // Spark's default reads as the ISO parser does (which also takes a space for
+            // the `T`, and any fraction).
+            None => Ok(None),
+            Some(v) if v == spark_default => Ok(None),
+            Some(v) => Pattern::new(v).map(Some).map_err(|e| invalid(key, v, &e)),
+        }
+    };
+    let temporal = Temporal {
+        timestamp: pattern("timestampFormat", SPARK_TIMESTAMP_FORMAT)?,
+        date: pattern("dateFormat", SPARK_DATE_FORMAT)?,
+    };
+    let infer_column_types = match (get("cloudFiles.inferColumnTypes"), get("inferSchema")) {
+        (Some(a), Some(b)) => {
+            let (a, b) = (
+                parse_bool("cloudFiles.inferColumnTypes", a)?,
+                parse_bool("inferSchema", b)?,
+            );
+            if a != b {
+                return Err(OptionsError::Conflict(format!(
+                    "cloudFiles.inferColumnTypes={a} and inferSchema={b} disagree; \
+                     inferSchema is Spark's CSV spelling of the same setting: set one"
+                )));
+            }
+            a
+        }
+        (Some(v), None) => parse_bool("cloudFiles.inferColumnTypes", v)?,
+        (None, Some(v)) => {
+            if matches!(format, Some(Format::Json | Format::Parquet)) {
+                return Err(OptionsError::Conflict(
+                    "inferSchema is a CSV option; for JSON use cloudFiles.inferColumnTypes".into(),
+                ));
+            }
+            parse_bool("inferSchema", v)?
+        }
+        (None, None) => false,
     };
     let time_zone = match get("timeZone") {
         None => Tz::UTC,
@@ -603,7 +1121,7 @@ pub fn resolve(
     let settings = Settings {
         format,
         schema_location,
-        infer_column_types: bool_or("cloudFiles.inferColumnTypes", false)?,
+        infer_column_types,
         schema_hints,
         user_schema,
         evolution_mode,
@@ -627,6 +1145,8 @@ pub fn resolve(
         fail_fast,
         multi_line: bool_or("multiLine", false)?,
         csv,
+        json,
+        temporal,
         time_zone,
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
         max_record_bytes,
@@ -647,13 +1167,57 @@ pub fn split_key_value(text: &str) -> Result<(String, String), OptionsError> {
     }
 }
 
-fn canonical(key: &str) -> Option<&'static str> {
-    OPTIONS
+/// The option a key names (any letter case, or an alias).
+pub fn canonical(key: &str) -> Option<&'static OptionSpec> {
+    let key = key.trim();
+    let name = ALIASES
         .iter()
-        .map(|(k, _, _)| (*k, *k))
-        .chain(ALIASES.iter().copied())
-        .find(|(spelling, _)| spelling.eq_ignore_ascii_case(key.trim()))
-        .map(|(_, canonical)| canonical)
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(key))
+        .map_or(key, |(_, k)| k);
+    OPTIONS.iter().find(|o| match o.key.strip_suffix("<key>") {
+        // A family of keys (`cloudFiles.resourceTag.<key>`): any key under the prefix.
+        Some(prefix) => {
+            name.len() > prefix.len()
+                && name.is_char_boundary(prefix.len())
+                && name[..prefix.len()].eq_ignore_ascii_case(prefix)
+        }
+        None => o.key.eq_ignore_ascii_case(name),
+    })
+}
+
+/// `\n`, `\r`, `\t` and `\uXXXX` written out in an option value, as the characters.
+fn unescape(value: &str) -> String {
+    let mut out = String::new();
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek().copied() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('t') => out.push('\t'),
+            Some('u') => {
+                chars.next();
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(ch) => out.push(ch),
+                    None => {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+                continue;
+            }
+            _ => {
+                out.push(c);
+                continue;
+            }
+        }
+        chars.next();
+    }
+    out
 }
 
 /// The closest known key, when it is close enough to be a likely typo.
@@ -661,13 +1225,13 @@ fn suggest(key: &str) -> Option<String> {
     let lower = key.to_ascii_lowercase();
     let candidates = OPTIONS
         .iter()
-        .map(|(k, _, _)| *k)
+        .map(|o| o.key)
         .chain(ALIASES.iter().map(|(a, _)| *a));
     let (best, distance) = candidates
         .map(|k| (k, edit_distance(&lower, &k.to_ascii_lowercase())))
         .min_by_key(|(_, d)| *d)?;
     // A bare key that matches a cloudFiles.* key's suffix (`inferColumnTypes`) is also close.
-    let suffix_match = OPTIONS.iter().map(|(k, _, _)| *k).find(|k| {
+    let suffix_match = OPTIONS.iter().map(|o| o.key).find(|k| {
         k.rsplit('.')
             .next()
             .is_some_and(|s| s.eq_ignore_ascii_case(&lower))
@@ -888,12 +1452,164 @@ mod tests {
     #[test]
     fn readme_documents_every_option() {
         let readme = include_str!("../README.md");
-        for (key, _, _) in OPTIONS {
+        for o in OPTIONS {
             assert!(
-                readme.contains(&format!("| `{key}` |")),
-                "README lacks {key}"
+                readme.contains(&format!("| `{}` |", o.key)),
+                "README lacks {}",
+                o.key
             );
         }
+    }
+
+    #[test]
+    fn every_key_is_listed_once() {
+        for (i, o) in OPTIONS.iter().enumerate() {
+            assert!(
+                OPTIONS[..i]
+                    .iter()
+                    .all(|p| !p.key.eq_ignore_ascii_case(o.key)),
+                "{} twice",
+                o.key
+            );
+            assert_eq!(canonical(o.key), Some(o));
+        }
+        for (alias, key) in ALIASES {
+            assert_eq!(canonical(alias).map(|o| o.key), Some(*key));
+        }
+    }
+
+    /// Options pasted from Databricks that autoloader lacks are refused as not supported
+    /// yet, with what to do instead, never as a typo; `cloudFiles.validateOptions=false`
+    /// turns that into a warning.
+    #[test]
+    fn not_yet_supported_options_say_so() {
+        let err = opts(&[("badRecordsPath", "/tmp/bad")]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("option \"badRecordsPath\" is an Auto Loader option autoloader does not support yet: malformed records are kept in _rescued_data"),
+            "{text}"
+        );
+        assert!(!text.contains("unknown"), "{text}");
+        for key in [
+            "cloudFiles.useNotifications",
+            "cloudFiles.resourceTag.team",
+            "CLOUDFILES.cleanSource",
+        ] {
+            assert!(
+                matches!(
+                    opts(&[(key, "x")]).unwrap_err(),
+                    OptionsError::NotSupported { .. }
+                ),
+                "{key}"
+            );
+        }
+        assert!(matches!(
+            opts(&[("cloudFiles.resourceTag.", "x")]).unwrap_err(),
+            OptionsError::Unknown { .. }
+        ));
+        let raw = vec![
+            (
+                "cloudFiles.validateOptions".to_string(),
+                "false".to_string(),
+            ),
+            ("dropFieldIfAllNull".to_string(), "true".to_string()),
+        ];
+        let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("does not support yet"), "{warnings:?}");
+    }
+
+    #[test]
+    fn reader_options_parse_into_settings() {
+        let s = opts(&[]).unwrap();
+        assert_eq!(s.json.dialect, JsonDialect::SPARK);
+        assert_eq!(s.temporal, Temporal::ISO);
+        assert_eq!(s.csv.comment, None);
+        assert_eq!(s.csv.line_sep, None);
+        assert!(s.json.line_sep.is_none());
+        assert!(!s.csv.trim_leading && !s.csv.trim_trailing);
+        let s = opts(&[
+            ("allowSingleQuotes", "false"),
+            ("allowNonNumericNumbers", "false"),
+            ("allowComments", "true"),
+            ("allowUnquotedFieldNames", "true"),
+            ("primitivesAsString", "true"),
+            ("prefersDecimal", "true"),
+            ("timestampFormat", "dd/MM/yyyy HH:mm"),
+            ("dateFormat", "dd/MM/yyyy"),
+            ("comment", "#"),
+            ("emptyValue", "<empty>"),
+            ("ignoreLeadingWhiteSpace", "true"),
+            ("ignoreTrailingWhiteSpace", "true"),
+            ("lineSep", "\\u001e"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.json.dialect,
+            JsonDialect {
+                single_quotes: false,
+                non_numeric_numbers: false,
+                comments: true,
+                unquoted_field_names: true,
+            }
+        );
+        assert!(s.json.primitives_as_string && s.json.prefers_decimal);
+        assert_eq!(s.temporal.timestamp.unwrap().java, "dd/MM/yyyy HH:mm");
+        assert_eq!(s.temporal.date.unwrap().java, "dd/MM/yyyy");
+        assert_eq!(s.csv.comment, Some(b'#'));
+        assert_eq!(s.csv.empty_value, "<empty>");
+        assert!(s.csv.trim_leading && s.csv.trim_trailing);
+        assert_eq!(s.csv.line_sep, Some(0x1e));
+        assert_eq!(s.json.line_sep.as_deref(), Some(&[0x1e][..]));
+        // Spark's own defaults pasted in mean the defaults.
+        let s = opts(&[
+            ("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]"),
+            ("dateFormat", "yyyy-MM-dd"),
+            ("lineSep", "\\n"),
+        ])
+        .unwrap();
+        assert_eq!(s.temporal, Temporal::ISO);
+        assert!(s.json.line_sep.is_none() && s.csv.line_sep.is_none());
+        // Refusals name the option and the reason.
+        let err = opts(&[("timestampFormat", "yyyy-MM-dd G")]).unwrap_err();
+        assert!(err.to_string().contains("timestampFormat"), "{err}");
+        assert!(err.to_string().contains("not supported"), "{err}");
+        assert!(opts(&[("lineSep", "")]).is_err());
+        assert!(
+            opts(&[("lineSep", "||")]).is_err(),
+            "CSV takes one character"
+        );
+        let s = opts(&[("lineSep", "||"), ("cloudFiles.format", "json")]).unwrap();
+        assert_eq!(s.json.line_sep.as_deref(), Some(&b"||"[..]));
+        assert!(opts(&[("comment", "##")]).is_err());
+        assert!(opts(&[("allowComments", "maybe")]).is_err());
+    }
+
+    /// `inferSchema` is CSV's spelling of `cloudFiles.inferColumnTypes`.
+    #[test]
+    fn infer_schema_and_infer_column_types_agree() {
+        assert!(!opts(&[]).unwrap().infer_column_types);
+        assert!(opts(&[("inferSchema", "true")]).unwrap().infer_column_types);
+        assert!(
+            !opts(&[("inferSchema", "false")])
+                .unwrap()
+                .infer_column_types
+        );
+        assert!(
+            opts(&[
+                ("inferSchema", "true"),
+                ("cloudFiles.inferColumnTypes", "true")
+            ])
+            .unwrap()
+            .infer_column_types
+        );
+        let err = opts(&[
+            ("inferSchema", "false"),
+            ("cloudFiles.inferColumnTypes", "true"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
+        assert!(opts(&[("inferSchema", "true"), ("cloudFiles.format", "json")]).is_err());
     }
 
     #[test]

@@ -32,12 +32,21 @@ struct TailWatch {
     read: u64,
     record_start: u64,
     turn: Option<std::sync::MutexGuard<'static, ()>>,
+    /// With `emptyValue` in use: the bytes read since `raw_base`, from which the raw text of
+    /// the record just read is taken (the parsed record does not say which fields were
+    /// quoted).
+    capture: bool,
+    raw: Vec<u8>,
+    raw_base: u64,
 }
 
 impl std::io::Read for TailWatch {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.read += n as u64;
+        if self.capture {
+            self.raw.extend_from_slice(&buf[..n]);
+        }
         if self.turn.is_none() && self.read - self.record_start >= LARGE_RECORD_BYTES as u64 {
             self.turn = Some(large_record_turn());
         }
@@ -53,6 +62,10 @@ impl std::io::Read for TailWatch {
 struct CsvReader {
     inner: ::csv::Reader<TailWatch>,
     quote: u8,
+    /// Separator, quote and escape.
+    dialect: (u8, u8, Option<u8>),
+    /// The indices of the last record's fields that were written `""` (with `emptyValue`).
+    quoted_empty: Vec<usize>,
 }
 
 fn reader(
@@ -68,6 +81,11 @@ fn reader(
         .quote(csv.quote)
         .escape(csv.escape)
         .double_quote(true)
+        .comment(csv.comment)
+        .terminator(match csv.line_sep {
+            Some(b) => ::csv::Terminator::Any(b),
+            None => ::csv::Terminator::CRLF,
+        })
         .from_reader(TailWatch {
             inner: input,
             last: 0,
@@ -75,10 +93,15 @@ fn reader(
             read: 0,
             record_start: 0,
             turn: None,
+            capture: csv.empty_value != csv.null_value,
+            raw: Vec::new(),
+            raw_base: 0,
         });
     Ok(CsvReader {
         inner,
         quote: csv.quote,
+        dialect: (csv.sep, csv.quote, csv.escape),
+        quoted_empty: Vec::new(),
     })
 }
 
@@ -96,6 +119,13 @@ fn next_record(
     let input = r.inner.get_mut();
     input.turn = None;
     input.record_start = start;
+    if input.capture {
+        let done = usize::try_from(start.saturating_sub(input.raw_base))
+            .unwrap_or(usize::MAX)
+            .min(input.raw.len());
+        input.raw.drain(..done);
+        input.raw_base += done as u64;
+    }
     let more = r.inner.read_byte_record(record).map_err(|e| {
         let line = e.position().map(|p| p.line());
         match e.into_kind() {
@@ -108,6 +138,16 @@ fn next_record(
         }
     })?;
     let line = || record.position().map_or(0, ::csv::Position::line);
+    r.quoted_empty.clear();
+    let watch = r.inner.get_ref();
+    if more && watch.capture && record.iter().any(<[u8]>::is_empty) {
+        let from = record.position().map_or(start, ::csv::Position::byte);
+        let to = r.inner.position().byte();
+        let at = |o: u64| usize::try_from(o.saturating_sub(watch.raw_base)).unwrap_or(usize::MAX);
+        if let Some(raw) = watch.raw.get(at(from)..at(to).min(watch.raw.len())) {
+            r.quoted_empty = quoted_empty_fields(raw, r.dialect);
+        }
+    }
     if record.as_slice().len() > max_record_bytes {
         return Err(DecodeError::RecordTooLong {
             path: path.to_string(),
@@ -136,6 +176,58 @@ fn next_record(
     Ok(more)
 }
 
+/// The indices of the fields written as a quoted empty string (`""`) in a record's raw
+/// text: only these read as `emptyValue`; an unquoted empty field is null.
+fn quoted_empty_fields(raw: &[u8], (sep, quote, escape): (u8, u8, Option<u8>)) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut field = 0usize;
+    let mut field_start = 0usize;
+    let mut in_quotes = false;
+    let mut i = 0;
+    let mut close = |field: usize, text: &[u8]| {
+        if text.len() == 2 && text[0] == quote && text[1] == quote {
+            out.push(field);
+        }
+    };
+    while i < raw.len() {
+        let b = raw[i];
+        if in_quotes {
+            if Some(b) == escape && escape != Some(quote) {
+                i += 2;
+                continue;
+            }
+            if b == quote {
+                in_quotes = false;
+            }
+        } else if b == quote {
+            in_quotes = true;
+        } else if b == sep {
+            close(field, &raw[field_start..i]);
+            field += 1;
+            field_start = i + 1;
+        } else if b == b'\n' || b == b'\r' {
+            break;
+        }
+        i += 1;
+    }
+    close(field, &raw[field_start..i.min(raw.len())]);
+    out
+}
+
+/// A data cell as a stream reads it: trimmed as `ignoreLeadingWhiteSpace` /
+/// `ignoreTrailingWhiteSpace` say; `None` (null) when empty or `nullValue`; a quoted empty
+/// field is `emptyValue`. Shared by inference and decoding, so both see the same values.
+/// (As in Spark, a quoted empty field with `nullValue` set to something else reads as an
+/// empty string; inference learns nothing from it, as from any empty value.)
+fn cell_value<'t>(text: &'t str, quoted_empty: bool, csv: &'t CsvSettings) -> Option<&'t str> {
+    let text = csv.trim(text);
+    if text.is_empty() && quoted_empty {
+        let empty = csv.empty_value.as_str();
+        return (empty != csv.null_value).then_some(empty);
+    }
+    (!text.is_empty() && text != csv.null_value).then_some(text)
+}
+
 fn cell_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
     // The validating fast path first: lossy decoding walks the bytes chunk by chunk.
     match std::str::from_utf8(raw) {
@@ -157,14 +249,18 @@ fn escape_invalid_utf8(raw: &[u8]) -> String {
     out
 }
 
-/// Column names of a header record: the BOM stripped, blanks named `_c<i>`.
-fn header_names(record: &::csv::ByteRecord) -> Vec<String> {
+/// Column names of a header record: the BOM stripped, blanks named `_c<i>`. Names keep
+/// their spaces, as in Spark, unless `ignoreLeadingWhiteSpace` / `ignoreTrailingWhiteSpace`
+/// say otherwise.
+fn header_names(record: &::csv::ByteRecord, csv: &CsvSettings) -> Vec<String> {
     record
         .iter()
         .enumerate()
         .map(|(i, raw)| {
             let text = cell_text(raw);
-            let name = text.strip_prefix(BOM).unwrap_or(&text).trim().to_string();
+            let name = csv
+                .trim(text.strip_prefix(BOM).unwrap_or(&text))
+                .to_string();
             if name.is_empty() {
                 format!("_c{i}")
             } else {
@@ -194,7 +290,7 @@ pub fn infer(
     while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
         if columns.is_none() {
             let names = if opts.csv.header {
-                header_names(&record)
+                header_names(&record, &opts.csv)
             } else {
                 positional_names(record.len())
             };
@@ -205,7 +301,14 @@ pub fn infer(
         }
         let columns = columns.as_ref().expect("set above");
         rows += 1;
-        observe_record(inferrer, columns, &record, &opts.csv, infer_opts);
+        observe_record(
+            inferrer,
+            columns,
+            &record,
+            &r.quoted_empty,
+            &opts.csv,
+            infer_opts,
+        );
     }
     Ok(rows)
 }
@@ -218,18 +321,21 @@ fn observe_record(
     inferrer: &mut SchemaInferrer,
     columns: &[usize],
     record: &::csv::ByteRecord,
+    quoted_empty: &[usize],
     csv: &CsvSettings,
     infer_opts: InferOptions,
 ) {
-    for (&column, raw) in columns.iter().zip(record.iter()) {
+    for (i, (&column, raw)) in columns.iter().zip(record.iter()).enumerate() {
         if inferrer.is_string_at(column) {
             continue;
         }
         let text = cell_text(raw);
-        if text.is_empty() || *text == *csv.null_value {
+        let Some(text) =
+            cell_value(&text, quoted_empty.contains(&i), csv).filter(|t| !t.is_empty())
+        else {
             continue;
-        }
-        inferrer.add_typed_at(column, Inferred::of_csv(&text, infer_opts));
+        };
+        inferrer.add_typed_at(column, Inferred::of_csv(text, infer_opts));
     }
 }
 
@@ -276,7 +382,7 @@ pub fn decode(
         }
         if mapping.is_none() {
             let names = if opts.csv.header {
-                header_names(&record)
+                header_names(&record, &opts.csv)
             } else {
                 positional_names(record.len())
             };
@@ -311,7 +417,14 @@ pub fn decode(
         let (names, targets) = mapping.as_ref().expect("set above");
         if let Some((inferrer, infer_opts)) = observed.as_mut() {
             inferrer.records += 1;
-            observe_record(inferrer, &observed_columns, &record, &opts.csv, *infer_opts);
+            observe_record(
+                inferrer,
+                &observed_columns,
+                &record,
+                &r.quoted_empty,
+                &opts.csv,
+                *infer_opts,
+            );
         }
         invalid.clear();
         // Cells borrow from the record (one vector per record, not a string per cell).
@@ -324,10 +437,13 @@ pub fn decode(
                     std::borrow::Cow::Owned(escape_invalid_utf8(raw))
                 }
             };
-            cells.push(if text.is_empty() || *text == *opts.csv.null_value {
-                None
-            } else {
-                Some(text)
+            let quoted_empty = r.quoted_empty.contains(&i);
+            cells.push(match text {
+                std::borrow::Cow::Borrowed(t) => {
+                    cell_value(t, quoted_empty, &opts.csv).map(std::borrow::Cow::Borrowed)
+                }
+                std::borrow::Cow::Owned(t) => cell_value(&t, quoted_empty, &opts.csv)
+                    .map(|v| std::borrow::Cow::Owned(v.to_string())),
             });
         }
         let extra = (record.len() > names.len()).then(|| {
@@ -370,4 +486,22 @@ pub fn decode(
     stats.unknown_names = unknown;
     stats.observed = observed.map(|(inferrer, _)| inferrer);
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_empty_fields_are_found_in_the_raw_record() {
+        let d = (b',', b'"', Some(b'\\'));
+        assert_eq!(quoted_empty_fields(b"1,\"\",,\"\"\n", d), vec![1, 3]);
+        assert_eq!(
+            quoted_empty_fields(b"\"a,\"\"\",\"\",\"x\\\"\",\"\"\r\n", d),
+            vec![1, 3]
+        );
+        assert_eq!(quoted_empty_fields(b"\"\"\"\",\"\"", d), vec![1]);
+        assert_eq!(quoted_empty_fields(b"a;\"\"", (b';', b'"', None)), vec![1]);
+        assert!(quoted_empty_fields(b"a,b,\n", d).is_empty());
+    }
 }

@@ -134,6 +134,7 @@ pub struct DecodeOptions {
     pub max_decompressed_bytes: u64,
     pub max_nesting_depth: usize,
     pub csv: crate::options::CsvSettings,
+    pub json: crate::options::JsonSettings,
     /// Stop reading a file at its first field the schema lacks (the batch is about to be
     /// evolved and read again, so the rest would be read for nothing).
     pub stop_at_new_fields: bool,
@@ -149,6 +150,7 @@ impl DecodeOptions {
             ctx: ReadContext {
                 zone: settings.time_zone,
                 case_sensitive: settings.reader_case_sensitive,
+                temporal: settings.temporal,
             },
             multi_line: settings.multi_line,
             fail_fast: settings.fail_fast,
@@ -156,6 +158,7 @@ impl DecodeOptions {
             max_decompressed_bytes: settings.max_decompressed_bytes,
             max_nesting_depth: settings.max_nesting_depth,
             csv: settings.csv.clone(),
+            json: settings.json.clone(),
             stop_at_new_fields: false,
             observe_types: None,
         }
@@ -166,6 +169,9 @@ impl DecodeOptions {
             typed,
             zone: self.ctx.zone,
             max_depth: self.max_nesting_depth,
+            primitives_as_string: self.json.primitives_as_string,
+            prefers_decimal: self.json.prefers_decimal,
+            temporal: self.ctx.temporal,
         }
     }
 }

@@ -18,6 +18,57 @@ use serde_json::Value;
 /// hostile line cannot overflow the stack.
 const MAX_DEPTH: usize = 127;
 
+/// The JSON extensions a reader accepts beyond RFC 8259 (Spark's `allow*` JSON options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonDialect {
+    /// `allowSingleQuotes`: `'text'` strings and keys.
+    pub single_quotes: bool,
+    /// `allowNonNumericNumbers`: `NaN`, `Infinity`, `+Infinity`, `-Infinity`, `+INF`,
+    /// `-INF` as numbers.
+    pub non_numeric_numbers: bool,
+    /// `allowComments`: `/* ... */` and `// ...` comments where whitespace may be.
+    pub comments: bool,
+    /// `allowUnquotedFieldNames`: `{a: 1}` (names of letters, digits, `_`, `$` and
+    /// non-ASCII characters).
+    pub unquoted_field_names: bool,
+}
+
+impl JsonDialect {
+    /// RFC 8259 exactly, what `serde_json` accepts.
+    pub const STRICT: JsonDialect = JsonDialect {
+        single_quotes: false,
+        non_numeric_numbers: false,
+        comments: false,
+        unquoted_field_names: false,
+    };
+    /// Spark's defaults: single quotes and non-numeric numbers on, the rest off.
+    pub const SPARK: JsonDialect = JsonDialect {
+        single_quotes: true,
+        non_numeric_numbers: true,
+        comments: false,
+        unquoted_field_names: false,
+    };
+}
+
+impl Default for JsonDialect {
+    fn default() -> Self {
+        JsonDialect::SPARK
+    }
+}
+
+/// The non-numeric number tokens of `allowNonNumericNumbers`, as Jackson accepts them.
+pub const NON_NUMERIC_TOKENS: &[&str] =
+    &["NaN", "Infinity", "+Infinity", "-Infinity", "+INF", "-INF"];
+
+/// Whether a number's text is one of [`NON_NUMERIC_TOKENS`].
+#[inline]
+pub fn is_non_numeric(text: &str) -> bool {
+    match text.as_bytes() {
+        [b'N' | b'I' | b'+', ..] | [b'-', b'I', ..] => NON_NUMERIC_TOKENS.contains(&text),
+        _ => false,
+    }
+}
+
 /// Why a text is not one JSON value, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonError {
@@ -48,30 +99,25 @@ pub enum JsonValue<'a> {
 }
 
 impl<'a> JsonValue<'a> {
-    /// Parses one JSON text (surrounding whitespace allowed, nothing else).
+    /// Parses one strict JSON text (surrounding whitespace allowed, nothing else).
     pub fn parse(text: &'a [u8]) -> Result<JsonValue<'a>, JsonError> {
+        JsonValue::parse_with(text, JsonDialect::STRICT)
+    }
+
+    /// Parses one JSON text with the extensions of `dialect`.
+    pub fn parse_with(text: &'a [u8], dialect: JsonDialect) -> Result<JsonValue<'a>, JsonError> {
         // Validated once here, so every string sliced out below is valid UTF-8.
         let text = std::str::from_utf8(text).map_err(|e| JsonError {
             offset: e.valid_up_to(),
             reason: "invalid UTF-8",
         })?;
-        let mut p = Parser {
-            text,
-            bytes: text.as_bytes(),
-            pos: 0,
-            depth: 0,
-            failure: None,
-        };
-        p.skip_ws();
-        let parsed = p.value().and_then(|v| {
-            p.skip_ws();
-            if p.pos == p.bytes.len() {
-                Ok(v)
-            } else {
-                Err(p.error("trailing characters"))
-            }
-        });
-        parsed.map_err(|Fail| p.failure.take().expect("a failure records its reason"))
+        // Comments are rare: the parser without them has the whitespace loop it always had
+        // (a check per skip cost a tenth of the decoding time).
+        if dialect.comments {
+            Parser::<true>::new(text, dialect).document()
+        } else {
+            Parser::<false>::new(text, dialect).document()
+        }
     }
 
     pub fn is_null(&self) -> bool {
@@ -137,7 +183,9 @@ impl fmt::Display for JsonValue<'_> {
     }
 }
 
-struct Parser<'a> {
+/// `COMMENTS`: whether `allowComments` is on (a parameter, so the common parser has no
+/// comment check in its whitespace loop).
+struct Parser<'a, const COMMENTS: bool> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
@@ -145,12 +193,37 @@ struct Parser<'a> {
     depth: usize,
     /// Why parsing stopped (kept here so the parse functions return a small `Result`).
     failure: Option<JsonError>,
+    dialect: JsonDialect,
 }
 
 /// Parsing failed; the reason is in [`Parser::failure`].
 struct Fail;
 
-impl<'a> Parser<'a> {
+impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
+    fn new(text: &'a str, dialect: JsonDialect) -> Self {
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+            failure: None,
+            dialect,
+        }
+    }
+
+    /// Parses the whole text as one value.
+    fn document(mut self) -> Result<JsonValue<'a>, JsonError> {
+        let parsed = self.skip_ws().and_then(|()| self.value()).and_then(|v| {
+            self.skip_ws()?;
+            if self.pos == self.bytes.len() {
+                Ok(v)
+            } else {
+                Err(self.error("trailing characters"))
+            }
+        });
+        parsed.map_err(|Fail| self.failure.take().expect("a failure records its reason"))
+    }
+
     #[cold]
     fn error(&mut self, reason: &'static str) -> Fail {
         self.failure = Some(JsonError {
@@ -164,9 +237,35 @@ impl<'a> Parser<'a> {
         self.bytes.get(self.pos).copied()
     }
 
-    fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.pos += 1;
+    fn skip_ws(&mut self) -> Result<(), Fail> {
+        loop {
+            while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+                self.pos += 1;
+            }
+            if !COMMENTS || self.peek() != Some(b'/') {
+                return Ok(());
+            }
+            self.comment()?;
+        }
+    }
+
+    /// Skips one `// ...` (to the end of the line) or `/* ... */` comment.
+    #[cold]
+    fn comment(&mut self) -> Result<(), Fail> {
+        match self.bytes.get(self.pos + 1) {
+            Some(b'/') => {
+                self.pos = memchr::memchr(b'\n', &self.bytes[self.pos..])
+                    .map_or(self.bytes.len(), |i| self.pos + i);
+                Ok(())
+            }
+            Some(b'*') => match memchr::memmem::find(&self.bytes[self.pos + 2..], b"*/") {
+                Some(i) => {
+                    self.pos += 2 + i + 2;
+                    Ok(())
+                }
+                None => Err(self.error("unterminated comment")),
+            },
+            _ => Err(self.error("expected a value")),
         }
     }
 
@@ -194,8 +293,27 @@ impl<'a> Parser<'a> {
             Some(b't') => self.literal(b"true", JsonValue::Bool(true), out),
             Some(b'f') => self.literal(b"false", JsonValue::Bool(false), out),
             Some(b'n') => self.literal(b"null", JsonValue::Null, out),
-            Some(_) => Err(self.error("expected a value")),
+            Some(_) => self.odd_value_into(out),
             None => Err(self.error("unexpected end of input")),
+        }
+    }
+
+    /// A value strict JSON does not have: a single-quoted string or a non-numeric number,
+    /// as the dialect allows; anything else is an error.
+    #[cold]
+    fn odd_value_into(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
+        match self.peek() {
+            Some(b'\'') if self.dialect.single_quotes => {
+                *out = JsonValue::String(Cow::Borrowed(""));
+                match out {
+                    JsonValue::String(text) => self.single_quoted_into(text),
+                    _ => unreachable!("set above"),
+                }
+            }
+            Some(b'N' | b'I' | b'+' | b'-') if self.dialect.non_numeric_numbers => {
+                self.non_numeric(out)
+            }
+            _ => Err(self.error("expected a value")),
         }
     }
 
@@ -214,14 +332,60 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// One of [`NON_NUMERIC_TOKENS`], kept as a number's text.
+    #[cold]
+    fn non_numeric(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
+        let rest = &self.text[self.pos..];
+        // Longest first: `+Infinity` before `+INF`.
+        let Some(token) = ["+Infinity", "-Infinity", "Infinity", "NaN", "+INF", "-INF"]
+            .into_iter()
+            .find(|t| rest.starts_with(t))
+        else {
+            return Err(self.error("expected a value"));
+        };
+        let start = self.pos;
+        self.pos += token.len();
+        *out = JsonValue::Number(Cow::Borrowed(&self.text[start..self.pos]));
+        Ok(())
+    }
+
     fn enter(&mut self) -> Result<(), Fail> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(self.error("nested too deeply"));
         }
         self.pos += 1;
-        self.skip_ws();
-        Ok(())
+        self.skip_ws()
+    }
+
+    /// An object's key: a string, or (with the dialect's leave) a single-quoted string or
+    /// an unquoted name.
+    #[inline]
+    fn key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
+        if self.peek() == Some(b'"') {
+            return self.string_into(key);
+        }
+        self.odd_key_into(key)
+    }
+
+    /// A key that is not a plain string: single-quoted or unquoted, as the dialect allows.
+    #[cold]
+    fn odd_key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
+        match self.peek() {
+            Some(b'\'') if self.dialect.single_quotes => self.single_quoted_into(key),
+            Some(b)
+                if self.dialect.unquoted_field_names && is_name_byte(b) && !b.is_ascii_digit() =>
+            {
+                let start = self.pos;
+                while self.peek().is_some_and(is_name_byte) {
+                    self.pos += 1;
+                }
+                // Stops at an ASCII byte, so the slice is on a character boundary.
+                *key = Cow::Borrowed(&self.text[start..self.pos]);
+                Ok(())
+            }
+            _ => Err(self.error("expected a key")),
+        }
     }
 
     fn object(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
@@ -241,24 +405,21 @@ impl<'a> Parser<'a> {
         }
         entries.reserve(if self.depth == 1 { 16 } else { 4 });
         loop {
-            if self.peek() != Some(b'"') {
-                return Err(self.error("expected a key"));
-            }
             entries.resize_with(entries.len() + 1, || (Cow::Borrowed(""), JsonValue::Null));
             let (key, value) = entries.last_mut().expect("just added");
-            self.string_into(key)?;
-            self.skip_ws();
+            self.key_into(key)?;
+            self.skip_ws()?;
             if self.peek() != Some(b':') {
                 return Err(self.error("expected ':'"));
             }
             self.pos += 1;
-            self.skip_ws();
+            self.skip_ws()?;
             self.value_into(value)?;
-            self.skip_ws();
+            self.skip_ws()?;
             match self.peek() {
                 Some(b',') => {
                     self.pos += 1;
-                    self.skip_ws();
+                    self.skip_ws()?;
                 }
                 Some(b'}') => {
                     self.pos += 1;
@@ -284,11 +445,11 @@ impl<'a> Parser<'a> {
         loop {
             items.resize_with(items.len() + 1, || JsonValue::Null);
             self.value_into(items.last_mut().expect("just added"))?;
-            self.skip_ws();
+            self.skip_ws()?;
             match self.peek() {
                 Some(b',') => {
                     self.pos += 1;
-                    self.skip_ws();
+                    self.skip_ws()?;
                 }
                 Some(b']') => {
                     self.pos += 1;
@@ -308,6 +469,10 @@ impl<'a> Parser<'a> {
         match self.peek() {
             Some(b'0') => self.pos += 1,
             Some(b'1'..=b'9') => self.digits(),
+            Some(b'I') if self.dialect.non_numeric_numbers => {
+                self.pos = start;
+                return self.non_numeric(out);
+            }
             _ => return Err(self.error("invalid number")),
         }
         if self.peek() == Some(b'.') {
@@ -352,7 +517,7 @@ impl<'a> Parser<'a> {
                 let mut owned = String::with_capacity(end - start + 16);
                 owned.push_str(&self.text[start..end]);
                 self.pos = end;
-                self.escaped_rest(&mut owned)?;
+                self.escaped_rest(&mut owned, b'"')?;
                 *out = Cow::Owned(owned);
                 Ok(())
             }
@@ -367,17 +532,49 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The rest of a string from its first escape to its closing quote.
-    fn escaped_rest(&mut self, out: &mut String) -> Result<(), Fail> {
+    /// Parses the single-quoted string at its opening quote into `out` (`allowSingleQuotes`):
+    /// a `"` inside is a plain character, `\'` an escaped quote.
+    #[cold]
+    fn single_quoted_into(&mut self, out: &mut Cow<'a, str>) -> Result<(), Fail> {
+        let start = self.pos + 1;
+        let end = find_single_special(self.bytes, start);
+        match self.bytes.get(end) {
+            Some(b'\'') => {
+                self.pos = end + 1;
+                *out = Cow::Borrowed(&self.text[start..end]);
+                Ok(())
+            }
+            Some(b'\\') => {
+                let mut owned = String::with_capacity(end - start + 16);
+                owned.push_str(&self.text[start..end]);
+                self.pos = end;
+                self.escaped_rest(&mut owned, b'\'')?;
+                *out = Cow::Owned(owned);
+                Ok(())
+            }
+            Some(_) => {
+                self.pos = end;
+                Err(self.error("control character in string"))
+            }
+            None => {
+                self.pos = end;
+                Err(self.error("unterminated string"))
+            }
+        }
+    }
+
+    /// The rest of a string from its first escape to its closing `quote`.
+    fn escaped_rest(&mut self, out: &mut String, quote: u8) -> Result<(), Fail> {
         loop {
             match self.peek() {
-                Some(b'"') => {
+                Some(q) if q == quote => {
                     self.pos += 1;
                     return Ok(());
                 }
                 Some(b'\\') => {
                     self.pos += 1;
                     let simple = match self.peek() {
+                        Some(b'\'') if quote == b'\'' => '\'',
                         Some(b'"') => '"',
                         Some(b'\\') => '\\',
                         Some(b'/') => '/',
@@ -398,11 +595,16 @@ impl<'a> Parser<'a> {
                     out.push(simple);
                 }
                 Some(_) => {
-                    let end = find_special(self.bytes, self.pos);
+                    let end = if quote == b'"' {
+                        find_special(self.bytes, self.pos)
+                    } else {
+                        find_single_special(self.bytes, self.pos)
+                    };
                     out.push_str(&self.text[self.pos..end]);
                     self.pos = end;
                     match self.bytes.get(end) {
-                        Some(b'"' | b'\\') => {}
+                        Some(b'\\') => {}
+                        Some(q) if *q == quote => {}
                         Some(_) => return Err(self.error("control character in string")),
                         None => return Err(self.error("unterminated string")),
                     }
@@ -452,6 +654,20 @@ impl<'a> Parser<'a> {
         }
         Ok(code)
     }
+}
+
+/// A byte of an unquoted field name (`allowUnquotedFieldNames`): ASCII letters, digits,
+/// `_`, `$`, and any byte of a non-ASCII character.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// The index of the first single quote, backslash or control character at or after `from`.
+fn find_single_special(bytes: &[u8], from: usize) -> usize {
+    bytes[from.min(bytes.len())..]
+        .iter()
+        .position(|b| matches!(b, b'\'' | b'\\' | 0..=0x1F))
+        .map_or(bytes.len(), |i| from + i)
 }
 
 /// Whether two keys are equal: what `a == b` answers, without a call into `memcmp` for
@@ -545,7 +761,7 @@ mod tests {
         }
     }
 
-    const CASES: &[&str] = &[
+    pub(super) const CASES: &[&str] = &[
         "",
         " ",
         "null",
@@ -715,6 +931,98 @@ mod tests {
                 }
                 assert_eq!(find_special(&vec![0xC3; len], 0), len);
                 assert_eq!(find_special(&vec![b' '; len], 0), len);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod dialect_tests {
+    use super::*;
+
+    fn lenient(text: &str, d: JsonDialect) -> Result<Value, JsonError> {
+        JsonValue::parse_with(text.as_bytes(), d).map(|v| v.to_value())
+    }
+
+    #[test]
+    fn non_numeric_numbers_are_numbers_by_default_only_in_the_spark_dialect() {
+        for token in NON_NUMERIC_TOKENS {
+            let text = format!("{{\"a\": {token}}}");
+            let v = JsonValue::parse_with(text.as_bytes(), JsonDialect::SPARK).unwrap();
+            let JsonValue::Object(entries) = v else {
+                panic!("{text}")
+            };
+            assert_eq!(
+                entries[0].1,
+                JsonValue::Number(Cow::Borrowed(token)),
+                "{text}"
+            );
+            assert!(
+                JsonValue::parse(text.as_bytes()).is_err(),
+                "strict refuses {text}"
+            );
+        }
+        for bad in [
+            "{\"a\": INF}",
+            "{\"a\": nan}",
+            "{\"a\": -NaN}",
+            "{\"a\": NaNx}",
+            "{\"a\": +1}",
+        ] {
+            assert!(lenient(bad, JsonDialect::SPARK).is_err(), "{bad}");
+        }
+        assert!(lenient("[-1, -Infinity]", JsonDialect::SPARK).is_ok());
+    }
+
+    #[test]
+    fn single_quotes_read_as_strings() {
+        let v = lenient(
+            "{'a':'x','b':1, 'c': 'it\\'s \"q\"', \"d\": ['\\u00e9']}",
+            JsonDialect::SPARK,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"a": "x", "b": 1, "c": "it's \"q\"", "d": ["é"]})
+        );
+        assert!(lenient("{'a':'x'}", JsonDialect::STRICT).is_err());
+        assert!(lenient("{'a':'x}", JsonDialect::SPARK).is_err());
+        assert!(lenient("{\"a\":\"it\\'s\"}", JsonDialect::SPARK).is_err());
+    }
+
+    #[test]
+    fn comments_and_unquoted_names_only_when_allowed() {
+        let all = JsonDialect {
+            comments: true,
+            unquoted_field_names: true,
+            ..JsonDialect::SPARK
+        };
+        let text = "/* head */ {a: 1, // line\n $b_2: /* mid */ [1 /* x */, 2], 한: 3} // end";
+        assert_eq!(
+            lenient(text, all).unwrap(),
+            serde_json::json!({"a": 1, "$b_2": [1, 2], "한": 3})
+        );
+        assert!(lenient(text, JsonDialect::SPARK).is_err());
+        assert!(lenient("{\"a\": 1} /* open", all).is_err());
+        assert!(lenient("{1a: 1}", all).is_err());
+        assert!(lenient("{\"a\": 1} /", all).is_err());
+    }
+
+    /// The strict dialect is what `parse` uses, so the differential tests hold it to serde_json.
+    #[test]
+    fn lenient_dialect_accepts_every_strict_text_alike() {
+        for case in super::tests::CASES {
+            if let Ok(v) = JsonValue::parse(case.as_bytes()) {
+                let all = JsonDialect {
+                    comments: true,
+                    unquoted_field_names: true,
+                    ..JsonDialect::SPARK
+                };
+                assert_eq!(
+                    JsonValue::parse_with(case.as_bytes(), all).unwrap(),
+                    v,
+                    "{case:?}"
+                );
             }
         }
     }

@@ -5,7 +5,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 /// Days from 0001-01-01 (chrono's CE day 1) to 1970-01-01.
-const EPOCH_DAYS_FROM_CE: i32 = 719_163;
+pub(crate) const EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
 /// `str::trim`, skipped when both ends are visibly not whitespace (the common case: this
 /// runs for every CSV cell).
@@ -235,6 +235,23 @@ pub fn big_integer_decimal(text: &str) -> Option<(u8, i8)> {
     (significant <= 38).then(|| (u8::try_from(significant).unwrap_or(38), 0))
 }
 
+/// The `DECIMAL(precision, scale)` that holds a number's text exactly (Spark's
+/// `prefersDecimal`: `0.01` is DECIMAL(2,2), `1.50` DECIMAL(3,2), `1.5e3` DECIMAL(4,0)),
+/// or `None` when it is not a number or needs more than 38 digits.
+pub fn decimal_type(text: &str) -> Option<(u8, i8)> {
+    let d = decimal_text(text)?;
+    let digits = i64::try_from(d.digits.len()).ok()?;
+    let (precision, scale) = if d.scale < 0 {
+        (if d.digits == "0" { 1 } else { digits - d.scale }, 0)
+    } else {
+        (digits.max(d.scale), d.scale)
+    };
+    if !(1..=38).contains(&precision) {
+        return None;
+    }
+    Some((u8::try_from(precision).ok()?, i8::try_from(scale).ok()?))
+}
+
 /// Parses a floating-point number, also accepting Spark's `NaN`, `Inf`, `-Inf`,
 /// `Infinity` and `-Infinity` tokens.
 pub fn parse_double(text: &str) -> Option<f64> {
@@ -371,6 +388,26 @@ mod tests {
         assert_eq!(parse_decimal("0.5e-2147483647", 12, 2), Some(0));
         assert_eq!(parse_decimal("1e2147483647", 12, 2), None);
         assert_eq!(parse_decimal("0.01e2147483647", 38, -128), None);
+    }
+
+    #[test]
+    fn decimal_types_hold_the_text_exactly() {
+        assert_eq!(decimal_type("1.7976931348623157"), Some((17, 16)));
+        assert_eq!(decimal_type("0.01"), Some((2, 2)));
+        assert_eq!(decimal_type("1.50"), Some((3, 2)));
+        assert_eq!(decimal_type("-3.1"), Some((2, 1)));
+        assert_eq!(decimal_type("1.5e3"), Some((4, 0)));
+        assert_eq!(decimal_type("20181202.210400123"), Some((17, 9)));
+        assert_eq!(decimal_type(&format!("0.{}1", "0".repeat(38))), None);
+        assert_eq!(decimal_type("abc"), None);
+        assert_eq!(decimal_type("1e-2147483648"), None);
+        for text in ["1.7976931348623157", "0.01", "1.5e3", "-3.1"] {
+            let (p, s) = decimal_type(text).unwrap();
+            assert!(
+                parse_decimal(text, p, s).is_some(),
+                "{text} reads as its type"
+            );
+        }
     }
 
     #[test]

@@ -217,11 +217,13 @@ impl ColumnBuilder {
                     false
                 }
             },
-            ColumnBuilder::Date(b) => append_opt(b, v.as_str().and_then(scalars::parse_date)),
+            ColumnBuilder::Date(b) => {
+                append_opt(b, v.as_str().and_then(|s| ctx.temporal.parse_date(s)))
+            }
             ColumnBuilder::Timestamp(b) => append_opt(
                 b,
                 match v {
-                    JsonValue::String(s) => scalars::parse_timestamp(s, ctx.zone),
+                    JsonValue::String(s) => ctx.temporal.read_timestamp(s, ctx.zone),
                     // Spark reads a JSON integer in a TIMESTAMP column as epoch seconds.
                     JsonValue::Number(_) => int_of(v).and_then(|secs| secs.checked_mul(1_000_000)),
                     _ => None,
@@ -348,8 +350,8 @@ impl ColumnBuilder {
                 b.append_value(s.as_bytes());
                 true
             }
-            ColumnBuilder::Date(b) => append_opt(b, scalars::parse_date(s)),
-            ColumnBuilder::Timestamp(b) => append_opt(b, scalars::parse_timestamp(s, ctx.zone)),
+            ColumnBuilder::Date(b) => append_opt(b, ctx.temporal.parse_date(s)),
+            ColumnBuilder::Timestamp(b) => append_opt(b, ctx.temporal.read_timestamp(s, ctx.zone)),
             ColumnBuilder::Decimal(b, p, sc) => append_opt(b, scalars::parse_decimal(s, *p, *sc)),
             ColumnBuilder::Struct { .. }
             | ColumnBuilder::List { .. }
@@ -469,6 +471,12 @@ pub(crate) fn float_of(v: &JsonValue<'_>) -> Option<f64> {
         // A number beyond f64 (`1e400`) does not fit: rescued, not stored as infinity.
         // Nor does an integer that f64 would round (more than 15 digits can): its exact
         // digits are rescued rather than silently changed.
+        // `allowNonNumericNumbers`: NaN and the infinities are doubles.
+        JsonValue::Number(t) if crate::parse::json::is_non_numeric(t) => Some(match t.as_ref() {
+            "NaN" => f64::NAN,
+            t if t.starts_with('-') => f64::NEG_INFINITY,
+            _ => f64::INFINITY,
+        }),
         JsonValue::Number(t) => t
             .parse::<f64>()
             .ok()

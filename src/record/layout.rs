@@ -16,6 +16,8 @@ use super::*;
 pub struct ReadContext {
     pub zone: Tz,
     pub case_sensitive: bool,
+    /// `timestampFormat` / `dateFormat`, shared with inference.
+    pub temporal: crate::parse::temporal::Temporal,
 }
 
 /// The columns of the table, in order: data columns (which include the rescued-data and

@@ -321,6 +321,7 @@ mod tests {
     const CTX: ReadContext = ReadContext {
         zone: Tz::UTC,
         case_sensitive: true,
+        temporal: crate::parse::temporal::Temporal::ISO,
     };
 
     fn rescued(batch: &RecordBatch) -> Vec<Option<String>> {
@@ -456,6 +457,7 @@ mod tests {
         let ctx = ReadContext {
             zone: Tz::UTC,
             case_sensitive: false,
+            temporal: crate::parse::temporal::Temporal::ISO,
         };
         let mut rows = RowBuilder::new(layout("order_id BIGINT"), ctx, file());
         rows.append_json_object(&obj(json!({"Order_ID": 4})));

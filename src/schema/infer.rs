@@ -5,8 +5,8 @@
 //!
 //! | value                        | type                                              |
 //! |------------------------------|---------------------------------------------------|
-//! | JSON integer                 | BIGINT; beyond BIGINT: DECIMAL(digits,0); > 38 digits: DOUBLE |
-//! | JSON fraction                | DOUBLE                                            |
+//! | JSON integer                 | BIGINT; beyond BIGINT: DECIMAL(digits,0); > 38 digits: STRING (Spark: DOUBLE) |
+//! | JSON fraction                | DOUBLE (`prefersDecimal`: DECIMAL when it fits)   |
 //! | CSV integer                  | INT when it fits, else as JSON                    |
 //! | ISO-8601 date-time string    | TIMESTAMP                                         |
 //! | CSV `yyyy-MM-dd`             | DATE (JSON never infers DATE)                     |
@@ -27,6 +27,7 @@ use serde_json::Value;
 use super::{DataType, Field, Schema};
 use crate::parse::json::{JsonValue, same_key};
 use crate::parse::scalars;
+use crate::parse::temporal::Temporal;
 
 /// A type under inference: like [`DataType`] but with `Null` for "no information yet".
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +48,26 @@ pub struct InferOptions {
     /// `cloudFiles.maxNestingDepth`: structs and arrays deeper than this are one STRING
     /// column holding their JSON text (Delta readers refuse very deep schemas).
     pub max_depth: usize,
+    /// JSON `primitivesAsString`: numbers and booleans are STRING.
+    pub primitives_as_string: bool,
+    /// JSON `prefersDecimal`: fractions (and numeric strings) are DECIMAL when they fit.
+    pub prefers_decimal: bool,
+    /// `timestampFormat` / `dateFormat`, shared with the reader.
+    pub temporal: Temporal,
+}
+
+impl InferOptions {
+    /// Typed or not, with every other option at its default.
+    pub const fn new(typed: bool) -> InferOptions {
+        InferOptions {
+            typed,
+            zone: Tz::UTC,
+            max_depth: 32,
+            primitives_as_string: false,
+            prefers_decimal: false,
+            temporal: Temporal::ISO,
+        }
+    }
 }
 
 impl Inferred {
@@ -74,16 +95,11 @@ impl Inferred {
                     .fold(Inferred::Null, Inferred::merge),
             )),
             _ if !opts.typed => Inferred::Leaf(DataType::String),
-            Value::Bool(_) => Inferred::Leaf(DataType::Boolean),
-            Value::Number(n) => Inferred::Leaf(number_type(n.as_str())),
             Value::String(s) if s.is_empty() => Inferred::Null,
-            Value::String(s) => {
-                if scalars::parse_timestamp(s, opts.zone).is_some() {
-                    Inferred::Leaf(DataType::Timestamp)
-                } else {
-                    Inferred::Leaf(DataType::String)
-                }
-            }
+            Value::String(s) => Inferred::Leaf(string_type(s, opts)),
+            _ if opts.primitives_as_string => Inferred::Leaf(DataType::String),
+            Value::Bool(_) => Inferred::Leaf(DataType::Boolean),
+            Value::Number(n) => Inferred::Leaf(number_type(n.as_str(), opts)),
         }
     }
 
@@ -103,9 +119,9 @@ impl Inferred {
             DataType::Decimal(p, s)
         } else if scalars::parse_double(t).is_some() {
             DataType::Double
-        } else if scalars::parse_date(t).is_some() {
+        } else if opts.temporal.parse_date(t).is_some() {
             DataType::Date
-        } else if scalars::parse_timestamp(t, opts.zone).is_some() {
+        } else if opts.temporal.parse_timestamp(t, opts.zone).is_some() {
             DataType::Timestamp
         } else if scalars::parse_bool(t).is_some() {
             DataType::Boolean
@@ -176,18 +192,44 @@ fn merge_field(fields: &mut Vec<(String, Inferred)>, name: &str, t: Inferred) {
     }
 }
 
-/// Spark's JSON number rule, on the number's text.
-fn number_type(text: &str) -> DataType {
+/// Spark's JSON number rule, on the number's text, with one difference: an integer of
+/// more than 38 digits is STRING (Spark says DOUBLE, which cannot hold its digits: every
+/// value would be rescued and the column left null), so the digits land as they are.
+fn number_type(text: &str, opts: InferOptions) -> DataType {
+    if crate::parse::json::is_non_numeric(text) {
+        return DataType::Double;
+    }
     let is_integer = !text.contains(['.', 'e', 'E']);
     if is_integer {
         if text.parse::<i64>().is_ok() {
             return DataType::Long;
         }
-        if let Some((p, s)) = scalars::big_integer_decimal(text) {
-            return DataType::Decimal(p, s);
-        }
+        return match scalars::big_integer_decimal(text) {
+            Some((p, s)) => DataType::Decimal(p, s),
+            None => DataType::String,
+        };
+    }
+    if opts.prefers_decimal
+        && let Some((p, s)) = scalars::decimal_type(text)
+    {
+        return DataType::Decimal(p, s);
     }
     DataType::Double
+}
+
+/// The type of a non-empty JSON string: DECIMAL for a number under `prefersDecimal` (it
+/// wins over a timestamp, as in Spark), TIMESTAMP in the stream's format, else STRING.
+fn string_type(s: &str, opts: InferOptions) -> DataType {
+    if opts.prefers_decimal
+        && let Some((p, sc)) = scalars::decimal_type(s)
+    {
+        return DataType::Decimal(p, sc);
+    }
+    if opts.temporal.parse_timestamp(s, opts.zone).is_some() {
+        DataType::Timestamp
+    } else {
+        DataType::String
+    }
 }
 
 fn integral_digits(t: &DataType) -> Option<(u8, i8)> {
@@ -314,16 +356,14 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
                 observe(element, item, opts, depth + 1);
             }
         }
-        JsonValue::Bool(_) => leaf(acc, DataType::Boolean),
-        JsonValue::Number(text) => leaf(acc, number_type(text)),
-        JsonValue::String(s) if s.is_empty() => {}
-        JsonValue::String(s) => {
-            if opts.typed && scalars::parse_timestamp(s, opts.zone).is_some() {
-                leaf(acc, DataType::Timestamp);
-            } else {
-                leaf(acc, DataType::String);
-            }
+        JsonValue::Bool(_) | JsonValue::Number(_) if opts.primitives_as_string => {
+            leaf(acc, DataType::String);
         }
+        JsonValue::Bool(_) => leaf(acc, DataType::Boolean),
+        JsonValue::Number(text) => leaf(acc, number_type(text, opts)),
+        JsonValue::String(s) if s.is_empty() => {}
+        JsonValue::String(s) if !opts.typed => leaf(acc, DataType::String),
+        JsonValue::String(s) => leaf(acc, string_type(s, opts)),
     }
 }
 
@@ -381,7 +421,17 @@ impl SchemaInferrer {
     /// path of [`SchemaInferrer::add_json`]). A line that is not valid JSON, or not an object
     /// or array of objects, adds nothing and returns false.
     pub fn add_json_text(&mut self, line: &[u8], opts: InferOptions) -> bool {
-        match JsonValue::parse(line) {
+        self.add_json_text_with(line, crate::parse::json::JsonDialect::SPARK, opts)
+    }
+
+    /// [`SchemaInferrer::add_json_text`] for a line of the given JSON dialect.
+    pub fn add_json_text_with(
+        &mut self,
+        line: &[u8],
+        dialect: crate::parse::json::JsonDialect,
+        opts: InferOptions,
+    ) -> bool {
+        match JsonValue::parse_with(line, dialect) {
             Ok(v) => self.add_jv(&v, opts),
             Err(_) => false,
         }
@@ -467,16 +517,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const TYPED: InferOptions = InferOptions {
-        max_depth: 32,
-        typed: true,
-        zone: Tz::UTC,
-    };
-    const UNTYPED: InferOptions = InferOptions {
-        max_depth: 32,
-        typed: false,
-        zone: Tz::UTC,
-    };
+    const TYPED: InferOptions = InferOptions::new(true);
+    const UNTYPED: InferOptions = InferOptions::new(false);
 
     fn infer(values: &[Value], opts: InferOptions) -> DataType {
         values
@@ -560,9 +602,19 @@ mod tests {
         assert_eq!(s(&["1.7976931348623157"]), DataType::Double);
         assert_eq!(s(&["true"]), DataType::Boolean);
         assert_eq!(s(&["null"]), DataType::String);
+        // Spark says DOUBLE for an integer of 39+ digits, which cannot hold its digits (every
+        // value was rescued, the column all null): STRING keeps them (README, inference).
         assert_eq!(
             s(&["100000000000000000000000000000000000000"]),
-            DataType::Double
+            DataType::String
+        );
+        assert_eq!(
+            s(&["1", "-123456789012345678901234567890123456789"]),
+            DataType::String
+        );
+        assert_eq!(
+            s(&["99999999999999999999999999999999999999"]),
+            DataType::Decimal(38, 0)
         );
         assert_eq!(s(&["11", "null", "21474836470"]), DataType::Long);
         assert_eq!(
@@ -596,6 +648,82 @@ mod tests {
         );
         assert_eq!(s(&["\"2026-03-15T14:00:00Z\""]), DataType::Timestamp);
         assert_eq!(s(&["\"2026-03-15\""]), DataType::String);
+    }
+
+    #[test]
+    fn primitives_as_string_and_prefers_decimal() {
+        let text = |lines: &[&str], opts: InferOptions| {
+            let mut inf = SchemaInferrer::new();
+            for line in lines {
+                inf.add_json_text(line.as_bytes(), opts);
+            }
+            inf.finish().to_string()
+        };
+        let prim = InferOptions {
+            primitives_as_string: true,
+            ..TYPED
+        };
+        let line = r#"{"a": 1, "b": 1.5, "c": true, "d": {"e": 2}, "f": [3], "g": "2026-03-15T14:00:00Z"}"#;
+        assert_eq!(
+            text(&[line], prim),
+            "a STRING, b STRING, c STRING, d STRUCT<e: STRING>, f ARRAY<STRING>, g TIMESTAMP"
+        );
+        let dec = InferOptions {
+            prefers_decimal: true,
+            ..TYPED
+        };
+        assert_eq!(
+            text(&[r#"{"a": 1.7976931348623157}"#], dec),
+            "a DECIMAL(17,16)"
+        );
+        assert_eq!(
+            text(&[r#"{"a": 3}"#, r#"{"a": 3.1}"#], dec),
+            "a DECIMAL(21,1)"
+        );
+        let tiny = format!("{{\"a\": 0.{}1}}", "0".repeat(38));
+        assert_eq!(text(&[r#"{"a": 1.1}"#, &tiny], dec), "a DOUBLE");
+        assert_eq!(
+            text(&[r#"{"b": 0.01}"#, r#"{"b": 92233720368547758070}"#], dec),
+            "b DECIMAL(22,2)"
+        );
+        assert_eq!(
+            text(&[r#"{"s": "20181202.210400123"}"#], dec),
+            "s DECIMAL(17,9)"
+        );
+        assert_eq!(text(&[r#"{"a": 1.5}"#], TYPED), "a DOUBLE");
+        // The value path agrees.
+        let mut by_value = SchemaInferrer::new();
+        by_value.add_json(&json!({"a": 1.7976931348623157, "c": true}), dec);
+        by_value.add_json(&json!({"c": 1}), prim);
+        assert_eq!(by_value.finish().to_string(), "a DECIMAL(17,16), c STRING");
+    }
+
+    /// `{}` in every record: a STRING column holding `{}` (Spark drops the field; we keep
+    /// the value rather than lose it, see README "What lands in the table").
+    #[test]
+    fn always_empty_objects_are_a_string_column() {
+        let mut inf = SchemaInferrer::new();
+        inf.add_json_text(br#"{"a": {}, "b": 1}"#, TYPED);
+        inf.add_json_text(br#"{"a": {}, "b": 2}"#, TYPED);
+        assert_eq!(inf.finish().to_string(), "a STRING, b BIGINT");
+    }
+
+    #[test]
+    fn non_numeric_numbers_infer_double() {
+        let mut inf = SchemaInferrer::new();
+        inf.add_jv(
+            &JsonValue::parse_with(
+                br#"{"a": NaN, "b": -INF, "c": 1, "d": Infinity}"#,
+                crate::parse::json::JsonDialect::SPARK,
+            )
+            .unwrap(),
+            TYPED,
+        );
+        inf.add_json_text(br#"{"c": 1.5}"#, TYPED);
+        assert_eq!(
+            inf.finish().to_string(),
+            "a DOUBLE, b DOUBLE, c DOUBLE, d DOUBLE"
+        );
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub fn fuzz_json(data: &[u8]) {
             (Err(_), Err(_)) => {}
             (ours, theirs) => panic!("parsers disagree on {text:?}: {ours:?} / {theirs:?}"),
         }
+        // Every extension on: what strict JSON accepts reads the same.
+        let lenient = JsonValue::parse_with(text, LENIENT);
+        if let Ok(strict) = JsonValue::parse(text) {
+            assert_eq!(lenient.as_ref().ok(), Some(&strict), "{text:?}");
+        }
     }
     let scratch = Scratch::new("json");
     let file = scratch.source_file("input.json", data);
@@ -111,7 +116,34 @@ pub fn fuzz_json(data: &[u8]) {
         &[("multiLine", "true"), ("cloudFiles.maxRecordBytes", "64")],
     );
     decode_checked(&file, &opts, &fixed_layout());
+    // Every dialect extension, as lines, as documents, and split on a custom separator.
+    for extra in [
+        ("multiLine", "false"),
+        ("multiLine", "true"),
+        ("lineSep", ";"),
+    ] {
+        let opts = decode_options(
+            Format::Json,
+            &[
+                ("allowComments", "true"),
+                ("allowUnquotedFieldNames", "true"),
+                ("prefersDecimal", "true"),
+                ("cloudFiles.format", "json"),
+                extra,
+            ],
+        );
+        decode_inferred(&file, &opts);
+        decode_checked(&file, &opts, &fixed_layout());
+    }
 }
+
+/// Every JSON extension the dialect options allow.
+const LENIENT: crate::parse::json::JsonDialect = crate::parse::json::JsonDialect {
+    single_quotes: true,
+    non_numeric_numbers: true,
+    comments: true,
+    unquoted_field_names: true,
+};
 
 /// Decodes the bytes as a CSV file: with a header and without, the default dialect and a
 /// `;`/`'`/no-escape one with a `nullValue`, each with the inferred schema and
@@ -144,6 +176,22 @@ pub fn fuzz_csv(data: &[u8]) {
             ("timeZone", "Asia/Seoul"),
         ],
     );
+    decode_checked(&file, &opts, &fixed_layout());
+    // The reader options: comments, whitespace, emptyValue (raw text captured), a record
+    // separator, and Java date and timestamp patterns.
+    let opts = decode_options(
+        Format::Csv,
+        &[
+            ("comment", "#"),
+            ("ignoreLeadingWhiteSpace", "true"),
+            ("ignoreTrailingWhiteSpace", "true"),
+            ("emptyValue", "<e>"),
+            ("lineSep", ";"),
+            ("timestampFormat", "dd/MM/yyyy HH:mm[:ss][XXX]"),
+            ("dateFormat", "dd/MM/yyyy"),
+        ],
+    );
+    decode_inferred(&file, &opts);
     decode_checked(&file, &opts, &fixed_layout());
 }
 

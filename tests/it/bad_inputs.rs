@@ -447,19 +447,37 @@ fn json_integer_beyond_decimal_38() {
     );
 }
 
-/// NaN / Infinity / -Infinity tokens (not JSON) → malformed records, kept raw; the string
-/// "NaN" is an ordinary value.
+/// NaN / Infinity / -Infinity tokens (not JSON, but Spark's default
+/// `allowNonNumericNumbers=true` reads them as numbers) → values, nothing rescued; beside
+/// the string "NaN" the column is STRING and every value lands as written. With
+/// `allowNonNumericNumbers=false` they are malformed records, kept raw.
 #[test]
 fn json_nan_and_infinity_tokens() {
+    let text = "{\"x\": NaN}\n{\"x\": Infinity}\n{\"x\": -Infinity}\n{\"x\": \"NaN\"}\n";
     let s = Scratch::new();
-    s.land(
-        "a.json",
-        "{\"x\": NaN}\n{\"x\": Infinity}\n{\"x\": -Infinity}\n{\"x\": \"NaN\"}\n",
-    );
+    s.land("a.json", text);
     let run = Run::ingest(&s, "NaN/Infinity", &["cloudFiles.inferColumnTypes=true"]);
     run.ok();
-    assert_eq!(run.figure("rescued rows"), 3);
+    assert_eq!(run.figure("rescued rows"), 0);
     let t = read_table(&s.table());
+    assert_eq!(
+        sorted(column_strings(&t, "x")),
+        vec!["-Infinity", "Infinity", "NaN", "NaN"]
+    );
+
+    let strict = Scratch::new();
+    strict.land("a.json", text);
+    let run = Run::ingest(
+        &strict,
+        "NaN/Infinity, allowNonNumericNumbers=false",
+        &[
+            "cloudFiles.inferColumnTypes=true",
+            "allowNonNumericNumbers=false",
+        ],
+    );
+    run.ok();
+    assert_eq!(run.figure("rescued rows"), 3);
+    let t = read_table(&strict.table());
     assert_eq!(
         corrupt_records(&t),
         vec!["{\"x\": -Infinity}", "{\"x\": Infinity}", "{\"x\": NaN}"]

@@ -4,23 +4,20 @@
 //! JSON lines: blank lines are skipped; a line that is not valid JSON, or a scalar, is a
 //! malformed record (kept raw in the rescued data, or an error under FAILFAST); a line
 //! holding an array yields one row per element, as Spark does. A multi-line document that
-//! is not valid JSON is a corrupt file (error with line and column), since no record
-//! boundary can be trusted in it.
+//! is not valid JSON is a corrupt file (error with the line), since no record boundary can
+//! be trusted in it. Both are parsed with the stream's JSON dialect (`allowSingleQuotes`,
+//! `allowNonNumericNumbers`, `allowComments`, `allowUnquotedFieldNames`); records of JSON
+//! lines are split on `lineSep` when it is set.
 
-use std::cell::Cell;
-use std::fmt;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
 
 use super::{
     BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
     large_record_turn, open, read_error, read_line_bounded,
 };
-use crate::parse::json::JsonValue;
+use crate::parse::json::{JsonDialect, JsonValue};
 use crate::record::{RowBuilder, TableLayout};
 use crate::schema::infer::SchemaInferrer;
 
@@ -35,8 +32,12 @@ fn for_each_line(
     reader: &mut dyn std::io::BufRead,
     path: &str,
     max_record_bytes: usize,
+    line_sep: Option<&[u8]>,
     on_line: &mut OnLine<'_>,
 ) -> Result<(), DecodeError> {
+    if let Some(sep) = line_sep {
+        return for_each_separated(reader, path, max_record_bytes, sep, on_line);
+    }
     let mut buf = Vec::new();
     let mut line_no = 0u64;
     loop {
@@ -95,189 +96,396 @@ fn for_each_line(
     }
 }
 
-/// Calls `on_record` with each record of the file and its line number (1-based; for a
-/// multi-line document, the document's line). Malformed lines come as `Err(raw text)`.
-fn for_each_record(
-    file: &SourceFile,
-    opts: &DecodeOptions,
-    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
-) -> Result<(), DecodeError> {
-    let path = file.meta.path.as_str();
-    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
-    if opts.multi_line {
-        return for_each_document_record(&mut *reader, path, opts.max_record_bytes, on_record);
-    }
-    for_each_line(
-        &mut *reader,
-        path,
-        opts.max_record_bytes,
-        &mut |line, line_no| {
-            let bytes = line.len();
-            match serde_json::from_slice::<Value>(line) {
-                Ok(Value::Array(items)) => {
-                    for item in items {
-                        let item = match item {
-                            Value::Object(_) => Ok(item),
-                            other => Err(other.to_string()),
-                        };
-                        on_record(item, line_no, bytes)?;
-                    }
-                    Ok(())
-                }
-                Ok(v @ Value::Object(_)) => on_record(Ok(v), line_no, bytes),
-                Ok(_) | Err(_) => on_record(
-                    Err(String::from_utf8_lossy(line).into_owned()),
-                    line_no,
-                    bytes,
-                ),
-            }
-        },
-    )
-}
-
-/// Streams the records of a whole-file JSON document.
-fn for_each_document_record(
+/// [`for_each_line`] with a custom record separator (`lineSep`): records are numbered as
+/// lines are, and bounded alike (a `\r` is not removed; JSON takes it as whitespace).
+fn for_each_separated(
     reader: &mut dyn std::io::BufRead,
     path: &str,
     max_record_bytes: usize,
-    on_record: &mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
+    sep: &[u8],
+    on_line: &mut OnLine<'_>,
 ) -> Result<(), DecodeError> {
-    let head = reader
-        .fill_buf()
-        .map_err(|e| read_error(path, e, Some(1)))?;
-    if head.starts_with(BOM) {
-        reader.consume(BOM.len());
-    }
-    let since_record = Rc::new(Cell::new(0usize));
-    let limited = RecordLimit {
-        inner: reader,
-        since_record: Rc::clone(&since_record),
-        max: max_record_bytes,
-    };
-    let mut de = serde_json::Deserializer::from_reader(limited);
-    let mut sink_error = None;
-    let seed = Records {
-        on_record,
-        sink_error: &mut sink_error,
-        since_record,
-    };
-    let result = seed.deserialize(&mut de).and_then(|()| de.end());
-    if let Some(e) = sink_error {
-        return Err(e);
-    }
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_io() && e.to_string().contains(RECORD_TOO_LONG) => {
-            Err(DecodeError::RecordTooLong {
-                path: path.to_string(),
-                line: e.line() as u64,
-                limit: max_record_bytes,
-            })
-        }
-        Err(e) if e.is_io() => {
-            let line = e.line() as u64;
-            // Converting back yields the reader's own io::Error (and what it carries).
-            Err(read_error(path, std::io::Error::from(e), Some(line)))
-        }
-        Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => Ok(()), // empty file
-        Err(e) => Err(DecodeError::Corrupt {
-            path: path.to_string(),
-            line: Some(e.line() as u64),
-            reason: format!("invalid JSON document at column {}: {e}", e.column()),
-        }),
-    }
-}
-
-struct Records<'a, 'b> {
-    on_record: &'a mut dyn FnMut(Result<Value, String>, u64, usize) -> Result<(), DecodeError>,
-    sink_error: &'b mut Option<DecodeError>,
-    /// Bytes read since the current record began (reset before each array element).
-    since_record: Rc<Cell<usize>>,
-}
-
-/// The message of the read error that stops an over-long record.
-const RECORD_TOO_LONG: &str = "record longer than cloudFiles.maxRecordBytes";
-
-/// Refuses to read more than `max` bytes for one record of a multi-line document, so a
-/// huge element cannot exhaust memory before it is parsed.
-struct RecordLimit<'r> {
-    inner: &'r mut dyn std::io::BufRead,
-    since_record: Rc<Cell<usize>>,
-    max: usize,
-}
-
-impl std::io::Read for RecordLimit<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.since_record.get() > self.max {
-            return Err(std::io::Error::other(RECORD_TOO_LONG));
-        }
-        let n = self.inner.read(buf)?;
-        self.since_record.set(self.since_record.get() + n);
-        Ok(n)
-    }
-}
-
-impl Records<'_, '_> {
-    fn deliver<E: serde::de::Error>(&mut self, v: Value) -> Result<(), E> {
-        let rec = match v {
-            Value::Object(_) => Ok(v),
-            other => Err(other.to_string()),
+    let finder = memchr::memmem::Finder::new(sep);
+    let mut buf: Vec<u8> = Vec::new();
+    // The record being read starts at `start`; `scanned` bytes of it hold no separator.
+    let mut start = 0usize;
+    let mut scanned = 0usize;
+    let mut record_no = 0u64;
+    let mut ended = false;
+    let mut turn = None;
+    let mut handle = |record: &[u8], record_no: u64| -> Result<(), DecodeError> {
+        let record = if record_no == 1 {
+            record.strip_prefix(BOM).unwrap_or(record)
+        } else {
+            record
         };
-        (self.on_record)(rec, 1, 0).map_err(|e| {
-            *self.sink_error = Some(e);
-            E::custom("stopped")
-        })
+        if record.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        on_line(record, record_no)
+    };
+    loop {
+        if let Some(i) = finder.find(&buf[start + scanned..]) {
+            let end = start + scanned + i;
+            record_no += 1;
+            if end - start > max_record_bytes {
+                return Err(DecodeError::RecordTooLong {
+                    path: path.into(),
+                    line: record_no,
+                    limit: max_record_bytes,
+                });
+            }
+            handle(&buf[start..end], record_no)?;
+            turn = None;
+            start = end + sep.len();
+            scanned = 0;
+            continue;
+        }
+        if ended {
+            if start < buf.len() {
+                record_no += 1;
+                handle(&buf[start..], record_no)?;
+            }
+            return Ok(());
+        }
+        if buf.len() - start > max_record_bytes {
+            return Err(DecodeError::RecordTooLong {
+                path: path.into(),
+                line: record_no + 1,
+                limit: max_record_bytes,
+            });
+        }
+        if turn.is_none() && buf.len() - start >= LARGE_RECORD_BYTES {
+            turn = Some(large_record_turn());
+        }
+        // Keep only the record being read, then append what the reader has.
+        buf.drain(..start);
+        start = 0;
+        scanned = buf.len().saturating_sub(sep.len() - 1);
+        let available = reader
+            .fill_buf()
+            .map_err(|e| read_error(path, e, Some(record_no + 1)))?;
+        if available.is_empty() {
+            ended = true;
+            continue;
+        }
+        buf.extend_from_slice(available);
+        let n = available.len();
+        reader.consume(n);
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Records<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+/// Receives a record of a multi-line document (an object, or the text of anything else),
+/// its line and its size in bytes.
+type OnRecord<'a> =
+    dyn FnMut(Result<&JsonValue<'_>, String>, u64, usize) -> Result<(), DecodeError> + 'a;
+
+/// Calls `on_record` with each record of a whole-file JSON document (`multiLine=true`): a
+/// top-level array is one record per element, read one element at a time (each bounded by
+/// `cloudFiles.maxRecordBytes`, so memory stays bounded whatever the file size); any other
+/// document is one record. Elements are parsed with the stream's JSON dialect, as lines
+/// are. A document that is not valid JSON is a corrupt file (error with the line), since no
+/// record boundary can be trusted in it.
+fn for_each_document_record(
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    on_record: &mut OnRecord<'_>,
+) -> Result<(), DecodeError> {
+    let path = file.meta.path.as_str();
+    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+    let mut doc = Document {
+        reader: &mut *reader,
+        path,
+        line: 1,
+        dialect: opts.json.dialect,
+        max: opts.max_record_bytes,
+        buf: Vec::new(),
+        turn: None,
+    };
+    let head = doc.fill()?;
+    if head.starts_with(BOM) {
+        doc.reader.consume(BOM.len());
+    }
+    match doc.skip_space()? {
+        None => Ok(()),
+        Some(b'[') => {
+            doc.reader.consume(1);
+            if doc.skip_space()? == Some(b']') {
+                doc.reader.consume(1);
+            } else {
+                loop {
+                    let line = doc.line;
+                    let end = doc.element()?;
+                    doc.deliver(line, on_record)?;
+                    match end {
+                        Some(b',') => {}
+                        Some(_) => break,
+                        None => {
+                            return Err(
+                                doc.corrupt(doc.line, "the top-level array is never closed")
+                            );
+                        }
+                    }
+                }
+            }
+            match doc.skip_space()? {
+                None => Ok(()),
+                Some(_) => {
+                    Err(doc.corrupt(doc.line, "trailing characters after the top-level array"))
+                }
+            }
+        }
+        Some(_) => {
+            let line = doc.line;
+            doc.rest()?;
+            doc.deliver(line, on_record)
+        }
     }
 }
 
-impl<'de> Visitor<'de> for Records<'_, '_> {
-    type Value = ();
+/// A multi-line JSON document being read record by record.
+struct Document<'r> {
+    reader: &'r mut dyn std::io::BufRead,
+    path: &'r str,
+    /// The line of the next byte.
+    line: u64,
+    dialect: JsonDialect,
+    max: usize,
+    /// The record being read.
+    buf: Vec<u8>,
+    /// This thread's turn for a large record (see `LARGE_RECORD_BYTES`), taken as soon as
+    /// the record being read grows that large and kept until it is handled.
+    turn: Option<std::sync::MutexGuard<'static, ()>>,
+}
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object or an array of objects")
+/// The reader's buffered bytes (more read when it is empty); empty at the end.
+fn fill<'b>(
+    reader: &'b mut dyn std::io::BufRead,
+    path: &str,
+    line: u64,
+) -> Result<&'b [u8], DecodeError> {
+    reader
+        .fill_buf()
+        .map_err(|e| read_error(path, e, Some(line)))
+}
+
+impl Document<'_> {
+    fn fill(&mut self) -> Result<&[u8], DecodeError> {
+        fill(&mut *self.reader, self.path, self.line)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        loop {
-            self.since_record.set(0);
-            let Some(v) = seq.next_element::<Value>()? else {
-                return Ok(());
-            };
-            self.deliver(v)?;
+    fn corrupt(&self, line: u64, reason: &str) -> DecodeError {
+        DecodeError::Corrupt {
+            path: self.path.to_string(),
+            line: Some(line),
+            reason: format!("invalid JSON document: {reason}"),
         }
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, map: A) -> Result<(), A::Error> {
-        let v: Value =
-            serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        self.deliver(v)
+    fn too_long(&self, line: u64) -> DecodeError {
+        DecodeError::RecordTooLong {
+            path: self.path.to_string(),
+            line,
+            limit: self.max,
+        }
     }
 
-    fn visit_bool<E: serde::de::Error>(mut self, v: bool) -> Result<(), E> {
-        self.deliver(Value::Bool(v))
+    /// Skips whitespace (and comments, when the dialect allows them) and returns the next
+    /// byte without consuming it; `None` at the end.
+    fn skip_space(&mut self) -> Result<Option<u8>, DecodeError> {
+        loop {
+            let chunk = self.fill()?;
+            let Some(&b) = chunk.first() else {
+                return Ok(None);
+            };
+            match b {
+                b'\n' => {
+                    self.line += 1;
+                    self.reader.consume(1);
+                }
+                b' ' | b'\t' | b'\r' => self.reader.consume(1),
+                b'/' if self.dialect.comments => {
+                    let line = self.line;
+                    self.reader.consume(1);
+                    match self.fill()?.first() {
+                        Some(b'/') => loop {
+                            let chunk = self.fill()?;
+                            if chunk.is_empty() {
+                                break;
+                            }
+                            if let Some(i) = memchr::memchr(b'\n', chunk) {
+                                self.reader.consume(i);
+                                break;
+                            }
+                            let n = chunk.len();
+                            self.reader.consume(n);
+                        },
+                        Some(b'*') => {
+                            self.reader.consume(1);
+                            let mut star = false;
+                            loop {
+                                let Some(&c) = self.fill()?.first() else {
+                                    return Err(self.corrupt(line, "unterminated comment"));
+                                };
+                                self.reader.consume(1);
+                                if c == b'\n' {
+                                    self.line += 1;
+                                }
+                                if star && c == b'/' {
+                                    break;
+                                }
+                                star = c == b'*';
+                            }
+                        }
+                        _ => return Err(self.corrupt(line, "expected a value")),
+                    }
+                }
+                other => return Ok(Some(other)),
+            }
+        }
     }
-    fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<(), E> {
-        self.deliver(Value::from(v))
+
+    /// Reads one element of the top-level array into `buf`, up to the `,` or `]` that ends
+    /// it at depth 0 (consumed and returned; `None` at the end of the input).
+    fn element(&mut self) -> Result<Option<u8>, DecodeError> {
+        let start_line = self.line;
+        self.buf.clear();
+        let mut depth = 0usize;
+        let mut string: Option<u8> = None;
+        let mut escaped = false;
+        // Comments: 1 = after a '/', 2 = in a line comment, 3 = in a block comment, 4 = in a
+        // block comment after a '*'.
+        let mut comment = 0u8;
+        let (single_quotes, comments) = (self.dialect.single_quotes, self.dialect.comments);
+        loop {
+            let chunk = fill(&mut *self.reader, self.path, self.line)?;
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+            let mut end = None;
+            let mut used = chunk.len();
+            for (i, &b) in chunk.iter().enumerate() {
+                if b == b'\n' {
+                    self.line += 1;
+                }
+                if let Some(q) = string {
+                    if escaped {
+                        escaped = false;
+                    } else if b == b'\\' {
+                        escaped = true;
+                    } else if b == q {
+                        string = None;
+                    }
+                    continue;
+                }
+                match comment {
+                    2 => {
+                        if b == b'\n' {
+                            comment = 0;
+                        }
+                        continue;
+                    }
+                    3 | 4 => {
+                        comment = if comment == 4 && b == b'/' {
+                            0
+                        } else if b == b'*' {
+                            4
+                        } else {
+                            3
+                        };
+                        continue;
+                    }
+                    1 => {
+                        comment = match b {
+                            b'/' => 2,
+                            b'*' => 3,
+                            _ => 0,
+                        };
+                        if comment != 0 {
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+                match b {
+                    b'"' => string = Some(b'"'),
+                    b'\'' if single_quotes => string = Some(b'\''),
+                    b'[' | b'{' => depth += 1,
+                    b']' if depth == 0 => {
+                        end = Some(b']');
+                        used = i;
+                        break;
+                    }
+                    b',' if depth == 0 => {
+                        end = Some(b',');
+                        used = i;
+                        break;
+                    }
+                    b']' | b'}' => depth = depth.saturating_sub(1),
+                    b'/' if comments => comment = 1,
+                    _ => {}
+                }
+            }
+            if self.buf.len() + used > self.max {
+                return Err(self.too_long(start_line));
+            }
+            self.buf.extend_from_slice(&chunk[..used]);
+            if self.turn.is_none() && self.buf.len() >= LARGE_RECORD_BYTES {
+                self.turn = Some(large_record_turn());
+            }
+            match end {
+                Some(b) => {
+                    self.reader.consume(used + 1);
+                    return Ok(Some(b));
+                }
+                None => self.reader.consume(used),
+            }
+        }
     }
-    fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
-        self.deliver(Value::from(v))
+
+    /// Reads the rest of the input into `buf` (a document that is not an array).
+    fn rest(&mut self) -> Result<(), DecodeError> {
+        let start_line = self.line;
+        self.buf.clear();
+        loop {
+            let chunk = fill(&mut *self.reader, self.path, self.line)?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            if self.buf.len() + chunk.len() > self.max {
+                return Err(self.too_long(start_line));
+            }
+            self.buf.extend_from_slice(chunk);
+            let n = chunk.len();
+            self.reader.consume(n);
+            if self.turn.is_none() && self.buf.len() >= LARGE_RECORD_BYTES {
+                self.turn = Some(large_record_turn());
+            }
+        }
     }
-    fn visit_f64<E: serde::de::Error>(mut self, v: f64) -> Result<(), E> {
-        self.deliver(Value::from(v))
-    }
-    fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<(), E> {
-        self.deliver(Value::String(v.to_string()))
-    }
-    fn visit_unit<E: serde::de::Error>(mut self) -> Result<(), E> {
-        // A document that is just `null` is not a record: kept raw, like a `null` line.
-        self.deliver(Value::Null)
+
+    /// Parses the record in `buf` (which starts on `line`) and hands it over; a record that
+    /// is not JSON makes the file corrupt, at the line of the error.
+    fn deliver(&mut self, line: u64, on_record: &mut OnRecord<'_>) -> Result<(), DecodeError> {
+        let buf = std::mem::take(&mut self.buf);
+        let parsed = JsonValue::parse_with(&buf, self.dialect);
+        let result = match &parsed {
+            Ok(v @ JsonValue::Object(_)) => on_record(Ok(v), line, buf.len()),
+            Ok(other) => on_record(Err(other.to_string()), line, buf.len()),
+            Err(e) => {
+                let at = e.offset.min(buf.len());
+                let error_line = line + memchr::memchr_iter(b'\n', &buf[..at]).count() as u64;
+                Err(self.corrupt(error_line, e.reason))
+            }
+        };
+        drop(parsed);
+        self.buf = buf;
+        // A large record's buffer is not kept past its turn.
+        if self.buf.capacity() >= LARGE_RECORD_BYTES {
+            self.buf = Vec::new();
+        }
+        self.turn = None;
+        result
     }
 }
 
@@ -294,16 +502,22 @@ pub fn infer(
         let path = file.meta.path.as_str();
         let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
         let before = inferrer.records;
-        for_each_line(&mut *reader, path, opts.max_record_bytes, &mut |line, _| {
-            inferrer.add_json_text(line, infer_opts);
-            Ok(())
-        })?;
+        for_each_line(
+            &mut *reader,
+            path,
+            opts.max_record_bytes,
+            opts.json.line_sep.as_deref(),
+            &mut |line, _| {
+                inferrer.add_json_text_with(line, opts.json.dialect, infer_opts);
+                Ok(())
+            },
+        )?;
         return Ok(inferrer.records - before);
     }
     let mut records = 0u64;
-    for_each_record(file, opts, &mut |rec, _, _| {
+    for_each_document_record(file, opts, &mut |rec, _, _| {
         if let Ok(v) = rec {
-            inferrer.add_json(&v, infer_opts);
+            inferrer.add_jv(v, infer_opts);
             records += 1;
         }
         Ok(())
@@ -336,20 +550,9 @@ pub fn decode(
         reason: "not a JSON object".into(),
     };
     if opts.multi_line {
-        for_each_record(file, opts, &mut |rec, line, bytes| {
+        for_each_document_record(file, opts, &mut |rec, line, bytes| {
             match rec {
-                Ok(Value::Object(obj)) => {
-                    let entries: Vec<_> = obj
-                        .iter()
-                        .map(|(k, v)| {
-                            (
-                                std::borrow::Cow::Borrowed(k.as_str()),
-                                JsonValue::from_value(v),
-                            )
-                        })
-                        .collect();
-                    rows.append_json_object(&entries);
-                }
+                Ok(JsonValue::Object(entries)) => rows.append_json_object(entries),
                 Ok(other) => rows.append_corrupt(&other.to_string()),
                 Err(_) if opts.fail_fast => return Err(fail_fast(line)),
                 Err(raw) => rows.append_corrupt(&raw),
@@ -371,6 +574,7 @@ pub fn decode(
             &mut *reader,
             path,
             opts.max_record_bytes,
+            opts.json.line_sep.as_deref(),
             &mut |line, line_no| {
                 // A very large record (read during this thread's turn, see
                 // `LARGE_RECORD_BYTES`) is decoded and written as a batch of its own.
@@ -379,7 +583,7 @@ pub fn decode(
                     pending_bytes = 0;
                     flush(&mut rows, &mut stats)?;
                 }
-                let parsed = JsonValue::parse(line);
+                let parsed = JsonValue::parse_with(line, opts.json.dialect);
                 if let (Some((inferrer, infer_opts)), Ok(v)) = (observed.as_mut(), &parsed) {
                     inferrer.add_jv(v, *infer_opts);
                 }
