@@ -144,7 +144,8 @@ enum Command {
         /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
         #[arg(long = "type", value_name = "TYPE")]
         types: Vec<String>,
-        /// Only events at or after this time (2026-03-15T00:00:00Z) or this long ago (24h).
+        /// Only events at or after this time (2026-03-15T00:00:00Z) or this long ago: a number
+        /// and a unit, s, m, h, d or w (90m, 24h, 7d, 2w).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
         /// One JSON object per line instead of a table.
@@ -166,10 +167,11 @@ enum Command {
     },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
-        /// The Delta table (a local directory).
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
         #[arg(value_parser = location)]
         table: Location,
-        /// Only rows ingested at or after this time, or this long ago (7d is 168h).
+        /// Only rows ingested at or after this time (2026-03-15T00:00:00Z) or this long ago:
+        /// a number and a unit, s, m, h, d or w (90m, 24h, 7d, 2w).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
         #[arg(long)]
@@ -312,15 +314,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
         })
 }
 
-/// Parses `--since`: a timestamp, or a duration meaning that long ago.
+/// Parses `--since`: a time, or how long ago (`7d`).
 fn parse_since(text: Option<&str>) -> Result<Option<i64>, Error> {
     let Some(text) = text else { return Ok(None) };
-    if let Ok(ms) = options::parse_instant("--since", text) {
-        return Ok(Some(ms));
-    }
-    let ago = options::parse_duration("--since", text)?;
-    let ms = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
-    Ok(Some(chrono::Utc::now().timestamp_millis() - ms))
+    let now = chrono::Utc::now().timestamp_millis();
+    Ok(Some(reports::parse_since(text, now)?))
 }
 
 fn run_mode(once: bool, poll_interval: f64) -> RunMode {
@@ -497,7 +495,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
         }
         Command::Drift { table, since, json } => {
             let since = parse_since(since.as_deref())?;
-            let report = runtime()?.block_on(reports::drift(&table, since))?;
+            let report = runtime()?.block_on(reports::drift(&table, state, since))?;
             if json {
                 print_json(&report, true);
             } else {

@@ -2,12 +2,13 @@
 //! rescued-data column, and a stream's status.
 
 use std::collections::BTreeMap;
-use std::fs;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -18,6 +19,7 @@ use crate::record::FILE_PATH_KEY;
 use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaStoreError};
 use crate::storage::StorageSettings;
+use crate::target::DeltaAppend;
 use crate::telemetry::events::{self, Event, EventKind};
 
 #[derive(Debug, thiserror::Error)]
@@ -34,11 +36,47 @@ pub enum ReportError {
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
     #[error("{path} is not a checkpoint (nothing was ever ingested with it)")]
     NotACheckpoint { path: String },
+    #[error(
+        "--since {0:?}: expected a time (2026-03-15T00:00:00Z) or how long ago, a number with a unit: s, m, h, d or w (90s, 15m, 24h, 7d, 2w)"
+    )]
+    Since(String),
     #[error("cannot read {path}: {source}")]
     Io {
         path: String,
         source: std::io::Error,
     },
+}
+
+/// Parses `--since`: a time (as `cloudFiles.modifiedAfter` takes it: `2026-03-15`,
+/// `2026-03-15T00:00:00Z`, `2026-03-15 00:00:00 UTC+0`), or how long before `now_ms`: a
+/// number with a unit, `ms`, `s`, `m`, `h`, `d` (24 h) or `w` (7 d), also spelled out
+/// (`minutes`, `days`). Returns milliseconds since the epoch.
+pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, ReportError> {
+    if let Ok(ms) = crate::options::parse_instant("--since", text) {
+        return Ok(ms);
+    }
+    let bad = || ReportError::Since(text.to_string());
+    let t = text.trim().to_ascii_lowercase();
+    let end = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(end);
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    let unit_ms: f64 = match unit.trim() {
+        "ms" | "millis" | "milliseconds" => 1.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1e3,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60e3,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3600e3,
+        "d" | "day" | "days" => 86_400e3,
+        "w" | "week" | "weeks" => 604_800e3,
+        // A bare number is refused: seconds or a year, it cannot say.
+        _ => return Err(bad()),
+    };
+    let ago = n * unit_ms;
+    if !ago.is_finite() || ago > now_ms as f64 {
+        return Err(bad());
+    }
+    Ok(now_ms - ago as i64)
 }
 
 /// One schema version and what it changed.
@@ -159,41 +197,61 @@ pub struct KeyDrift {
     pub example_file: String,
 }
 
-/// Builds the drift report from the table's rescued-data column.
-pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftReport, ReportError> {
+/// Builds the drift report from the table's rescued-data column: a local table or one on
+/// S3 (with the S3 configuration in `storage`). Only that column of each data file is read.
+pub async fn drift(
+    table: &Location,
+    storage: &StorageSettings,
+    since_ms: Option<i64>,
+) -> Result<DriftReport, ReportError> {
     let table_err = |reason: String| ReportError::Table {
         path: table.to_string(),
         reason,
     };
-    let Some(table) = table.as_local() else {
-        return Err(table_err(
-            "the drift report reads local tables only, for now".into(),
-        ));
-    };
-    let abs = fs::canonicalize(table).map_err(|e| table_err(e.to_string()))?;
-    let url = url::Url::from_directory_path(&abs).map_err(|()| table_err("not a path".into()))?;
-    let dt = deltalake::open_table(url)
+    // Opening a local table creates its folder: a report must not, so look first.
+    if let Some(dir) = table.as_local()
+        && !dir.join("_delta_log").is_dir()
+    {
+        return Err(table_err("not a Delta table (no _delta_log)".into()));
+    }
+    let sink = DeltaAppend::open(table, storage)
         .await
         .map_err(|e| table_err(e.to_string()))?;
+    if !sink.exists() {
+        return Err(table_err("not a Delta table (no _delta_log)".into()));
+    }
+    let dt = sink.table();
     let state = dt.snapshot().map_err(|e| table_err(e.to_string()))?;
-    let files: Vec<(String, i64)> = state
+    let files: Vec<(ObjectPath, u64, i64)> = state
         .log_data()
         .into_iter()
-        .map(|f| (f.object_store_path().to_string(), f.modification_time()))
+        .map(|f| {
+            (
+                f.object_store_path(),
+                u64::try_from(f.size()).unwrap_or(0),
+                f.modification_time(),
+            )
+        })
         .collect();
+    let store = dt.object_store();
     let mut days: BTreeMap<String, DayDrift> = BTreeMap::new();
     let mut keys: BTreeMap<String, (KeyDrift, i64, i64)> = BTreeMap::new();
-    for (path, ingested_ms) in files {
+    for (path, size, ingested_ms) in files {
         if since_ms.is_some_and(|s| ingested_ms < s) {
             continue;
         }
-        let file_path = abs.join(&path);
-        let file = fs::File::open(&file_path).map_err(|source| ReportError::Io {
-            path: file_path.display().to_string(),
-            source,
-        })?;
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| table_err(e.to_string()))?;
+        let file_err = |e: &dyn std::fmt::Display| ReportError::Table {
+            path: format!("{}/{path}", table.to_string().trim_end_matches('/')),
+            reason: e.to_string(),
+        };
+        let reader = DataFile {
+            store: store.clone(),
+            path: path.clone(),
+            size,
+        };
+        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| file_err(&e))?;
         let schema = builder.parquet_schema();
         let column = schema
             .columns()
@@ -208,12 +266,11 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
         entry.rows += total;
         let Some(column) = column else { continue };
         let mask = ProjectionMask::leaves(schema, [column]);
-        let reader = builder
+        let mut reader = builder
             .with_projection(mask)
             .build()
-            .map_err(|e| table_err(e.to_string()))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| table_err(e.to_string()))?;
+            .map_err(|e| file_err(&e))?;
+        while let Some(batch) = reader.try_next().await.map_err(|e| file_err(&e))? {
             let texts: &StringArray = batch.column(0).as_string::<i32>();
             for i in 0..texts.len() {
                 if texts.is_null(i) {
@@ -270,6 +327,44 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
     key_rows.sort_by(|a, b| b.occurrences.cmp(&a.occurrences).then(a.key.cmp(&b.key)));
     report.keys = key_rows;
     Ok(report)
+}
+
+/// A table's data file, read by byte ranges (for S3, ranged GETs of the footer and the one
+/// column read, not the whole object).
+struct DataFile {
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    path: ObjectPath,
+    size: u64,
+}
+
+impl AsyncFileReader for DataFile {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
+        Box::pin(async move {
+            object_store::ObjectStoreExt::get_range(self.store.as_ref(), &self.path, range)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        parquet::errors::Result<std::sync::Arc<parquet::file::metadata::ParquetMetaData>>,
+    > {
+        Box::pin(async move {
+            let size = self.size;
+            let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_and_finish(&mut *self, size)
+                .await?;
+            Ok(std::sync::Arc::new(metadata))
+        })
+    }
 }
 
 /// Events of a checkpoint, filtered by type and time.
@@ -417,4 +512,35 @@ pub async fn status(checkpoint: &Location, state: &StorageSettings) -> Result<St
         Err(e) => return Err(e.into()),
     }
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    #[test]
+    fn since_takes_the_units_the_help_shows() {
+        for (text, ago_ms) in [
+            ("90s", 90_000),
+            ("15m", 900_000),
+            ("24h", 86_400_000),
+            ("7d", 7 * 86_400_000),
+            ("2w", 14 * 86_400_000),
+            ("1.5h", 5_400_000),
+            ("3 days", 3 * 86_400_000),
+            ("500ms", 500),
+        ] {
+            assert_eq!(parse_since(text, NOW).unwrap(), NOW - ago_ms, "{text}");
+        }
+        assert_eq!(
+            parse_since("2026-03-15T00:00:00Z", NOW).unwrap(),
+            1_773_532_800_000
+        );
+        for bad in ["7", "7y", "d", "", "-1d"] {
+            let err = parse_since(bad, NOW).unwrap_err().to_string();
+            assert!(err.contains("s, m, h, d or w"), "{bad}: {err}");
+        }
+    }
 }

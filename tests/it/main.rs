@@ -13,6 +13,7 @@ mod fuzz_smoke;
 mod ingest_once;
 mod layout;
 mod locations;
+mod reports;
 mod s3;
 mod schemas;
 mod watch;
