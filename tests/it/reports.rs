@@ -68,3 +68,208 @@ fn drift_refuses_a_folder_that_is_not_a_table_and_creates_nothing() {
     );
     assert!(!missing.exists(), "the report created no folder");
 }
+
+#[test]
+fn status_events_and_schema_take_the_table_of_an_ingest_stream() {
+    let s = Scratch::new();
+    table_with_rescued_data(&s);
+    let table = s.table().display().to_string();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status", &table, "--json"]))).unwrap();
+    assert_eq!(status["filesIngested"], 2, "{status}");
+    assert_eq!(status["rows"], 2, "{status}");
+    assert_eq!(status["stream"], "table", "{status}");
+    let text = ok(&run(&["status", &table]));
+    assert!(
+        text.contains("stream:         table") && text.contains("ingested:       2 files"),
+        "{text}"
+    );
+    let events = ok(&run(&[
+        "events",
+        &table,
+        "--type",
+        "batch_committed",
+        "--json",
+    ]));
+    assert_eq!(events.lines().count(), 2, "{events}");
+    // schema takes the table, the checkpoint or the schema location alike.
+    let ckpt = s.table().join("_autoloader").display().to_string();
+    for at in [&table, &ckpt] {
+        assert_eq!(
+            ok(&run(&["schema", "show", at, "0"])),
+            "order_id BIGINT,\namount DOUBLE,\n_rescued_data STRING\n"
+        );
+        assert!(ok(&run(&["schema", "history", at])).contains("_schemas/0"));
+    }
+    let latest: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["schema", "show", &table, "--json"]))).unwrap();
+    assert_eq!(latest["version"], 0);
+    assert_eq!(
+        latest["ddl"],
+        "order_id BIGINT, amount DOUBLE, _rescued_data STRING"
+    );
+    let out = run(&["schema", "show", &table, "7"]);
+    assert!(!out.status.success());
+    assert!(
+        common::stderr(&out).contains("version 7"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    // A folder with no checkpoint under it: a usage error pointing at --checkpoint.
+    let elsewhere = s.dir.path().join("landing").display().to_string();
+    for cmd in ["status", "events"] {
+        let out = run(&[cmd, &elsewhere]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = common::stderr(&out);
+        assert!(
+            err.contains(&elsewhere) && err.contains("--checkpoint"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_table_with_two_streams_lists_them_and_stream_picks_one() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    for (name, from) in [("a", 0), ("b", 100)] {
+        let folder = dir.join("land").join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("1.json"), common::orders_jsonl(from, from + 3)).unwrap();
+    }
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "a"
+source = "land/a"
+table = "shared"
+
+[[stream]]
+name = "b"
+source = "land/b"
+table = "shared"
+"#,
+    )
+    .unwrap();
+    ok(&run(&["run", &config.display().to_string(), "--once"]));
+    let table = dir.join("shared").display().to_string();
+
+    let all: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status", &table, "--json"]))).unwrap();
+    let names: Vec<&str> = all
+        .as_array()
+        .expect("one status per stream")
+        .iter()
+        .map(|st| st["stream"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"], "{all}");
+    assert!(
+        all.as_array().unwrap().iter().all(|st| st["rows"] == 3),
+        "{all}"
+    );
+    let one: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status", &table, "--stream", "b", "--json"]))).unwrap();
+    assert_eq!(one["stream"], "b", "{one}");
+    assert!(
+        one["checkpoint"]
+            .as_str()
+            .unwrap()
+            .ends_with("_autoloader/b"),
+        "{one}"
+    );
+    let out = run(&["status", &table, "--stream", "zz"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("its streams: a, b"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    let events = ok(&run(&[
+        "events",
+        &table,
+        "--type",
+        "batch_committed",
+        "--json",
+    ]));
+    let whose: Vec<String> = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["stream"].to_string())
+        .collect();
+    assert_eq!(whose.len(), 2, "both streams' events: {events}");
+    let only_b = ok(&run(&[
+        "events",
+        &table,
+        "--stream",
+        "b",
+        "--type",
+        "batch_committed",
+        "--json",
+    ]));
+    assert_eq!(only_b.lines().count(), 1, "{only_b}");
+    assert!(only_b.contains("\"stream\":\"b\""), "{only_b}");
+
+    // One schema per stream: schema needs to know which.
+    let out = run(&["schema", "show", &table]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("several streams (a, b)")
+            && common::stderr(&out).contains("--stream"),
+        "{}",
+        common::stderr(&out)
+    );
+    let ddl = ok(&run(&["schema", "show", &table, "--stream", "a"]));
+    assert!(ddl.starts_with("order_id STRING,\n"), "{ddl}");
+}
+
+#[test]
+fn status_of_a_running_stream_shows_live_figures() {
+    let s = Scratch::new();
+    s.land("1.json", common::orders_jsonl(0, 4));
+    s.land("2.json", common::orders_jsonl(4, 9));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args([
+            "ingest",
+            s.landing().to_str().unwrap(),
+            s.table().to_str().unwrap(),
+            "--poll-interval",
+            "0.3",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = s.table().join("_autoloader/events.jsonl");
+    common::wait_until(
+        "the watcher to commit",
+        std::time::Duration::from_secs(30),
+        || std::fs::read_to_string(&events).is_ok_and(|t| t.contains("batch_committed")),
+    );
+    let table = s.table().display().to_string();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status", &table, "--json"]))).unwrap();
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(
+        status["running"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {}", child.id())),
+        "{status}"
+    );
+    assert_eq!(status["filesIngested"], 2, "{status}");
+    assert_eq!(status["filesPending"], 0, "{status}");
+    assert_eq!(status["rows"], 9, "{status}");
+    assert_eq!(status["schemaVersion"], 0, "{status}");
+    assert!(
+        status["liveAt"].as_str().unwrap().starts_with("20"),
+        "{status}"
+    );
+}

@@ -546,6 +546,39 @@ fn every_report_reads_an_s3_table_and_its_checkpoint() {
             .ends_with("in/2.json"),
         "{report}"
     );
+    // status, events and schema take the S3 table and find its checkpoint under it.
+    let status: serde_json::Value = serde_json::from_str(&ok(&run_on(
+        &moto,
+        state,
+        &["status", "s3://lake/t", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(status["filesIngested"], 2, "{status}");
+    assert_eq!(status["rescuedRows"], 1, "{status}");
+    assert_eq!(status["checkpoint"], "s3://lake/t/_autoloader", "{status}");
+    let events = ok(&run_on(
+        &moto,
+        state,
+        &[
+            "events",
+            "s3://lake/t",
+            "--type",
+            "batch_committed",
+            "--json",
+        ],
+    ));
+    assert_eq!(events.lines().count(), 2, "{events}");
+    assert_eq!(
+        ok(&run_on(&moto, state, &["schema", "show", "s3://lake/t"])),
+        "order_id BIGINT,\namount DOUBLE,\n_rescued_data STRING\n"
+    );
+    let missing = run_on(&moto, state, &["status", "s3://lake/nothing"]);
+    assert_eq!(
+        missing.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&missing)
+    );
     let missing = run_on(&moto, state, &["drift", "s3://lake/nothing"]);
     assert!(!missing.status.success());
     assert!(
