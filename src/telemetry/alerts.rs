@@ -585,6 +585,91 @@ mod tests {
         ));
     }
 
+    /// A webhook on 127.0.0.1 that refuses its first request (HTTP 400, not retried) and
+    /// takes the others; returns its URL and the bodies it was sent.
+    fn flaky_webhook() -> (Url, Arc<Mutex<Vec<String>>>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!(
+            "http://{}/hook?token=SECRET",
+            listener.local_addr().unwrap()
+        ))
+        .unwrap();
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&bodies);
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                reader.read_exact(&mut body).unwrap();
+                sink.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&body).into_owned());
+                let status = if n == 0 { "400 Bad Request" } else { "200 OK" };
+                let _ = stream.write_all(
+                    format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .as_bytes(),
+                );
+            }
+        });
+        (url, bodies)
+    }
+
+    async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+        for _ in 0..200 {
+            if ready() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_alert_a_webhook_missed_is_kept_and_goes_again_once_it_takes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let pending = dir.path().join(PENDING_FILE);
+        let (url, bodies) = flaky_webhook();
+        let events = Arc::new(EventLog::open(dir.path(), "s"));
+        let settings = AlertSettings {
+            webhooks: vec![url],
+            ..AlertSettings::default()
+        };
+        let alerter = Alerter::start(settings, events);
+        let failed = |error: &str| {
+            Event::new(
+                "s",
+                Severity::Error,
+                kind::STREAM_FAILED,
+                json!({ "error": error }),
+            )
+        };
+        alerter.consider(&failed("first"));
+        wait_for("the missed alert to be kept", || pending.exists()).await;
+        let kept = std::fs::read_to_string(&pending).unwrap();
+        assert!(kept.contains("first") && !kept.contains("SECRET"), "{kept}");
+        alerter.consider(&failed("second"));
+        wait_for("three deliveries", || bodies.lock().unwrap().len() == 3).await;
+        let sent = bodies.lock().unwrap().clone();
+        assert!(
+            sent[1].contains("second") && sent[2].contains("first"),
+            "{sent:?}"
+        );
+        assert_eq!(alerter.close(Duration::from_secs(2)).await, 0);
+        assert!(!pending.exists(), "nothing is left to send");
+    }
+
     #[test]
     fn logged_urls_hide_tokens() {
         let u =
