@@ -131,12 +131,13 @@ pub fn checkpoints(
             location: target.clone(),
         }]);
     }
-    if given {
+    // `--checkpoint TABLE` means the table's checkpoints too.
+    let found = table_streams(target, state)?;
+    if found.is_empty() && given {
         return Err(ReportError::NotACheckpoint {
             path: target.to_string(),
         });
     }
-    let found = table_streams(target, state)?;
     if found.is_empty() {
         return Err(ReportError::NoCheckpoint {
             path: target.to_string(),

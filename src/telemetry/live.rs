@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// File name of the live figures inside the checkpoint's local folder.
 pub const LIVE_FILE: &str = "live.json";
 
-/// The figures of a running stream, as of `updated_at`.
+/// The figures of a running stream, as of `updated_at` (when they last changed).
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LiveStatus {
@@ -47,14 +47,19 @@ impl Live {
         }
     }
 
-    /// Changes the figures and writes them. A file that cannot be written never stops
+    /// Changes the figures and writes them when they changed (a watcher lists every few
+    /// seconds; an idle one writes nothing). A file that cannot be written never stops
     /// ingestion (the failure is logged).
     pub fn update(&self, change: impl FnOnce(&mut LiveStatus)) {
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = state.clone();
         change(&mut state);
+        if *state == before && !before.updated_at.is_empty() {
+            return;
+        }
         state.updated_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         state.pid = std::process::id();
         let aside = self.path.with_extension("json.tmp");
@@ -84,6 +89,10 @@ mod tests {
         live.update(|l| l.rows += 7);
         let back = read(dir.path()).unwrap();
         assert_eq!((back.files_ingested, back.rows), (3, 7));
+        // No change, no write.
+        std::fs::remove_file(dir.path().join(LIVE_FILE)).unwrap();
+        live.update(|l| l.rows += 0);
+        assert_eq!(read(dir.path()), None);
         assert_eq!(back.pid, std::process::id());
         assert!(back.updated_at.starts_with("20"), "{back:?}");
     }

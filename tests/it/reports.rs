@@ -92,6 +92,10 @@ fn status_events_and_schema_take_the_table_of_an_ingest_stream() {
         "--json",
     ]));
     assert_eq!(events.lines().count(), 2, "{events}");
+    // --checkpoint pointed at the table finds its checkpoint as well.
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status", "--checkpoint", &table, "--json"]))).unwrap();
+    assert_eq!(status["filesIngested"], 2, "{status}");
     // schema takes the table, the checkpoint or the schema location alike.
     let ckpt = s.table().join("_autoloader").display().to_string();
     for at in [&table, &ckpt] {
