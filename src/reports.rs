@@ -1,5 +1,6 @@
-//! Reports for people on call: schema history and diffs, drift from the table's
-//! rescued-data column, and a stream's status.
+//! Reports for people on call: schema history, diffs and versions as DDL, drift from the
+//! table's rescued-data column, a stream's status and events. Each takes a table (local or
+//! S3) and finds its streams' checkpoints under it, or a checkpoint named as such.
 
 use std::collections::BTreeMap;
 
