@@ -67,7 +67,13 @@ impl Error {
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
             // A path that is not a checkpoint is a wrong argument.
-            Error::Report(ReportError::NotACheckpoint { .. }) => ErrorClass::Usage,
+            Error::Report(
+                ReportError::NotACheckpoint { .. }
+                | ReportError::NoCheckpoint { .. }
+                | ReportError::NoSuchStream { .. }
+                | ReportError::SeveralStreams { .. }
+                | ReportError::Since(_),
+            ) => ErrorClass::Usage,
             Error::Report(_) | Error::Io { .. } | Error::StreamsFailed { .. } => ErrorClass::Failed,
         }
     }

@@ -136,40 +136,64 @@ enum Command {
         #[command(flatten)]
         reporting: Reporting,
     },
-    /// Print a stream's events (schema changes, rescued data, batches, failures).
+    /// Print a stream's events (schema changes, rescued data, batches, failures); for a
+    /// table, its streams' events merged by time.
     Events {
-        /// The stream's checkpoint: a local directory or s3://BUCKET/PREFIX.
+        /// The table (its streams' checkpoints are found under TABLE/_autoloader) or a
+        /// checkpoint: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
+        table: Option<Location>,
+        /// The stream's checkpoint (one kept elsewhere than under its table): a local
+        /// directory or s3://BUCKET/PREFIX.
         #[arg(long, value_name = "DIR", value_parser = location)]
-        checkpoint: Location,
+        checkpoint: Option<Location>,
+        /// Only this stream of the table: its config name (`ingest`'s is the table's folder
+        /// name).
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
         /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
         #[arg(long = "type", value_name = "TYPE")]
         types: Vec<String>,
-        /// Only events at or after this time (2026-03-15T00:00:00Z) or this long ago (24h).
+        /// Only events at or after this time (2026-03-15T00:00:00Z) or this long ago: a number
+        /// and a unit, s, m, h, d or w (90m, 24h, 7d, 2w).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
         /// One JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// What a stream has ingested, what is pending, and its last error.
+    /// What a stream has ingested, what is pending, and its last error (live figures while
+    /// it runs); for a table, each of its streams.
     Status {
-        /// The stream's checkpoint: a local directory or s3://BUCKET/PREFIX.
+        /// The table (its streams' checkpoints are found under TABLE/_autoloader) or a
+        /// checkpoint: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
+        table: Option<Location>,
+        /// The stream's checkpoint (one kept elsewhere than under its table): a local
+        /// directory or s3://BUCKET/PREFIX.
         #[arg(long, value_name = "DIR", value_parser = location)]
-        checkpoint: Location,
+        checkpoint: Option<Location>,
+        /// Only this stream of the table: its config name (`ingest`'s is the table's folder
+        /// name).
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
+        /// JSON: one object, or an array of them for a table with several streams.
         #[arg(long)]
         json: bool,
     },
-    /// Schema versions under a schema location.
+    /// A stream's schema versions: history, diff, show (by its table, checkpoint or schema
+    /// location).
     Schema {
         #[command(subcommand)]
         command: SchemaCommand,
     },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
-        /// The Delta table (a local directory).
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
         #[arg(value_parser = location)]
         table: Location,
-        /// Only rows ingested at or after this time, or this long ago (7d is 168h).
+        /// Only rows ingested at or after this time (2026-03-15T00:00:00Z) or this long ago:
+        /// a number and a unit, s, m, h, d or w (90m, 24h, 7d, 2w).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
         #[arg(long)]
@@ -187,19 +211,41 @@ enum Command {
 enum SchemaCommand {
     /// Every version with its time and the columns it added.
     History {
-        /// The schema location (by default the checkpoint, TABLE/_autoloader).
+        /// The table, a checkpoint, or a schema location (by default the checkpoint,
+        /// TABLE/_autoloader): a local directory or s3://BUCKET/PATH.
         #[arg(value_parser = location)]
         location: Location,
+        /// The stream, for a table with several (its config name).
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
         #[arg(long)]
         json: bool,
     },
     /// Columns added, removed or retyped between two versions.
     Diff {
-        /// The schema location.
+        /// The table, a checkpoint, or a schema location.
         #[arg(value_parser = location)]
         location: Location,
         a: u64,
         b: u64,
+        /// The stream, for a table with several (its config name).
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A version's columns as DDL, one per line, as the `schema` option takes them (the
+    /// latest version without N).
+    Show {
+        /// The table, a checkpoint, or a schema location.
+        #[arg(value_parser = location)]
+        location: Location,
+        /// The version (`_schemas/N`).
+        version: Option<u64>,
+        /// The stream, for a table with several (its config name).
+        #[arg(long, value_name = "NAME")]
+        stream: Option<String>,
+        /// JSON: version, time, reason, ddl, columns and partition columns.
         #[arg(long)]
         json: bool,
     },
@@ -318,15 +364,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
         })
 }
 
-/// Parses `--since`: a timestamp, or a duration meaning that long ago.
+/// Parses `--since`: a time, or how long ago (`7d`).
 fn parse_since(text: Option<&str>) -> Result<Option<i64>, Error> {
     let Some(text) = text else { return Ok(None) };
-    if let Ok(ms) = options::parse_instant("--since", text) {
-        return Ok(Some(ms));
-    }
-    let ago = options::parse_duration("--since", text)?;
-    let ms = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
-    Ok(Some(chrono::Utc::now().timestamp_millis() - ms))
+    let now = chrono::Utc::now().timestamp_millis();
+    Ok(Some(reports::parse_since(text, now)?))
 }
 
 fn run_mode(once: bool, poll_interval: f64) -> RunMode {
@@ -408,7 +450,9 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             &reporting,
         ),
         Command::Events {
+            table,
             checkpoint,
+            stream,
             types,
             since,
             json,
@@ -425,18 +469,26 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                 };
                 kinds.push(k);
             }
-            let events = reports::filtered_events(
-                &checkpoint,
+            let found = reports::checkpoints(
+                table.as_ref(),
+                checkpoint.as_ref(),
+                stream.as_deref(),
                 state,
-                &kinds,
-                parse_since(since.as_deref())?,
             )?;
+            let events =
+                reports::filtered_events(&found, state, &kinds, parse_since(since.as_deref())?)?;
             for e in events {
                 if json {
                     print_json(&e, false);
                 } else {
+                    // Several streams: say whose each event is.
+                    let whose = if found.len() > 1 {
+                        format!("[{}] ", e.stream)
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "{}  {:<7}  {:<24}  {}",
+                        "{}  {:<7}  {whose}{:<24}  {}",
                         e.time,
                         format!("{:?}", e.severity).to_lowercase(),
                         e.kind,
@@ -446,18 +498,46 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             }
             Ok(())
         }
-        Command::Status { checkpoint, json } => {
-            let st = runtime()?.block_on(reports::status(&checkpoint, state))?;
-            if json {
-                print_json(&st, true);
+        Command::Status {
+            table,
+            checkpoint,
+            stream,
+            json,
+        } => {
+            let found = reports::checkpoints(
+                table.as_ref(),
+                checkpoint.as_ref(),
+                stream.as_deref(),
+                state,
+            )?;
+            let rt = runtime()?;
+            let mut all = Vec::new();
+            for c in &found {
+                all.push(rt.block_on(reports::status(c, state))?);
+            }
+            if json && all.len() == 1 {
+                print_json(&all[0], true);
+            } else if json {
+                print_json(&all, true);
             } else {
-                print_status(&st);
+                for (i, st) in all.iter().enumerate() {
+                    if i > 0 {
+                        println!();
+                    }
+                    print_status(st);
+                }
             }
             Ok(())
         }
         Command::Schema {
-            command: SchemaCommand::History { location, json },
+            command:
+                SchemaCommand::History {
+                    location,
+                    stream,
+                    json,
+                },
         } => {
+            let location = reports::schema_location(&location, stream.as_deref(), state)?;
             let history = reports::schema_history(&location, state)?;
             if json {
                 print_json(&history, true);
@@ -482,9 +562,11 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     location,
                     a,
                     b,
+                    stream,
                     json,
                 },
         } => {
+            let location = reports::schema_location(&location, stream.as_deref(), state)?;
             let diff = reports::schema_diff(&location, state, a, b)?;
             if json {
                 print_json(&diff, true);
@@ -501,9 +583,27 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             }
             Ok(())
         }
+        Command::Schema {
+            command:
+                SchemaCommand::Show {
+                    location,
+                    version,
+                    stream,
+                    json,
+                },
+        } => {
+            let location = reports::schema_location(&location, stream.as_deref(), state)?;
+            let shown = reports::schema_show(&location, state, version)?;
+            if json {
+                print_json(&shown, true);
+            } else {
+                println!("{}", shown.columns.join(",\n"));
+            }
+            Ok(())
+        }
         Command::Drift { table, since, json } => {
             let since = parse_since(since.as_deref())?;
-            let report = runtime()?.block_on(reports::drift(&table, since))?;
+            let report = runtime()?.block_on(reports::drift(&table, state, since))?;
             if json {
                 print_json(&report, true);
             } else {
@@ -609,9 +709,17 @@ fn listen_for_signals(stop: StopFlag) {
 
 fn print_status(st: &reports::Status) {
     let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |n| n.to_string());
+    if let Some(name) = &st.stream {
+        println!("stream:         {name}");
+    }
+    println!("checkpoint:     {}", st.checkpoint);
     println!("stream id:      {}", st.stream_id.as_deref().unwrap_or("?"));
     println!("source:         {}", st.source.as_deref().unwrap_or("?"));
-    println!("running:        {}", st.running.as_deref().unwrap_or("no"));
+    match (&st.running, &st.live_at) {
+        (Some(holder), Some(at)) => println!("running:        {holder} (figures as of {at})"),
+        (Some(holder), None) => println!("running:        {holder}"),
+        (None, _) => println!("running:        no"),
+    }
     println!("schema version: {}", opt(st.schema_version));
     println!(
         "ingested:       {} files, {} batches, {} rows, {} rescued rows, {} bytes",

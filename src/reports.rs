@@ -1,24 +1,30 @@
-//! Reports for people on call: schema history and diffs, drift from the table's
-//! rescued-data column, and a stream's status.
+//! Reports for people on call: schema history, diffs and versions as DDL, drift from the
+//! table's rescued-data column, a stream's status and events. Each takes a table (local or
+//! S3) and finds its streams' checkpoints under it, or a checkpoint named as such.
 
 use std::collections::BTreeMap;
-use std::fs;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::checkpoint::Checkpoint;
 use crate::location::Location;
 use crate::options::RESCUED_DATA_COLUMN;
+use crate::pipeline::IngestRequest;
 use crate::record::FILE_PATH_KEY;
 use crate::schema::evolution;
-use crate::schema::store::{SchemaStore, SchemaStoreError};
+use crate::schema::store::{SCHEMAS_DIR, SchemaStore, SchemaStoreError};
 use crate::storage::StorageSettings;
+use crate::storage::object_dir::RemoteDir;
+use crate::target::DeltaAppend;
 use crate::telemetry::events::{self, Event, EventKind};
+use crate::telemetry::live;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -34,11 +40,284 @@ pub enum ReportError {
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
     #[error("{path} is not a checkpoint (nothing was ever ingested with it)")]
     NotACheckpoint { path: String },
+    #[error(
+        "{path} is not a checkpoint, and no stream's checkpoint is under it ({path}/_autoloader, or {path}/_autoloader/NAME for a config stream); for a stream whose checkpoint is elsewhere, pass --checkpoint DIR"
+    )]
+    NoCheckpoint { path: String },
+    #[error("no stream {stream:?} writes {path}; its streams: {known}")]
+    NoSuchStream {
+        path: String,
+        stream: String,
+        known: String,
+    },
+    #[error("{path} has several streams ({known}): pick one with --stream NAME")]
+    SeveralStreams { path: String, known: String },
+    #[error(
+        "--since {0:?}: expected a time (2026-03-15T00:00:00Z) or how long ago, a number with a unit: s, m, h, d or w (90s, 15m, 24h, 7d, 2w)"
+    )]
+    Since(String),
     #[error("cannot read {path}: {source}")]
     Io {
         path: String,
         source: std::io::Error,
     },
+}
+
+/// Parses `--since`: a time (as `cloudFiles.modifiedAfter` takes it: `2026-03-15`,
+/// `2026-03-15T00:00:00Z`, `2026-03-15 00:00:00 UTC+0`), or how long before `now_ms`: a
+/// number with a unit, `ms`, `s`, `m`, `h`, `d` (24 h) or `w` (7 d), also spelled out
+/// (`minutes`, `days`). Returns milliseconds since the epoch.
+pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, ReportError> {
+    if let Ok(ms) = crate::options::parse_instant("--since", text) {
+        return Ok(ms);
+    }
+    let bad = || ReportError::Since(text.to_string());
+    let t = text.trim().to_ascii_lowercase();
+    let end = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(end);
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    let unit_ms: f64 = match unit.trim() {
+        "ms" | "millis" | "milliseconds" => 1.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1e3,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60e3,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3600e3,
+        "d" | "day" | "days" => 86_400e3,
+        "w" | "week" | "weeks" => 604_800e3,
+        // A bare number is refused: seconds or a year, it cannot say.
+        _ => return Err(bad()),
+    };
+    let ago = n * unit_ms;
+    if !ago.is_finite() || ago > now_ms as f64 {
+        return Err(bad());
+    }
+    Ok(now_ms - ago as i64)
+}
+
+/// A stream's checkpoint, as a report found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamCheckpoint {
+    /// The stream's name: its folder under `TABLE/_autoloader` (a config stream), or the
+    /// table's folder name for `ingest`'s checkpoint `TABLE/_autoloader`; `None` for a
+    /// checkpoint named as such.
+    pub name: Option<String>,
+    pub location: Location,
+}
+
+/// The checkpoints a report reads: `checkpoint` when given (it must be one); else `target`
+/// itself when it is a checkpoint; else the streams of the table `target`, found where
+/// their checkpoints are by default: `TABLE/_autoloader` (`ingest`) and
+/// `TABLE/_autoloader/NAME` (the config stream NAME). All of them, or the one named
+/// `stream`. Nothing else links a table to a checkpoint kept elsewhere (its commits record
+/// the stream id, not the checkpoint), so such a stream needs `--checkpoint`.
+pub fn checkpoints(
+    target: Option<&Location>,
+    checkpoint: Option<&Location>,
+    stream: Option<&str>,
+    state: &StorageSettings,
+) -> Result<Vec<StreamCheckpoint>, ReportError> {
+    let (target, given) = match (checkpoint, target) {
+        (Some(c), _) => (c, true),
+        (None, Some(t)) => (t, false),
+        (None, None) => {
+            return Err(ReportError::NoCheckpoint {
+                path: ".".to_string(),
+            });
+        }
+    };
+    if Checkpoint::exists(target, state)? {
+        return Ok(vec![StreamCheckpoint {
+            name: None,
+            location: target.clone(),
+        }]);
+    }
+    // `--checkpoint TABLE` means the table's checkpoints too.
+    let found = table_streams(target, state)?;
+    if found.is_empty() && given {
+        return Err(ReportError::NotACheckpoint {
+            path: target.to_string(),
+        });
+    }
+    if found.is_empty() {
+        return Err(ReportError::NoCheckpoint {
+            path: target.to_string(),
+        });
+    }
+    let Some(name) = stream else {
+        return Ok(found);
+    };
+    match found.iter().find(|s| s.name.as_deref() == Some(name)) {
+        Some(one) => Ok(vec![one.clone()]),
+        None => Err(ReportError::NoSuchStream {
+            path: target.to_string(),
+            stream: name.to_string(),
+            known: stream_names(&found),
+        }),
+    }
+}
+
+/// The one checkpoint of `found`, or an error naming the streams to choose from.
+pub fn only_one(
+    target: &Location,
+    mut found: Vec<StreamCheckpoint>,
+) -> Result<StreamCheckpoint, ReportError> {
+    if found.len() == 1 {
+        return Ok(found.remove(0));
+    }
+    Err(ReportError::SeveralStreams {
+        path: target.to_string(),
+        known: stream_names(&found),
+    })
+}
+
+fn stream_names(found: &[StreamCheckpoint]) -> String {
+    found
+        .iter()
+        .map(|s| s.name.clone().unwrap_or_else(|| s.location.to_string()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The checkpoints under a table's default places.
+fn table_streams(
+    table: &Location,
+    state: &StorageSettings,
+) -> Result<Vec<StreamCheckpoint>, ReportError> {
+    let root = IngestRequest::default_checkpoint(table, None);
+    let mut out = Vec::new();
+    if Checkpoint::exists(&root, state)? {
+        out.push(StreamCheckpoint {
+            name: Some(IngestRequest::default_name(table)),
+            location: root.clone(),
+        });
+    }
+    let mut children: Vec<String> = match &root {
+        Location::Local(dir) => match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => {
+                return Err(ReportError::Io {
+                    path: dir.display().to_string(),
+                    source,
+                });
+            }
+        },
+        Location::S3(url) => RemoteDir::open(url, state)
+            .and_then(|d| d.subdirs())
+            .map_err(crate::checkpoint::CheckpointError::from)?,
+    };
+    children.sort();
+    for name in children.into_iter().filter(|n| n != SCHEMAS_DIR) {
+        let location = root.join(&name);
+        if Checkpoint::exists(&location, state)? {
+            out.push(StreamCheckpoint {
+                name: Some(name),
+                location,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The schema location a `schema` report reads: `location` itself when it holds schema
+/// versions; else the checkpoint (the default schema location) of the one stream of the
+/// table or checkpoint `location`, or of the stream `stream`.
+pub fn schema_location(
+    location: &Location,
+    stream: Option<&str>,
+    state: &StorageSettings,
+) -> Result<Location, ReportError> {
+    let here = SchemaStore::open(location, state)?;
+    if !here.versions()?.is_empty() {
+        return Ok(location.clone());
+    }
+    match checkpoints(Some(location), None, stream, state) {
+        Ok(found) => Ok(only_one(location, found)?.location),
+        Err(ReportError::NoCheckpoint { .. }) => Err(ReportError::NoSchemas(here.describe())),
+        Err(e) => Err(e),
+    }
+}
+
+/// One schema version, as DDL (what the `schema` option takes).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShownVersion {
+    pub version: u64,
+    pub created_at: String,
+    pub reason: String,
+    /// The data columns, `name TYPE`, comma-separated.
+    pub ddl: String,
+    /// Each data column, `name TYPE`.
+    pub columns: Vec<String>,
+    /// Partition columns read from folder names, `name TYPE`.
+    pub partition_columns: Vec<String>,
+}
+
+/// Schema version `version` (the latest when `None`) of the schema location `location`.
+pub fn schema_show(
+    location: &Location,
+    state: &StorageSettings,
+    version: Option<u64>,
+) -> Result<ShownVersion, ReportError> {
+    let store = SchemaStore::open(location, state)?;
+    let versions = store.versions()?;
+    let Some(&latest) = versions.last() else {
+        return Err(ReportError::NoSchemas(store.describe()));
+    };
+    let version = version.unwrap_or(latest);
+    if !versions.contains(&version) {
+        return Err(ReportError::NoVersion(version));
+    }
+    let sv = store.read(version)?;
+    let columns: Vec<String> = sv.data.fields.iter().map(ddl_field).collect();
+    Ok(ShownVersion {
+        version,
+        created_at: time_of(sv.info.created_at_ms),
+        reason: sv.info.reason.clone(),
+        ddl: columns.join(", "),
+        columns,
+        partition_columns: sv.partition.fields.iter().map(ddl_field).collect(),
+    })
+}
+
+/// `name TYPE`, the name in backticks when DDL needs them.
+fn ddl_field(f: &crate::schema::Field) -> String {
+    format!("{} {}", ddl_name(&f.name), ddl_type(&f.data_type))
+}
+
+fn ddl_name(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("`{}`", name.replace('`', "``"))
+    }
+}
+
+fn ddl_type(t: &crate::schema::DataType) -> String {
+    use crate::schema::DataType;
+    match t {
+        DataType::Struct(fields) => format!(
+            "STRUCT<{}>",
+            fields
+                .iter()
+                .map(|f| format!("{}: {}", ddl_name(&f.name), ddl_type(&f.data_type)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        DataType::Array(element) => format!("ARRAY<{}>", ddl_type(element)),
+        DataType::Map(key, value) => format!("MAP<{}, {}>", ddl_type(key), ddl_type(value)),
+        other => other.to_string(),
+    }
 }
 
 /// One schema version and what it changed.
@@ -159,41 +438,61 @@ pub struct KeyDrift {
     pub example_file: String,
 }
 
-/// Builds the drift report from the table's rescued-data column.
-pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftReport, ReportError> {
+/// Builds the drift report from the table's rescued-data column: a local table or one on
+/// S3 (with the S3 configuration in `storage`). Only that column of each data file is read.
+pub async fn drift(
+    table: &Location,
+    storage: &StorageSettings,
+    since_ms: Option<i64>,
+) -> Result<DriftReport, ReportError> {
     let table_err = |reason: String| ReportError::Table {
         path: table.to_string(),
         reason,
     };
-    let Some(table) = table.as_local() else {
-        return Err(table_err(
-            "the drift report reads local tables only, for now".into(),
-        ));
-    };
-    let abs = fs::canonicalize(table).map_err(|e| table_err(e.to_string()))?;
-    let url = url::Url::from_directory_path(&abs).map_err(|()| table_err("not a path".into()))?;
-    let dt = deltalake::open_table(url)
+    // Opening a local table creates its folder: a report must not, so look first.
+    if let Some(dir) = table.as_local()
+        && !dir.join("_delta_log").is_dir()
+    {
+        return Err(table_err("not a Delta table (no _delta_log)".into()));
+    }
+    let sink = DeltaAppend::open(table, storage)
         .await
         .map_err(|e| table_err(e.to_string()))?;
+    if !sink.exists() {
+        return Err(table_err("not a Delta table (no _delta_log)".into()));
+    }
+    let dt = sink.table();
     let state = dt.snapshot().map_err(|e| table_err(e.to_string()))?;
-    let files: Vec<(String, i64)> = state
+    let files: Vec<(ObjectPath, u64, i64)> = state
         .log_data()
         .into_iter()
-        .map(|f| (f.object_store_path().to_string(), f.modification_time()))
+        .map(|f| {
+            (
+                f.object_store_path(),
+                u64::try_from(f.size()).unwrap_or(0),
+                f.modification_time(),
+            )
+        })
         .collect();
+    let store = dt.object_store();
     let mut days: BTreeMap<String, DayDrift> = BTreeMap::new();
     let mut keys: BTreeMap<String, (KeyDrift, i64, i64)> = BTreeMap::new();
-    for (path, ingested_ms) in files {
+    for (path, size, ingested_ms) in files {
         if since_ms.is_some_and(|s| ingested_ms < s) {
             continue;
         }
-        let file_path = abs.join(&path);
-        let file = fs::File::open(&file_path).map_err(|source| ReportError::Io {
-            path: file_path.display().to_string(),
-            source,
-        })?;
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| table_err(e.to_string()))?;
+        let file_err = |e: &dyn std::fmt::Display| ReportError::Table {
+            path: format!("{}/{path}", table.to_string().trim_end_matches('/')),
+            reason: e.to_string(),
+        };
+        let reader = DataFile {
+            store: store.clone(),
+            path: path.clone(),
+            size,
+        };
+        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| file_err(&e))?;
         let schema = builder.parquet_schema();
         let column = schema
             .columns()
@@ -208,12 +507,11 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
         entry.rows += total;
         let Some(column) = column else { continue };
         let mask = ProjectionMask::leaves(schema, [column]);
-        let reader = builder
+        let mut reader = builder
             .with_projection(mask)
             .build()
-            .map_err(|e| table_err(e.to_string()))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| table_err(e.to_string()))?;
+            .map_err(|e| file_err(&e))?;
+        while let Some(batch) = reader.try_next().await.map_err(|e| file_err(&e))? {
             let texts: &StringArray = batch.column(0).as_string::<i32>();
             for i in 0..texts.len() {
                 if texts.is_null(i) {
@@ -272,24 +570,73 @@ pub async fn drift(table: &Location, since_ms: Option<i64>) -> Result<DriftRepor
     Ok(report)
 }
 
-/// Events of a checkpoint, filtered by type and time.
+/// A table's data file, read by byte ranges (for S3, ranged GETs of the footer and the one
+/// column read, not the whole object).
+struct DataFile {
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    path: ObjectPath,
+    size: u64,
+}
+
+impl AsyncFileReader for DataFile {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
+        Box::pin(async move {
+            object_store::ObjectStoreExt::get_range(self.store.as_ref(), &self.path, range)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        parquet::errors::Result<std::sync::Arc<parquet::file::metadata::ParquetMetaData>>,
+    > {
+        Box::pin(async move {
+            let size = self.size;
+            let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_and_finish(&mut *self, size)
+                .await?;
+            Ok(std::sync::Arc::new(metadata))
+        })
+    }
+}
+
+/// Events of checkpoints (merged by time when there are several), filtered by type and
+/// time. The event log is local: an S3 checkpoint's is in its local cache, so it holds what
+/// ran on this machine.
 pub fn filtered_events(
-    checkpoint: &Location,
+    checkpoints: &[StreamCheckpoint],
     state: &StorageSettings,
     kinds: &[EventKind],
     since_ms: Option<i64>,
 ) -> Result<Vec<Event>, ReportError> {
-    // A path that is not a checkpoint has no events: say so rather than print nothing.
-    if !Checkpoint::exists(checkpoint, state)? {
-        return Err(ReportError::NotACheckpoint {
-            path: checkpoint.to_string(),
-        });
+    let mut all = Vec::new();
+    for c in checkpoints {
+        // A path that is not a checkpoint has no events: say so rather than print nothing.
+        if !Checkpoint::exists(&c.location, state)? {
+            return Err(ReportError::NotACheckpoint {
+                path: c.location.to_string(),
+            });
+        }
+        let local = crate::checkpoint::local_dir(&c.location, state);
+        all.extend(
+            events::read_events(&local).map_err(|source| ReportError::Io {
+                path: c.location.to_string(),
+                source,
+            })?,
+        );
     }
-    let local = crate::checkpoint::local_dir(checkpoint, state);
-    let all = events::read_events(&local).map_err(|source| ReportError::Io {
-        path: checkpoint.to_string(),
-        source,
-    })?;
+    if checkpoints.len() > 1 {
+        // RFC 3339 UTC with milliseconds: the text sorts as the time; stable for ties.
+        all.sort_by(|a, b| a.time.cmp(&b.time));
+    }
     Ok(all
         .into_iter()
         .filter(|e| kinds.is_empty() || kinds.contains(&e.kind))
@@ -306,7 +653,14 @@ pub fn filtered_events(
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
+    /// The stream's name, when found from its table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    pub checkpoint: String,
     pub running: Option<String>,
+    /// While the stream runs: when it last updated the figures shown (`live.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_at: Option<String>,
     pub stream_id: Option<String>,
     pub source: Option<String>,
     pub files_ingested: Option<u64>,
@@ -320,9 +674,15 @@ pub struct Status {
     pub last_error: Option<Value>,
 }
 
-/// Reads what a checkpoint says. When no process holds it, the file index is read and the
-/// pending files listed; while a stream runs, figures come from its event log.
-pub async fn status(checkpoint: &Location, state: &StorageSettings) -> Result<Status, ReportError> {
+/// Reads what a checkpoint says. When no process holds it, the store is read and the
+/// pending files listed. While a stream runs its store is locked: the figures are those it
+/// keeps in `live.json` (see `telemetry/live.rs`), or, from an older version that wrote
+/// none, the sums of the event log's `batch_committed` events.
+pub async fn status(
+    found: &StreamCheckpoint,
+    state: &StorageSettings,
+) -> Result<Status, ReportError> {
+    let checkpoint = &found.location;
     let io = |source| ReportError::Io {
         path: checkpoint.to_string(),
         source,
@@ -334,7 +694,11 @@ pub async fn status(checkpoint: &Location, state: &StorageSettings) -> Result<St
             path: checkpoint.to_string(),
         });
     }
-    let mut st = Status::default();
+    let mut st = Status {
+        stream: found.name.clone(),
+        checkpoint: checkpoint.to_string(),
+        ..Status::default()
+    };
     let all = events::read_events(&local).map_err(io)?;
     for e in &all {
         match e.kind {
@@ -403,6 +767,17 @@ pub async fn status(checkpoint: &Location, state: &StorageSettings) -> Result<St
         }
         Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
             st.running = Some(holder);
+            if let Some(l) = live::read(&local) {
+                st.live_at = Some(l.updated_at);
+                st.files_ingested = Some(l.files_ingested);
+                st.files_pending = Some(l.files_pending);
+                st.batches = l.batches;
+                st.rows = l.rows;
+                st.rescued_rows = l.rescued_rows;
+                st.bytes = l.bytes;
+                st.schema_version = l.schema_version.or(st.schema_version);
+                return Ok(st);
+            }
             for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
                 st.batches += 1;
                 st.rows += e.fields.get("rows").and_then(Value::as_u64).unwrap_or(0);
@@ -417,4 +792,53 @@ pub async fn status(checkpoint: &Location, state: &StorageSettings) -> Result<St
         Err(e) => return Err(e.into()),
     }
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{DataType, Field, Schema};
+
+    #[test]
+    fn shown_ddl_reads_back_as_the_schema_option() {
+        let schema = Schema::new(vec![
+            Field::new("order_id", DataType::Long),
+            Field::new("unit price", DataType::Decimal(12, 2)),
+            Field::new(
+                "address",
+                DataType::Struct(vec![Field::new("zip", DataType::String)]),
+            ),
+            Field::new("tags", DataType::Array(Box::new(DataType::String))),
+        ]);
+        let ddl: Vec<String> = schema.fields.iter().map(ddl_field).collect();
+        let ddl = ddl.join(", ");
+        assert!(ddl.contains("`unit price` DECIMAL(12,2)"), "{ddl}");
+        assert_eq!(crate::schema::hints::parse_schema(&ddl).unwrap(), schema);
+    }
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    #[test]
+    fn since_takes_the_units_the_help_shows() {
+        for (text, ago_ms) in [
+            ("90s", 90_000),
+            ("15m", 900_000),
+            ("24h", 86_400_000),
+            ("7d", 7 * 86_400_000),
+            ("2w", 14 * 86_400_000),
+            ("1.5h", 5_400_000),
+            ("3 days", 3 * 86_400_000),
+            ("500ms", 500),
+        ] {
+            assert_eq!(parse_since(text, NOW).unwrap(), NOW - ago_ms, "{text}");
+        }
+        assert_eq!(
+            parse_since("2026-03-15T00:00:00Z", NOW).unwrap(),
+            1_773_532_800_000
+        );
+        for bad in ["7", "7y", "d", "", "-1d"] {
+            let err = parse_since(bad, NOW).unwrap_err().to_string();
+            assert!(err.contains("s, m, h, d or w"), "{bad}: {err}");
+        }
+    }
 }

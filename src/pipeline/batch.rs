@@ -224,6 +224,17 @@ pub(crate) async fn execute_counted(
     ctx.telemetry
         .metrics
         .batch(files_done, rows, bytes, rescued_rows, seconds);
+    // The batch is done: a figure that cannot be read is left as it was, not an error.
+    let files_ingested = ctx.checkpoint.seen_files().map(|s| s.len()).ok();
+    ctx.telemetry.live.update(|l| {
+        l.files_ingested = files_ingested.unwrap_or(l.files_ingested);
+        l.files_pending = l.files_pending.saturating_sub(plan.files.len() as u64);
+        l.batches += 1;
+        l.rows += rows;
+        l.rescued_rows += rescued_rows;
+        l.bytes += bytes;
+        l.schema_version = Some(state.version.version);
+    });
     ctx.telemetry.emit(
         Severity::Info,
         kind::BATCH_COMMITTED,

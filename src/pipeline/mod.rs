@@ -163,8 +163,9 @@ pub struct Summary {
 /// Table versions between fresh loads of the table state (see [`DeltaAppend::reload`]).
 const RELOAD_EVERY_VERSIONS: u64 = 50;
 
-/// How long a finishing run waits for its queued alerts to be sent.
-const ALERT_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a finishing run waits at most for its queued alerts to be sent (one attempt
+/// each, no backoff); what is left is kept for the next run (`telemetry/alerts.rs`).
+const ALERT_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Progress reporting hooks (a terminal bar in the CLI, nothing in tests).
 pub trait Progress: Send + Sync {

@@ -133,6 +133,18 @@ impl<'a> StreamRun<'a> {
         if let Some(v) = schema {
             telemetry.metrics.schema_version.store(v, Ordering::Relaxed);
         }
+        // The checkpoint's totals, which each batch of this run adds to (see `live.rs`).
+        let commits = checkpoint.commits()?;
+        let files_ingested = checkpoint.seen_files()?.len();
+        telemetry.live.update(|l| {
+            l.files_ingested = files_ingested;
+            l.files_pending = pending.iter().map(|p| p.files.len() as u64).sum();
+            l.batches = commits.len() as u64;
+            l.rows = commits.iter().map(|(_, c)| c.rows).sum();
+            l.rescued_rows = commits.iter().map(|(_, c)| c.rescued_rows).sum();
+            l.bytes = commits.iter().map(|(_, c)| c.bytes).sum();
+            l.schema_version = schema;
+        });
         Ok(StreamRun {
             req,
             source,
@@ -296,6 +308,7 @@ impl<'a> StreamRun<'a> {
             .metrics
             .files_pending
             .store(files, Ordering::Relaxed);
+        self.telemetry.live.update(|l| l.files_pending = files);
     }
 
     /// Ends a run: records `stream_stopped` or `stream_failed` and returns the summary.

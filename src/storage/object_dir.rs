@@ -181,6 +181,25 @@ impl RemoteDir {
         }
     }
 
+    /// Names of the folders (common prefixes) directly under this one, ascending.
+    pub fn subdirs(&self) -> Result<Vec<String>, RemoteError> {
+        let prefix = self.prefix.clone();
+        let store = &self.store;
+        let listed = self.block(async move {
+            store
+                .list_with_delimiter((!prefix.as_ref().is_empty()).then_some(&prefix))
+                .await
+        });
+        let listed = listed.map_err(|e| self.err("", e))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Names of the objects directly under `dir` whose name sorts after `after`, ascending.
     /// Listing starts after `after` on the server, so a long history is not re-read.
     pub fn list(&self, dir: &str, after: Option<&str>) -> Result<Vec<String>, RemoteError> {

@@ -123,6 +123,11 @@ impl DeltaAppend {
         &self.location
     }
 
+    /// The delta-rs table, for read-only views (the drift report).
+    pub fn table(&self) -> &DeltaTable {
+        &self.table
+    }
+
     /// Whether the table has at least one version.
     pub fn exists(&self) -> bool {
         self.table.version().is_some()

@@ -3,7 +3,10 @@
 //!
 //! Sending never blocks or fails ingestion: alerts go through a bounded queue to a
 //! background task with a timeout, retries with backoff, and no redirects; a webhook that
-//! keeps failing is recorded as an `alert_failed` event. A quiet period per incident key
+//! keeps failing is recorded as an `alert_failed` event, and the alert it missed is kept in
+//! the checkpoint's `alerts-pending.jsonl` (sent again when the webhook next takes one, or
+//! at the next start). At exit the queue gets a bounded wait, one attempt per alert and no
+//! backoff; what is left is kept the same way and counted in a warning. A quiet period per incident key
 //! turns one incident into one alert, not thousands. Webhooks may not point at link-local
 //! or cloud metadata addresses (checked on the resolved address, which is then pinned)
 //! unless explicitly allowed.
@@ -14,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use url::Url;
 
 use crate::telemetry::events::{Event, EventKind, EventLog, Severity, kind};
@@ -119,56 +121,211 @@ fn redact(url: &Url) -> String {
     u.to_string()
 }
 
+/// File, in the checkpoint's local folder, of the alerts not delivered yet: one JSON object
+/// per line, `{"webhook": REDACTED, "alert": PAYLOAD}`, sent again at the next start.
+pub const PENDING_FILE: &str = "alerts-pending.jsonl";
+/// Undelivered alerts kept at most (the oldest go first): a webhook down for days does not
+/// grow the file without bound.
+const MAX_KEPT: usize = 1000;
+
+/// An alert still to deliver, to the webhooks (indexes into the settings') left.
+#[derive(Debug)]
+struct Job {
+    payload: Value,
+    webhooks: Vec<usize>,
+}
+
+/// An alert one webhook has not taken, as kept on disk.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Undelivered {
+    /// The webhook as logged ([`redact`]): credentials never reach the disk.
+    webhook: String,
+    alert: Value,
+}
+
+/// Alerts queued, in flight and undelivered, shared by the stream and the sender task.
+#[derive(Debug, Default)]
+struct Outbox {
+    queue: std::collections::VecDeque<Job>,
+    in_flight: Option<Job>,
+    undelivered: Vec<(usize, Value)>,
+    /// Undelivered alerts dropped past [`MAX_KEPT`].
+    dropped: u64,
+    closed: bool,
+}
+
 /// Decides which events become alerts and sends them.
 pub struct Alerter {
     settings: AlertSettings,
     last_sent: Mutex<HashMap<String, Instant>>,
-    tx: Mutex<Option<mpsc::Sender<Value>>>,
+    shared: Option<Arc<Shared>>,
     sender: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+struct Shared {
+    outbox: Mutex<Outbox>,
+    /// Wakes the sender: a new alert, or closing.
+    wake: tokio::sync::Notify,
+    /// Set at close: no more retries or backoff, one attempt per alert left.
+    closing: tokio::sync::watch::Sender<bool>,
+    webhooks: Vec<Url>,
+    allow: bool,
+    events: Arc<EventLog>,
+    /// `<checkpoint>/alerts-pending.jsonl`.
+    pending_path: std::path::PathBuf,
+}
+
+impl Shared {
+    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
+        self.outbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes every alert not delivered yet (undelivered, in flight, queued) to the
+    /// pending file, or removes it when there is none; returns how many alerts it holds.
+    fn persist(&self) -> usize {
+        let lines: Vec<String> = {
+            let o = self.outbox();
+            let mut entries: Vec<Undelivered> = Vec::new();
+            let mut add = |i: usize, alert: &Value| {
+                entries.push(Undelivered {
+                    webhook: redact(&self.webhooks[i]),
+                    alert: alert.clone(),
+                });
+            };
+            for (i, alert) in &o.undelivered {
+                add(*i, alert);
+            }
+            for job in o.in_flight.iter().chain(&o.queue) {
+                for i in &job.webhooks {
+                    add(*i, &job.payload);
+                }
+            }
+            entries
+                .iter()
+                .map(|e| serde_json::to_string(e).expect("alerts serialize"))
+                .collect()
+        };
+        let result = if lines.is_empty() {
+            match std::fs::remove_file(&self.pending_path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        } else {
+            let aside = self.pending_path.with_extension("jsonl.tmp");
+            std::fs::write(&aside, lines.join("\n") + "\n")
+                .and_then(|()| std::fs::rename(&aside, &self.pending_path))
+        };
+        if let Err(e) = result {
+            tracing::warn!(path = %self.pending_path.display(), error = %e, "Cannot record the undelivered alerts.");
+        }
+        lines.len()
+    }
+
+    /// Alerts kept by an earlier run, each for the webhook it missed (or, when that webhook
+    /// is no longer configured, for every webhook now).
+    fn load(&self) -> Vec<Job> {
+        let Ok(text) = std::fs::read_to_string(&self.pending_path) else {
+            return Vec::new();
+        };
+        let mut jobs: Vec<Job> = Vec::new();
+        for entry in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Undelivered>(l).ok())
+        {
+            let mut webhooks: Vec<usize> = (0..self.webhooks.len())
+                .filter(|i| redact(&self.webhooks[*i]) == entry.webhook)
+                .collect();
+            if webhooks.is_empty() {
+                webhooks = (0..self.webhooks.len()).collect();
+            }
+            // One alert missed by several webhooks is one job.
+            match jobs.iter_mut().find(|j| j.payload == entry.alert) {
+                Some(job) => {
+                    job.webhooks.extend(webhooks);
+                    job.webhooks.sort_unstable();
+                    job.webhooks.dedup();
+                }
+                None => jobs.push(Job {
+                    payload: entry.alert,
+                    webhooks,
+                }),
+            }
+        }
+        jobs
+    }
+}
+
 impl Alerter {
-    /// Starts the sender task (needs a tokio runtime) when there are webhooks.
+    /// Starts the sender task (needs a tokio runtime) when there are webhooks; alerts an
+    /// earlier run could not deliver (see [`PENDING_FILE`]) are sent first.
     pub fn start(settings: AlertSettings, events: Arc<EventLog>) -> Alerter {
-        let (tx, sender) = if settings.webhooks.is_empty() {
+        let (shared, sender) = if settings.webhooks.is_empty() {
             (None, None)
         } else {
-            let (tx, rx) = mpsc::channel(QUEUE);
-            let handle = tokio::spawn(send_loop(
-                rx,
-                settings.webhooks.clone(),
-                settings.allow_link_local,
+            let shared = Arc::new(Shared {
+                outbox: Mutex::new(Outbox::default()),
+                wake: tokio::sync::Notify::new(),
+                closing: tokio::sync::watch::Sender::new(false),
+                webhooks: settings.webhooks.clone(),
+                allow: settings.allow_link_local,
+                pending_path: events.dir().join(PENDING_FILE),
                 events,
-            ));
-            (Some(tx), Some(handle))
+            });
+            let kept = shared.load();
+            if !kept.is_empty() {
+                tracing::info!(
+                    alerts = kept.len(),
+                    "Sending the alerts an earlier run could not deliver."
+                );
+            }
+            shared.outbox().queue.extend(kept);
+            let handle = tokio::spawn(send_loop(Arc::clone(&shared)));
+            (Some(shared), Some(handle))
         };
         Alerter {
             settings,
             last_sent: Mutex::new(HashMap::new()),
-            tx: Mutex::new(tx),
+            shared,
             sender: Mutex::new(sender),
         }
     }
 
-    /// Stops taking alerts and waits (at most `timeout`) for the queued ones to be sent,
-    /// so a `--once` run does not exit with its alerts still queued.
-    pub async fn close(&self, timeout: Duration) {
-        drop(
-            self.tx
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take(),
-        );
+    /// Stops taking alerts and waits at most `timeout` for the queued ones, each given one
+    /// last attempt without backoff (a webhook that is down does not hold the exit). What
+    /// is still undelivered then is kept in the checkpoint's [`PENDING_FILE`] and sent at
+    /// the next start; returns how many alerts that is.
+    pub async fn close(&self, timeout: Duration) -> usize {
+        let Some(shared) = &self.shared else { return 0 };
+        shared.outbox().closed = true;
+        shared.closing.send_replace(true);
+        shared.wake.notify_one();
         let handle = self
             .sender
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        if let Some(handle) = handle
-            && tokio::time::timeout(timeout, handle).await.is_err()
+        if let Some(mut handle) = handle
+            && tokio::time::timeout(timeout, &mut handle).await.is_err()
         {
-            tracing::warn!("Alerts still unsent at exit were dropped (the event log has them).");
+            handle.abort();
+            let _ = handle.await;
         }
+        let kept = shared.persist();
+        let dropped = shared.outbox().dropped;
+        if kept > 0 {
+            tracing::warn!(
+                "{kept} undelivered alert(s) kept in {}; they are sent again at the next run.",
+                shared.pending_path.display()
+            );
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                "{dropped} undelivered alert(s) were dropped: past {MAX_KEPT}, the oldest go (the event log has them)."
+            );
+        }
+        kept
     }
 
     /// The incident key of an alert-worthy event, or `None` when it is not one.
@@ -207,11 +364,7 @@ impl Alerter {
 
     /// Sends an alert for the event if it is alert-worthy and its incident is not quiet.
     pub fn consider(&self, e: &Event) {
-        let guard = self
-            .tx
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(tx) = guard.as_ref() else { return };
+        let Some(shared) = &self.shared else { return };
         let Some(key) = self.incident(e) else { return };
         {
             let mut last = self
@@ -231,40 +384,123 @@ impl Alerter {
             "text": format!("autoloader [{}] {}", e.stream, e.describe()),
             "event": e,
         });
-        if tx.try_send(payload).is_err() {
-            tracing::warn!(
-                "The alert queue is full; an alert was dropped (the event log still has it)."
-            );
+        let mut o = shared.outbox();
+        if o.closed {
+            return;
         }
+        let job = Job {
+            payload,
+            webhooks: (0..shared.webhooks.len()).collect(),
+        };
+        if o.queue.len() >= QUEUE {
+            // Not sent now, not lost: kept with the undelivered ones.
+            tracing::warn!("The alert queue is full; the alert is kept for the next run.");
+            for i in job.webhooks {
+                keep(&mut o, i, job.payload.clone());
+            }
+            drop(o);
+            shared.persist();
+            return;
+        }
+        o.queue.push_back(job);
+        drop(o);
+        shared.wake.notify_one();
     }
 }
 
-async fn send_loop(
-    mut rx: mpsc::Receiver<Value>,
-    webhooks: Vec<Url>,
-    allow: bool,
-    events: Arc<EventLog>,
-) {
-    while let Some(payload) = rx.recv().await {
-        let body = payload.to_string();
-        for url in &webhooks {
-            if let Err(reason) = send_with_retries(url, &body, allow).await {
-                tracing::warn!(webhook = %redact(url), %reason, "Alert webhook failed.");
-                events.emit(
-                    Severity::Warning,
-                    kind::ALERT_FAILED,
-                    json!({ "webhook": redact(url), "error": reason, "alert": payload.get("event").and_then(|e| e.get("type")) }),
-                );
+/// Adds an undelivered alert, dropping the oldest past [`MAX_KEPT`].
+fn keep(o: &mut Outbox, webhook: usize, alert: Value) {
+    o.undelivered.push((webhook, alert));
+    if o.undelivered.len() > MAX_KEPT {
+        o.undelivered.remove(0);
+        o.dropped += 1;
+    }
+}
+
+async fn send_loop(shared: Arc<Shared>) {
+    let mut closing = shared.closing.subscribe();
+    loop {
+        let job = {
+            let mut o = shared.outbox();
+            match o.queue.pop_front() {
+                Some(job) => {
+                    o.in_flight = Some(Job {
+                        payload: job.payload.clone(),
+                        webhooks: job.webhooks.clone(),
+                    });
+                    Some(job)
+                }
+                None if o.closed => return,
+                None => None,
+            }
+        };
+        let Some(job) = job else {
+            shared.wake.notified().await;
+            continue;
+        };
+        let body = job.payload.to_string();
+        for i in job.webhooks {
+            let url = &shared.webhooks[i];
+            let result = send_with_retries(url, &body, shared.allow, &mut closing).await;
+            let mut o = shared.outbox();
+            if let Some(f) = o.in_flight.as_mut() {
+                f.webhooks.retain(|w| *w != i);
+            }
+            match result {
+                Ok(()) => {
+                    // The webhook is back: what it missed earlier in this run goes again.
+                    let (again, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut o.undelivered)
+                        .into_iter()
+                        .partition(|(w, _)| *w == i);
+                    o.undelivered = rest;
+                    for (w, payload) in again {
+                        o.queue.push_back(Job {
+                            payload,
+                            webhooks: vec![w],
+                        });
+                    }
+                }
+                Err(reason) => {
+                    keep(&mut o, i, job.payload.clone());
+                    drop(o);
+                    tracing::warn!(webhook = %redact(url), %reason, "Alert webhook failed; the alert is kept for the next run.");
+                    shared.events.emit(
+                        Severity::Warning,
+                        kind::ALERT_FAILED,
+                        json!({ "webhook": redact(url), "error": reason, "alert": job.payload.get("event").and_then(|e| e.get("type")) }),
+                    );
+                    shared.persist();
+                }
             }
         }
+        shared.outbox().in_flight = None;
     }
 }
 
-async fn send_with_retries(url: &Url, body: &str, allow: bool) -> Result<(), String> {
+/// Sends `body`, retrying with backoff; once `closing` is set, no retry is made (the
+/// exit waits for no backoff).
+async fn send_with_retries(
+    url: &Url,
+    body: &str,
+    allow: bool,
+    closing: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String> {
     let mut last_error = String::new();
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
+            if *closing.borrow() {
+                return Err(format!(
+                    "{last_error} (stopped at exit after {attempt} of {ATTEMPTS} attempts)"
+                ));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500 << attempt)) => {}
+                _ = closing.changed() => {
+                    return Err(format!(
+                    "{last_error} (stopped at exit after {attempt} of {ATTEMPTS} attempts)"
+                ));
+                }
+            }
         }
         match send_once(url, body, allow).await {
             Ok(()) => return Ok(()),
@@ -347,6 +583,91 @@ mod tests {
             parse_webhook("ftp://x/y", false),
             Err(AlertError::BadUrl(_))
         ));
+    }
+
+    /// A webhook on 127.0.0.1 that refuses its first request (HTTP 400, not retried) and
+    /// takes the others; returns its URL and the bodies it was sent.
+    fn flaky_webhook() -> (Url, Arc<Mutex<Vec<String>>>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!(
+            "http://{}/hook?token=SECRET",
+            listener.local_addr().unwrap()
+        ))
+        .unwrap();
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&bodies);
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                reader.read_exact(&mut body).unwrap();
+                sink.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&body).into_owned());
+                let status = if n == 0 { "400 Bad Request" } else { "200 OK" };
+                let _ = stream.write_all(
+                    format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .as_bytes(),
+                );
+            }
+        });
+        (url, bodies)
+    }
+
+    async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+        for _ in 0..200 {
+            if ready() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_alert_a_webhook_missed_is_kept_and_goes_again_once_it_takes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let pending = dir.path().join(PENDING_FILE);
+        let (url, bodies) = flaky_webhook();
+        let events = Arc::new(EventLog::open(dir.path(), "s"));
+        let settings = AlertSettings {
+            webhooks: vec![url],
+            ..AlertSettings::default()
+        };
+        let alerter = Alerter::start(settings, events);
+        let failed = |error: &str| {
+            Event::new(
+                "s",
+                Severity::Error,
+                kind::STREAM_FAILED,
+                json!({ "error": error }),
+            )
+        };
+        alerter.consider(&failed("first"));
+        wait_for("the missed alert to be kept", || pending.exists()).await;
+        let kept = std::fs::read_to_string(&pending).unwrap();
+        assert!(kept.contains("first") && !kept.contains("SECRET"), "{kept}");
+        alerter.consider(&failed("second"));
+        wait_for("three deliveries", || bodies.lock().unwrap().len() == 3).await;
+        let sent = bodies.lock().unwrap().clone();
+        assert!(
+            sent[1].contains("second") && sent[2].contains("first"),
+            "{sent:?}"
+        );
+        assert_eq!(alerter.close(Duration::from_secs(2)).await, 0);
+        assert!(!pending.exists(), "nothing is left to send");
     }
 
     #[test]

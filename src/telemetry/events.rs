@@ -396,6 +396,11 @@ impl EventLog {
         &self.stream
     }
 
+    /// The folder the log is in (the checkpoint's local folder).
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or_else(|| Path::new("."))
+    }
+
     /// Records an event and returns it. A log that cannot be written never stops ingestion
     /// (the failure is logged).
     pub fn emit(&self, severity: Severity, kind: EventKind, fields: Value) -> Event {

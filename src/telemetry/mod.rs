@@ -10,6 +10,7 @@ use metrics::StreamMetrics;
 
 pub mod alerts;
 pub mod events;
+pub mod live;
 pub mod metrics;
 
 /// Where a stream reports besides its event log: alert webhooks and metrics.
@@ -24,6 +25,8 @@ pub struct Telemetry {
     events: Arc<EventLog>,
     pub(crate) alerter: Alerter,
     pub(crate) metrics: Arc<StreamMetrics>,
+    /// The figures `autoloader status` shows while the stream runs.
+    pub(crate) live: live::Live,
     /// Overwritten files already reported, so a watcher reports each once.
     pub(crate) overwritten_reported: HashSet<(String, u64, i64)>,
 }
@@ -37,6 +40,7 @@ impl Telemetry {
             alerter: Alerter::start(hooks.alerts.clone(), Arc::clone(&events)),
             events,
             metrics: hooks.metrics.clone().unwrap_or_default(),
+            live: live::Live::new(events_dir),
             overwritten_reported: HashSet::new(),
         }
     }

@@ -310,11 +310,13 @@ fn a_failing_webhook_never_blocks_ingestion_and_is_recorded() {
     let failed: serde_json::Value =
         serde_json::from_str(events.lines().next().expect("an alert_failed event")).unwrap();
     assert_eq!(failed["alert"], "rescued_data_seen");
+    // Retried with backoff, until the run's exit stops the retries.
     assert!(
-        failed["error"]
-            .as_str()
-            .unwrap()
-            .contains("after 3 attempts"),
+        failed["error"].as_str().unwrap().contains(" of 3 attempts")
+            || failed["error"]
+                .as_str()
+                .unwrap()
+                .contains("after 3 attempts"),
         "{failed}"
     );
 
@@ -335,4 +337,70 @@ fn a_failing_webhook_never_blocks_ingestion_and_is_recorded() {
         "{}",
         common::stderr(&bad)
     );
+}
+
+#[test]
+fn a_webhook_that_is_down_does_not_hold_the_exit_and_its_alerts_go_out_next_run() {
+    // The same two runs (the second rescues a value, an alert) without a webhook: the
+    // time a run takes here, on this machine now.
+    let two_runs = |s: &Scratch, webhook: Option<&str>| {
+        let mut args = vec![
+            "ingest".to_string(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "-o".into(),
+            "cloudFiles.inferColumnTypes=true".into(),
+        ];
+        if let Some(url) = webhook {
+            args.extend(["--alert-webhook".into(), url.to_string()]);
+        }
+        s.land("1.json", "{\"id\": 1}\n");
+        common::ok(&common::run(&args, &[]));
+        s.land("2.json", "{\"id\": \"x\"}\n");
+        let started = std::time::Instant::now();
+        let out = common::run(&args, &[]);
+        common::ok(&out);
+        (started.elapsed(), out)
+    };
+    let (baseline, _) = two_runs(&Scratch::new(), None);
+    let s = Scratch::new();
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (took, out) = two_runs(&s, Some(&format!("http://{dead}/hook")));
+    // Retrying with backoff held the exit 3 s per alert (and 10 s at most) before.
+    assert!(
+        took < baseline + Duration::from_millis(2000),
+        "{took:?} against {baseline:?} without a webhook"
+    );
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("1 undelivered alert(s) kept in") && !err.contains("dropped"),
+        "{err}"
+    );
+    let pending = s.table().join("_autoloader/alerts-pending.jsonl");
+    let kept = std::fs::read_to_string(&pending).expect("the alert is kept");
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert!(kept.contains("rescued_data_seen"), "{kept}");
+
+    // The next run, with a webhook that works, sends it (nothing new to ingest).
+    let (hook, received) = webhook_server();
+    let out = common::run(
+        &[
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "--alert-webhook".into(),
+            hook,
+        ],
+        &[],
+    );
+    common::ok(&out);
+    let alerts = received.lock().unwrap().clone();
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0]["event"]["type"], "rescued_data_seen");
+    assert!(!pending.exists(), "nothing is left to send");
 }

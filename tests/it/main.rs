@@ -14,6 +14,7 @@ mod ingest_once;
 mod layout;
 mod locations;
 mod reader;
+mod reports;
 mod s3;
 mod schemas;
 mod watch;

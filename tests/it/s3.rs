@@ -506,6 +506,89 @@ fn checkpoint_and_schemas_on_s3_survive_a_new_machine_a_stale_cache_and_a_crash(
 }
 
 #[test]
+fn every_report_reads_an_s3_table_and_its_checkpoint() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let state = s.dir.path();
+    let args = [
+        "ingest",
+        "s3://lake/in",
+        "s3://lake/t",
+        "--once",
+        "-o",
+        "cloudFiles.inferColumnTypes=true",
+    ];
+    moto.put("lake", "in/1.json", "{\"order_id\": 1, \"amount\": 1.5}\n");
+    ok(&run_on(&moto, state, &args));
+    moto.put(
+        "lake",
+        "in/2.json",
+        "{\"order_id\": 2, \"amount\": \"oops\"}\n",
+    );
+    ok(&run_on(&moto, state, &args));
+
+    // drift reads the table's data files on S3 (it failed: No such file or directory).
+    let out = ok(&run_on(
+        &moto,
+        state,
+        &["drift", "s3://lake/t", "--since", "7d", "--json"],
+    ));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["days"][0]["rows"], 2, "{report}");
+    assert_eq!(report["days"][0]["rescuedRows"], 1, "{report}");
+    assert_eq!(report["keys"][0]["key"], "amount", "{report}");
+    assert_eq!(report["keys"][0]["occurrences"], 1, "{report}");
+    assert!(
+        report["keys"][0]["exampleFile"]
+            .as_str()
+            .unwrap()
+            .ends_with("in/2.json"),
+        "{report}"
+    );
+    // status, events and schema take the S3 table and find its checkpoint under it.
+    let status: serde_json::Value = serde_json::from_str(&ok(&run_on(
+        &moto,
+        state,
+        &["status", "s3://lake/t", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(status["filesIngested"], 2, "{status}");
+    assert_eq!(status["rescuedRows"], 1, "{status}");
+    assert_eq!(status["checkpoint"], "s3://lake/t/_autoloader", "{status}");
+    let events = ok(&run_on(
+        &moto,
+        state,
+        &[
+            "events",
+            "s3://lake/t",
+            "--type",
+            "batch_committed",
+            "--json",
+        ],
+    ));
+    assert_eq!(events.lines().count(), 2, "{events}");
+    assert_eq!(
+        ok(&run_on(&moto, state, &["schema", "show", "s3://lake/t"])),
+        "order_id BIGINT,\namount DOUBLE,\n_rescued_data STRING\n"
+    );
+    let missing = run_on(&moto, state, &["status", "s3://lake/nothing"]);
+    assert_eq!(
+        missing.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&missing)
+    );
+    let missing = run_on(&moto, state, &["drift", "s3://lake/nothing"]);
+    assert!(!missing.status.success());
+    assert!(
+        common::stderr(&missing).contains("s3://lake/nothing"),
+        "{}",
+        common::stderr(&missing)
+    );
+}
+
+#[test]
 fn an_s3_checkpoint_lease_refuses_a_live_holder_and_expires_for_a_dead_one() {
     let moto = Moto::start();
     moto.create_bucket("lake");
