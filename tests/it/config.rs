@@ -70,7 +70,7 @@ table = "bronze/c"
         &[],
     ));
     assert!(
-        stdout.contains("[a] ingested 0 files") && stdout.contains("[b] ingested 1 files, 5 rows"),
+        stdout.contains("[a] ingested 0 files") && stdout.contains("[b] ingested 1 file, 5 rows"),
         "{stdout}"
     );
     assert_eq!(common::row_count(&read_table(&shared)), 45);
