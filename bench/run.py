@@ -372,12 +372,19 @@ def count_table_files(table):
 
 
 def autoloader_cmd(src, table, extra=()):
-    return [BIN, "ingest", src, table, "--once", "-o", "cloudFiles.inferColumnTypes=true",
+    return [BIN, "ingest", src, table, "--once", "--json", "-o", "cloudFiles.inferColumnTypes=true",
             *extra]
 
 
-SUMMARY = re.compile(r"ingested (\d+) files, (\d+) rows, (\d+) bytes, (\d+) rescued rows, "
-                     r"schema version (\d+)\b.*?, (\d+) batches")
+def summary(out):
+    """The run's `--json` summary object, or None."""
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
 
 
 def run_ours(name, path, m, args):
@@ -414,14 +421,14 @@ def run_ours(name, path, m, args):
         res["wall"] += wall
         res["rss"] = max(res["rss"], rss)
         res["phases"].append(round(wall, 2))
-        s = SUMMARY.search(out)
-        if rc != 0 or not s:
+        s = summary(out)
+        if rc != 0 or not s or s.get("status") != "done":
             res["error"] = "exit %s: %s" % (rc, short(err or out))
             res["cmd"] = " ".join(autoloader_cmd(src, table))
             return res
-        res["rescued"] += int(s.group(4))
-        res["schema_version"] = int(s.group(5))
-        res["batches"] = res.get("batches", 0) + int(s.group(6))
+        res["rescued"] += s["rescuedRows"]
+        res["schema_version"] = s["schemaVersion"]
+        res["batches"] = res.get("batches", 0) + s["batches"]
     res["check"] = readback(table, name + "-autoloader")
     res["parquet_files"], res["commits"] = count_table_files(table)
     res["table"] = table
@@ -722,9 +729,9 @@ def main():
                 rc, wall, rss, out, err = measure(
                     autoloader_cmd(ours["src"], ours["table"]),
                     os.path.join(RUNS, name, "rerun"), OUR_TIMEOUT)
-                s = SUMMARY.search(out)
+                s = summary(out)
                 reruns.append({"rc": rc, "wall": wall, "rss": rss,
-                               "files": int(s.group(1)) if s else None,
+                               "files": s.get("files") if s else None,
                                "error": None if rc == 0 else short(err)})
             restart[name] = {"files": m["files"], "reruns": reruns}
             print("  rerun, nothing new: %s s" % ", ".join("%.2f" % r["wall"] for r in reruns),

@@ -182,6 +182,15 @@ fn option_text(v: &toml::Value) -> String {
     }
 }
 
+/// Whether `name` can name a stream (in events, alerts, metrics and checkpoint folders):
+/// letters, digits, `_` or `-`.
+pub fn valid_stream_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Reads and validates a config file. `only` keeps one stream by name.
 pub fn load(
     path: &Path,
@@ -209,12 +218,7 @@ pub fn load(
         .unwrap_or_default();
     let mut out: Vec<NamedStream> = Vec::new();
     for s in &parsed.stream {
-        if s.name.is_empty()
-            || !s
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !valid_stream_name(&s.name) {
             return Err(invalid(format!(
                 "stream name \"{}\" must be letters, digits, _ or -",
                 s.name

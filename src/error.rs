@@ -8,6 +8,7 @@ use crate::options::OptionsError;
 use crate::pipeline::IngestError;
 use crate::reports::ReportError;
 use crate::source::DiscoveryError;
+use crate::storage::StorageError;
 use crate::telemetry::alerts::AlertError;
 
 /// What kind of failure an error is, as the exit code tells it.
@@ -44,6 +45,8 @@ pub enum Error {
     Discovery(#[from] DiscoveryError),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     /// An I/O failure outside any stream (the async runtime, the metrics listener).
     #[error("{what}: {source}")]
     Io {
@@ -60,9 +63,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::Location(_) | Error::Options(_) | Error::Config(_) | Error::Alert(_) => {
-                ErrorClass::Usage
-            }
+            Error::Location(_)
+            | Error::Options(_)
+            | Error::Config(_)
+            | Error::Alert(_)
+            | Error::Storage(_) => ErrorClass::Usage,
             Error::Ingest(e) => e.class(),
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
@@ -111,9 +116,12 @@ impl CheckpointError {
 impl DiscoveryError {
     pub fn class(&self) -> ErrorClass {
         match self {
-            DiscoveryError::NotADirectory { .. }
-            | DiscoveryError::List { .. }
-            | DiscoveryError::ObjectStore { .. } => ErrorClass::Failed,
+            // A source that is not there, or an S3 setting that cannot work, is a wrong
+            // argument: nothing was done (ingest and run agree).
+            DiscoveryError::NotADirectory { .. } | DiscoveryError::InvalidS3 { .. } => {
+                ErrorClass::Usage
+            }
+            DiscoveryError::List { .. } | DiscoveryError::ObjectStore { .. } => ErrorClass::Failed,
         }
     }
 }

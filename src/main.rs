@@ -17,10 +17,10 @@ use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
 use autoloader::telemetry::events::{EventKind, kind};
 use autoloader::telemetry::metrics::Registry;
 use autoloader::{Error, ErrorClass, Location};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// The exit code of each kind of error (documented in the README).
+/// The exit code of each kind of error (the table below, `--help` and the README).
 fn exit_code(class: ErrorClass) -> u8 {
     match class {
         ErrorClass::Failed => 1,
@@ -30,19 +30,87 @@ fn exit_code(class: ErrorClass) -> u8 {
     }
 }
 
+/// A second SIGINT or SIGTERM: exit at once (128 + SIGINT, as shells report an interrupt).
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// The exit codes, shown by `--help` (keep in step with `exit_code` and the README).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    done (also after SIGINT or SIGTERM: the batch in flight finished first)
+  1    failed: bad input, I/O, the table (the error names the file and line)
+  2    invalid arguments, options, config, locations or S3 settings, or a missing source:
+       nothing was done
+  3    a new schema version was written and cloudFiles.stopOnSchemaChange=true stopped
+       the run: run again to continue with it
+  75   another process holds the checkpoint
+  130  a second SIGINT or SIGTERM: exited at once (still exactly once)";
+
 /// A location argument, refused at parse time (exit 2) when its scheme is unsupported.
 fn location(text: &str) -> Result<Location, autoloader::location::LocationError> {
     Location::parse(text)
+}
+
+/// `--alert-rescued-share`: a fraction of a batch's rows, 0 to 1.
+fn fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        Ok(v) if v > 1.0 && v <= 100.0 => Err(format!(
+            "{text} is not a fraction between 0 and 1 (for {v}% give {})",
+            v / 100.0
+        )),
+        _ => Err(format!(
+            "{text} is not a fraction between 0 and 1 (0.05 is 5% of a batch's rows)"
+        )),
+    }
+}
+
+/// A duration in seconds: finite and not negative.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{text} is not a number of seconds (e.g. 10 or 0.5)"
+        )),
+    }
+}
+
+/// `--metrics-addr`: HOST:PORT to listen on, checked before anything runs.
+fn listen_addr(text: &str) -> Result<String, String> {
+    use std::net::ToSocketAddrs;
+    if text.parse::<std::net::SocketAddr>().is_ok()
+        || (text.contains(':') && text.to_socket_addrs().is_ok_and(|mut a| a.next().is_some()))
+    {
+        return Ok(text.to_string());
+    }
+    if text.parse::<u16>().is_ok() {
+        return Err(format!(
+            "{text} is a port alone: give HOST:PORT, e.g. 127.0.0.1:{text} (or 0.0.0.0:{text} for every interface)"
+        ));
+    }
+    Err(format!("{text} is not HOST:PORT (e.g. 127.0.0.1:9464)"))
+}
+
+/// `--name`: letters, digits, `_` or `-` (as a config file's stream names).
+fn stream_name(text: &str) -> Result<String, String> {
+    if autoloader::config::valid_stream_name(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "stream name \"{text}\" must be letters, digits, _ or -"
+        ))
+    }
 }
 
 #[derive(Parser)]
 #[command(
     name = "autoloader",
     version,
-    about = "Auto Loader without Databricks: landing folders into Delta Lake, exactly once."
+    about = "Auto Loader without Databricks: landing folders into Delta Lake, exactly once.",
+    after_help = EXIT_CODES
 )]
 struct Cli {
-    /// More log output (-v info details, -vv debug).
+    /// More log output: -v autoloader's debug detail, -vv its trace and the libraries'
+    /// info, -vvv the libraries' debug (RUST_LOG, if set, decides instead).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     /// Only errors on stderr.
@@ -59,17 +127,19 @@ struct Reporting {
     /// mismatches, failures) as JSON with a `text` field to this URL; repeatable.
     #[arg(long = "alert-webhook", value_name = "URL")]
     alert_webhooks: Vec<String>,
-    /// Alert on rescued data when a batch's rescued share exceeds this fraction.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    /// Alert on rescued data when a batch's rescued rows exceed this fraction of its rows,
+    /// 0 to 1 (0.05 is 5%; 0: any rescued row).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = fraction)]
     alert_rescued_share: f64,
     /// One alert per incident in this many seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 600.0, value_parser = seconds)]
     alert_quiet_period: f64,
     /// Allow webhooks on link-local or cloud metadata addresses (refused by default).
     #[arg(long)]
     alert_allow_link_local: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus metrics at http://ADDR/metrics; ADDR is HOST:PORT, e.g.
+    /// 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR", value_parser = listen_addr)]
     metrics_addr: Option<String>,
 }
 
@@ -94,9 +164,12 @@ impl Reporting {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// Ingest new files from SOURCE into the Delta table at TABLE.
+    /// Ingest new files from SOURCE (a local folder or an S3 prefix) into the Delta table
+    /// at TABLE.
+    #[command(after_help = EXIT_CODES)]
     Ingest {
-        /// Landing folder to read: a local directory or s3://BUCKET/PREFIX.
+        /// Landing folder to read: a local directory (every file below it) or
+        /// s3://BUCKET/PREFIX (credentials and endpoint from AWS_* variables).
         #[arg(value_parser = location)]
         source: Location,
         /// Delta table location (created on first commit): a local directory or
@@ -109,7 +182,7 @@ enum Command {
         once: bool,
         /// Watch mode: list the source at least this often, in seconds (file events wake
         /// it sooner).
-        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
         poll_interval: f64,
         /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true
         #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
@@ -117,12 +190,21 @@ enum Command {
         /// Where the stream keeps its progress [default: TABLE/_autoloader].
         #[arg(long, value_name = "DIR", value_parser = location)]
         checkpoint: Option<Location>,
+        /// The stream's name in events, alerts and metrics: letters, digits, _ or -
+        /// [default: the table folder's name].
+        #[arg(long, value_name = "NAME", value_parser = stream_name)]
+        name: Option<String>,
+        /// Print the summary as one JSON object on stdout instead of the summary line
+        /// (on failure too: "status": "failed", the error and the exit code).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         reporting: Reporting,
     },
     /// Run every stream of a TOML config file concurrently (see schemas/config.schema.json).
+    #[command(after_help = EXIT_CODES)]
     Run {
-        /// The config file.
+        /// The config file (streams.toml).
         config: PathBuf,
         /// Ingest what has landed, then exit.
         #[arg(long)]
@@ -131,8 +213,20 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
         /// Watch mode: list each source at least this often, in seconds.
-        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
         poll_interval: f64,
+        /// Check the file and every stream's options, locations and webhooks, then exit
+        /// without running anything (0: valid; 2: the error).
+        #[arg(long, conflicts_with = "list")]
+        check: bool,
+        /// Print each stream (name, source, table, checkpoint) and exit without running;
+        /// the file is checked as by --check.
+        #[arg(long)]
+        list: bool,
+        /// One JSON object per stream on stdout instead of the summary lines (and with
+        /// --list, instead of the table).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         reporting: Reporting,
     },
@@ -177,7 +271,8 @@ enum Command {
         /// name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
-        /// JSON: one object, or an array of them for a table with several streams.
+        /// Print JSON instead of text: one object, or an array of them for a table with
+        /// several streams.
         #[arg(long)]
         json: bool,
     },
@@ -196,6 +291,7 @@ enum Command {
         /// a number and a unit, s, m, h, d or w (90m, 24h, 7d, 2w).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -204,6 +300,18 @@ enum Command {
         /// One JSON object per option instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a shell completion script (README: where to put it).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a folder.
+    Man {
+        /// Write autoloader.1, autoloader-ingest.1, ... into this folder instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
 }
 
@@ -218,6 +326,7 @@ enum SchemaCommand {
         /// The stream, for a table with several (its config name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -226,11 +335,14 @@ enum SchemaCommand {
         /// The table, a checkpoint, or a schema location.
         #[arg(value_parser = location)]
         location: Location,
+        /// The version to compare from: N of _schemas/N.
         a: u64,
+        /// The version to compare with.
         b: u64,
         /// The stream, for a table with several (its config name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -245,7 +357,8 @@ enum SchemaCommand {
         /// The stream, for a table with several (its config name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
-        /// JSON: version, time, reason, ddl, columns and partition columns.
+        /// Print JSON instead of text: version, time, reason, ddl, columns and partition
+        /// columns.
         #[arg(long)]
         json: bool,
     },
@@ -253,6 +366,16 @@ enum SchemaCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Generated from the clap definitions; nothing else to start.
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "autoloader", &mut script);
+            return write_stdout(&script);
+        }
+        Command::Man { out_dir } => return man_pages(out_dir.as_deref()),
+        _ => {}
+    }
     // A watcher runs for days: fewer malloc arenas keep its memory level. Set before any
     // thread starts; `--once` runs keep glibc's defaults (see `memory::limit_arenas`).
     if matches!(
@@ -274,6 +397,42 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("error: {}", error_text(&err));
             ExitCode::from(exit_code(err.class()))
+        }
+    }
+}
+
+/// `autoloader man`: the page on stdout, or every command's page into `dir`.
+fn man_pages(dir: Option<&std::path::Path>) -> ExitCode {
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .expect("rendering into memory does not fail");
+        return write_stdout(&page);
+    };
+    match std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cmd, dir)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "error: cannot write the man pages into {}: {e}",
+                dir.display()
+            );
+            ExitCode::from(exit_code(ErrorClass::Failed))
+        }
+    }
+}
+
+/// Writes generated text to stdout; a reader that stops early (`| head`) is no error.
+fn write_stdout(bytes: &[u8]) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            ExitCode::from(exit_code(ErrorClass::Failed))
         }
     }
 }
@@ -337,20 +496,30 @@ fn error_text(err: &Error) -> String {
     text
 }
 
-fn init_logging(verbose: u8, quiet: bool) {
-    let default = match (quiet, verbose) {
+/// Log levels: autoloader's own at info, the libraries' at warn; each `-v` opens
+/// autoloader's detail first (`-v` debug, `-vv` trace with the libraries' info), then the
+/// libraries' (`-vvv` debug, `-vvvv` trace). `RUST_LOG` decides instead when set.
+fn log_filter(verbose: u8, quiet: bool) -> &'static str {
+    match (quiet, verbose) {
         (true, _) => "error",
         (false, 0) => "autoloader=info,warn",
-        (false, 1) => "autoloader=debug,info",
-        (false, _) => "debug",
-    };
+        (false, 1) => "autoloader=debug,warn",
+        (false, 2) => "autoloader=trace,info",
+        (false, 3) => "autoloader=trace,debug",
+        (false, _) => "trace",
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = log_filter(verbose, quiet);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
+        // Once the libraries speak (-vv), say which one.
+        .with_target(verbose >= 2 && !quiet)
         .init();
 }
 
@@ -400,55 +569,89 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             poll_interval,
             options: raw,
             checkpoint,
+            name,
+            json,
             reporting,
         } => {
-            let pairs = raw
-                .iter()
-                .map(|o| options::split_key_value(o))
-                .collect::<Result<Vec<_>, _>>()?;
-            let checkpoint =
-                checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
-            let (settings, warnings) = options::resolve(&pairs, &checkpoint)?;
-            for w in warnings {
-                tracing::warn!("{w}");
-            }
-            let alerts = reporting.alert_settings(&[])?;
-            let req = IngestRequest {
-                name: IngestRequest::default_name(&table),
-                source: Source::open(&source, state)?,
-                table,
-                checkpoint,
-                settings,
-                storage: state.clone(),
-            };
-            let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
-            let stop = StopFlag::new();
-            let summary = runtime()?.block_on(async {
-                listen_for_signals(stop.clone());
-                let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
-                let hooks = Hooks {
-                    alerts,
-                    metrics: registry.as_ref().map(|r| r.stream(&req.name)),
+            let name = name.unwrap_or_else(|| IngestRequest::default_name(&table));
+            let result = (|| {
+                let pairs = raw
+                    .iter()
+                    .map(|o| options::split_key_value(o))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let checkpoint =
+                    checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
+                let (settings, warnings) = options::resolve(&pairs, &checkpoint)?;
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                check_s3(
+                    state,
+                    [&source, &table, &checkpoint, &settings.schema_location],
+                )?;
+                let alerts = reporting.alert_settings(&[])?;
+                let req = IngestRequest {
+                    name: name.clone(),
+                    source: Source::open(&source, state)?,
+                    table,
+                    checkpoint,
+                    settings,
+                    storage: state.clone(),
                 };
-                let mode = run_mode(once, poll_interval);
-                Ok::<_, Error>(pipeline::run_stream(&req, &progress, &stop, mode, &hooks).await?)
-            })?;
-            println!("{}", summary_line(&summary));
-            Ok(())
+                let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
+                let stop = StopFlag::new();
+                runtime()?.block_on(async {
+                    listen_for_signals(stop.clone());
+                    let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
+                    let hooks = Hooks {
+                        alerts,
+                        metrics: registry.as_ref().map(|r| r.stream(&req.name)),
+                    };
+                    let mode = run_mode(once, poll_interval);
+                    Ok::<_, Error>(
+                        pipeline::run_stream(&req, &progress, &stop, mode, &hooks).await?,
+                    )
+                })
+            })();
+            match (&result, json) {
+                (Ok(summary), true) => print_json(&StreamReport::done(&name, summary), false),
+                (Ok(summary), false) => println!("{}", summary_line(summary)),
+                (Err(e), true) => print_json(&StreamReport::failed(&name, e), false),
+                (Err(_), false) => {}
+            }
+            result.map(|_| ())
         }
         Command::Run {
             config,
             once,
             stream,
             poll_interval,
+            check,
+            list,
+            json,
             reporting,
-        } => run_config(
-            &config,
-            stream.as_deref(),
-            state,
-            run_mode(once, poll_interval),
-            &reporting,
-        ),
+        } => {
+            let streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+            if list {
+                list_streams(&streams, json);
+                Ok(())
+            } else if check {
+                let names: Vec<&str> = streams.iter().map(|(s, _)| s.name.as_str()).collect();
+                println!(
+                    "{}: valid, {} {}: {}",
+                    config.display(),
+                    names.len(),
+                    plural(names.len() as u64, "stream"),
+                    names.join(", ")
+                );
+                Ok(())
+            } else {
+                run_config(streams, &reporting, run_mode(once, poll_interval), json)
+            }
+        }
+        Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("main handles them before any runtime starts")
+        }
         Command::Events {
             table,
             checkpoint,
@@ -634,25 +837,76 @@ async fn start_metrics(addr: Option<&str>) -> Result<Option<Registry>, Error> {
     Ok(Some(registry))
 }
 
-/// Runs the streams of a config file concurrently; each prints its own summary line.
-fn run_config(
+/// Refuses S3 settings that cannot work (exit 2, saying what to set) when any of
+/// `locations` is on S3, before anything is opened.
+fn check_s3<'a>(
+    state: &StorageSettings,
+    locations: impl IntoIterator<Item = &'a Location>,
+) -> Result<(), Error> {
+    if locations.into_iter().any(|l| matches!(l, Location::S3(_))) {
+        autoloader::storage::check_s3_settings(&state.s3)?;
+    }
+    Ok(())
+}
+
+/// Loads and checks a config file: every stream's options, locations, S3 settings and
+/// webhooks (what `run --check` reports), each stream with its alert settings.
+fn load_config(
     config: &std::path::Path,
     only: Option<&str>,
     state: &StorageSettings,
-    mode: RunMode,
     reporting: &Reporting,
-) -> Result<(), Error> {
+) -> Result<Vec<(NamedStream, AlertSettings)>, Error> {
     let streams = autoloader::config::load(config, only, state)?;
     let mut prepared = Vec::new();
-    for NamedStream {
-        request,
-        alert_webhooks,
-        ..
-    } in streams
-    {
-        let alerts = reporting.alert_settings(&alert_webhooks)?;
-        prepared.push((request, alerts));
+    for stream in streams {
+        let req = &stream.request;
+        check_s3(
+            state,
+            [&req.table, &req.checkpoint, &req.settings.schema_location],
+        )?;
+        let alerts = reporting.alert_settings(&stream.alert_webhooks)?;
+        prepared.push((stream, alerts));
     }
+    Ok(prepared)
+}
+
+/// `run --list`: each stream's name, source, table and checkpoint.
+fn list_streams(streams: &[(NamedStream, AlertSettings)], json: bool) {
+    for (s, _) in streams {
+        let req = &s.request;
+        if json {
+            print_json(
+                &serde_json::json!({
+                    "name": s.name,
+                    "source": req.source.describe(),
+                    "table": req.table.to_string(),
+                    "checkpoint": req.checkpoint.to_string(),
+                    "schemaLocation": req.settings.schema_location.to_string(),
+                }),
+                false,
+            );
+        } else {
+            println!("{}", s.name);
+            println!("  source:     {}", req.source.describe());
+            println!("  table:      {}", req.table);
+            println!("  checkpoint: {}", req.checkpoint);
+        }
+    }
+}
+
+/// Runs the streams of a config file concurrently; each prints its own summary line (or
+/// JSON object).
+fn run_config(
+    streams: Vec<(NamedStream, AlertSettings)>,
+    reporting: &Reporting,
+    mode: RunMode,
+    json: bool,
+) -> Result<(), Error> {
+    let prepared: Vec<_> = streams
+        .into_iter()
+        .map(|(s, alerts)| (s.request, alerts))
+        .collect();
     let stop = StopFlag::new();
     let results = runtime()?.block_on(async {
         listen_for_signals(stop.clone());
@@ -669,9 +923,14 @@ fn run_config(
     let mut failed = Vec::new();
     for (name, result) in results {
         match result {
+            Ok(summary) if json => print_json(&StreamReport::done(&name, &summary), false),
             Ok(summary) => println!("[{name}] {}", summary_line(&summary)),
             Err(e) => {
-                eprintln!("error: stream \"{name}\": {e}");
+                let e = Error::from(e);
+                if json {
+                    print_json(&StreamReport::failed(&name, &e), false);
+                }
+                eprintln!("error: stream \"{name}\": {}", error_text(&e));
                 failed.push(name);
             }
         }
@@ -699,7 +958,7 @@ fn listen_for_signals(stop: StopFlag) {
             }
             if round > 0 {
                 eprintln!("Second signal: exiting now.");
-                std::process::exit(130);
+                std::process::exit(EXIT_INTERRUPTED);
             }
             tracing::info!("Stopping after the batch in flight.");
             stop.stop();
@@ -774,10 +1033,83 @@ fn print_drift(r: &reports::DriftReport) {
     }
 }
 
+/// One stream's outcome as `--json` prints it: its name, `"status"`, and the summary's
+/// figures or the error with its exit code.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StreamReport<'a> {
+    stream: &'a str,
+    status: &'static str,
+    #[serde(flatten)]
+    summary: Option<&'a Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<u8>,
+}
+
+impl<'a> StreamReport<'a> {
+    fn done(stream: &'a str, summary: &'a Summary) -> Self {
+        StreamReport {
+            stream,
+            status: "done",
+            summary: Some(summary),
+            error: None,
+            exit_code: None,
+        }
+    }
+
+    fn failed(stream: &'a str, error: &Error) -> Self {
+        StreamReport {
+            stream,
+            status: "failed",
+            summary: None,
+            error: Some(error_text(error)),
+            exit_code: Some(exit_code(error.class())),
+        }
+    }
+}
+
+/// The noun for `n` things: `one` when `n` is 1, else its plural.
+fn plural(n: u64, one: &str) -> String {
+    match (n, one) {
+        (1, _) => one.to_string(),
+        (_, "batch") => "batches".to_string(),
+        _ => format!("{one}s"),
+    }
+}
+
+/// A byte count in decimal units (kB, MB, GB, as MB/s is), three digits or so.
+fn human_bytes(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if bytes < 1000.0 {
+        return format!("{bytes:.0} B");
+    }
+    let mut value = bytes;
+    let mut unit = "B";
+    for u in UNITS {
+        if value < 1000.0 {
+            break;
+        }
+        value /= 1000.0;
+        unit = u;
+    }
+    if value < 10.0 {
+        format!("{value:.2} {unit}")
+    } else if value < 100.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.0} {unit}")
+    }
+}
+
 /// The one line printed at the end of a run.
 fn summary_line(s: &Summary) -> String {
-    let mb = s.bytes as f64 / 1e6;
-    let rate = if s.seconds > 0.0 { mb / s.seconds } else { 0.0 };
+    let rate = if s.seconds > 0.0 {
+        format!(", {}/s", human_bytes(s.bytes as f64 / s.seconds))
+    } else {
+        String::new()
+    };
     let schema = s
         .schema_version
         .map_or_else(|| "none".to_string(), |v| v.to_string());
@@ -787,16 +1119,33 @@ fn summary_line(s: &Summary) -> String {
         format!("{schema} (evolved: {})", s.evolutions.join("; "))
     };
     let mut skipped = if s.skipped_files > 0 {
-        format!(", {} skipped files", s.skipped_files)
+        format!(
+            ", {} skipped {}",
+            s.skipped_files,
+            plural(s.skipped_files, "file")
+        )
     } else {
         String::new()
     };
     if s.quarantined_files > 0 {
-        skipped += &format!(", {} quarantined files", s.quarantined_files);
+        skipped += &format!(
+            ", {} quarantined {}",
+            s.quarantined_files,
+            plural(s.quarantined_files, "file")
+        );
     }
     format!(
-        "ingested {} files, {} rows, {} bytes, {} rescued rows{skipped}, schema version {schema}, {} batches, {:.2} s, {:.1} MB/s",
-        s.files, s.rows, s.bytes, s.rescued_rows, s.batches, s.seconds, rate
+        "ingested {} {}, {} {}, {}, {} rescued {}{skipped}, schema version {schema}, {} {}, {:.2} s{rate}",
+        s.files,
+        plural(s.files, "file"),
+        s.rows,
+        plural(s.rows, "row"),
+        human_bytes(s.bytes as f64),
+        s.rescued_rows,
+        plural(s.rescued_rows, "row"),
+        s.batches,
+        plural(s.batches, "batch"),
+        s.seconds,
     )
 }
 

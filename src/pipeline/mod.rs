@@ -142,8 +142,9 @@ impl IngestRequest {
     }
 }
 
-/// What a run did.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// What a run did (`--json` prints it, camelCase).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub batches: u64,
     pub files: u64,

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
@@ -47,6 +47,8 @@ pub struct StreamRun<'a> {
     pending: Vec<Plan>,
     /// Set when an unfinished plan was discarded and its files need planning again.
     replanned: bool,
+    /// Whether the source has been listed yet in this run.
+    listed: bool,
     summary: Summary,
 }
 
@@ -93,6 +95,14 @@ impl<'a> StreamRun<'a> {
             )?;
         }
         let app_id = checkpoint.app_id();
+        debug!(
+            stream = %req.name,
+            source = %req.source.describe(),
+            table = %req.table,
+            checkpoint = %checkpoint.describe(),
+            schema_location = %settings.schema_location,
+            "Opened the stream."
+        );
         if checkpoint.meta("initialized")?.is_none() {
             if !settings.include_existing_files {
                 let listed = source.list(settings).await?;
@@ -158,6 +168,7 @@ impl<'a> StreamRun<'a> {
             schema: None,
             pending,
             replanned: false,
+            listed: false,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -191,6 +202,10 @@ impl<'a> StreamRun<'a> {
             .source
             .list_after(&self.req.settings, after.as_deref())
             .await?;
+        if !std::mem::replace(&mut self.listed, true) && listed.is_empty() {
+            self.warn_if_nothing_there()?;
+        }
+        let listed_files = listed.len();
         let seen = self.checkpoint.seen_files()?;
         let (mut new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
         if let Some(state) = listing
@@ -218,7 +233,38 @@ impl<'a> StreamRun<'a> {
                 .iter()
                 .any(|p| p.files.iter().any(|pf| pf.key == f.key))
         });
+        debug!(
+            listed = listed_files,
+            new = new.len(),
+            incremental = after.is_some(),
+            "Listed the source."
+        );
         Ok(new)
+    }
+
+    /// The first listing found no file at all: on a stream that has never ingested one,
+    /// that is most likely a wrong path or prefix (S3 lists a mistyped prefix as empty),
+    /// so say so rather than finish with 0 files and no word.
+    fn warn_if_nothing_there(&self) -> Result<(), IngestError> {
+        let (committed, _) = self.checkpoint.pending_plans()?;
+        if committed.is_some() || !self.pending.is_empty() {
+            return Ok(());
+        }
+        let s = &self.req.settings;
+        let filtered = s.path_glob_filter.is_some()
+            || s.modified_after_ms.is_some()
+            || s.modified_before_ms.is_some();
+        let filters = if filtered {
+            " that pass pathGlobFilter, modifiedAfter and modifiedBefore"
+        } else {
+            ""
+        };
+        warn!(
+            "No files{filters} under {} yet: if some should be there, check the path or \
+             prefix (names starting with _ or . and temporary names are never taken).",
+            self.req.source.describe()
+        );
+        Ok(())
     }
 
     /// A batch that crashed the process [`MAX_CRASHED_ATTEMPTS`] times: its files are
@@ -577,6 +623,12 @@ impl<'a> StreamRun<'a> {
                 created_at_ms: now_ms(),
             };
             self.checkpoint.write_plan(&plan)?;
+            debug!(
+                batch,
+                files = plan.files.len(),
+                bytes = plan.files.iter().map(|f| f.size).sum::<u64>(),
+                "Planned batch."
+            );
             failpoint::hit("after-plan");
             // The files are durably owned by the plan now: a queue source may forget them.
             self.req.source.planned(&plan.files).await?;

@@ -32,6 +32,9 @@ pub enum DiscoveryError {
     },
     #[error("cannot use {url}: {reason}")]
     ObjectStore { url: String, reason: String },
+    /// The S3 location or configuration is wrong (nothing was sent).
+    #[error("cannot use {url}: {reason}")]
+    InvalidS3 { url: String, reason: String },
 }
 
 /// Where a key is read from.

@@ -16,7 +16,7 @@ use crate::location::Location;
 use std::path::PathBuf;
 
 use crate::storage::object_dir::{RemoteError, s3_store};
-use crate::storage::{RemoteObject, StorageSettings};
+use crate::storage::{RemoteObject, StorageSettings, explain_s3_failure, has_s3_credentials};
 
 /// How far before `modifiedAfter` an object-store file is still taken: S3 times have
 /// second precision and mark when an upload started, so a file written across the boundary
@@ -33,21 +33,24 @@ pub struct S3Prefix {
     prefix: ObjectPath,
     /// Where objects are fetched to before they are decoded.
     fetch_dir: PathBuf,
+    /// Whether the configuration gave credentials (see [`explain_s3_failure`]).
+    credentials_given: bool,
 }
 
 impl S3Prefix {
     /// Opens `s3://bucket/prefix` (nothing is read yet).
     pub fn open(location: &Url, storage: &StorageSettings) -> Result<S3Prefix, DiscoveryError> {
         let arg = location.as_str();
-        let (store, bucket, prefix) =
-            s3_store(arg, &storage.s3).map_err(|e| DiscoveryError::ObjectStore {
+        let (store, bucket, prefix) = s3_store(arg, &storage.s3).map_err(|e| match e {
+            RemoteError::Invalid { reason, .. } => DiscoveryError::InvalidS3 {
                 url: arg.to_string(),
-                reason: match e {
-                    RemoteError::Invalid { reason, .. } | RemoteError::Store { reason, .. } => {
-                        reason
-                    }
-                },
-            })?;
+                reason,
+            },
+            RemoteError::Store { reason, .. } => DiscoveryError::ObjectStore {
+                url: arg.to_string(),
+                reason,
+            },
+        })?;
         let url = if prefix.as_ref().is_empty() {
             format!("s3://{bucket}/")
         } else {
@@ -59,6 +62,7 @@ impl S3Prefix {
             bucket,
             prefix,
             fetch_dir: storage.temp_dir.clone(),
+            credentials_given: has_s3_credentials(&storage.s3),
         })
     }
 }
@@ -90,12 +94,17 @@ impl FileSource for S3Prefix {
         &'a self,
         after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
-        Box::pin(list_object_store(
-            &self.url,
-            self.store.as_ref(),
-            &self.prefix,
-            after,
-        ))
+        Box::pin(async move {
+            list_object_store(&self.url, self.store.as_ref(), &self.prefix, after)
+                .await
+                .map_err(|e| match e {
+                    DiscoveryError::ObjectStore { url, reason } => DiscoveryError::ObjectStore {
+                        url,
+                        reason: explain_s3_failure(self.credentials_given, reason),
+                    },
+                    other => other,
+                })
+        })
     }
 
     fn lists_incrementally(&self) -> bool {

@@ -59,3 +59,131 @@ impl StorageSettings {
         }
     }
 }
+
+/// A mistake in the S3 configuration, refused before any request is sent.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error(
+        "{var}={endpoint} is a plain-HTTP endpoint, refused by default: set AWS_ALLOW_HTTP=true \
+         to use it (or give an https:// endpoint)"
+    )]
+    HttpEndpoint { var: String, endpoint: String },
+}
+
+/// The value of an environment-style S3 setting (`AWS_...`, any case).
+fn s3_setting<'a>(config: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    config
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Checks the S3 configuration for mistakes the S3 client would report obscurely (a
+/// plain-HTTP endpoint without `AWS_ALLOW_HTTP` fails every request with "builder error").
+pub fn check_s3_settings(config: &[(String, String)]) -> Result<(), StorageError> {
+    let allow_http = s3_setting(config, "AWS_ALLOW_HTTP").is_some_and(|v| {
+        ["true", "1", "yes", "on", "y"]
+            .iter()
+            .any(|t| v.trim().eq_ignore_ascii_case(t))
+    });
+    if allow_http {
+        return Ok(());
+    }
+    for var in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"] {
+        if let Some(endpoint) = s3_setting(config, var)
+            && endpoint
+                .trim()
+                .get(..7)
+                .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+        {
+            return Err(StorageError::HttpEndpoint {
+                var: var.to_string(),
+                endpoint: endpoint.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Variables through which the S3 client gets credentials without asking the instance
+/// metadata service.
+const CREDENTIAL_SETTINGS: [&str; 5] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_SKIP_SIGNATURE",
+];
+
+/// Whether the S3 configuration gives credentials (or says none are needed), so that the
+/// client does not ask the instance metadata service.
+pub fn has_s3_credentials(config: &[(String, String)]) -> bool {
+    CREDENTIAL_SETTINGS
+        .iter()
+        .any(|k| s3_setting(config, k).is_some())
+}
+
+/// An S3 failure's reason, explained when it is a missing-credentials mistake: with no
+/// credentials in the environment (`credentials_given` false, see [`has_s3_credentials`])
+/// the client asks the instance metadata service (169.254.169.254), and off EC2 that
+/// fails with an error naming its token or credentials path.
+pub fn explain_s3_failure(credentials_given: bool, reason: String) -> String {
+    let from_metadata =
+        reason.contains("/latest/api/token") || reason.contains("/latest/meta-data");
+    if credentials_given || !from_metadata {
+        return reason;
+    }
+    format!(
+        "no AWS credentials: none is set in the environment, and the instance metadata \
+         service gave none; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and \
+         AWS_SESSION_TOKEN for temporary credentials), or AWS_WEB_IDENTITY_TOKEN_FILE and \
+         AWS_ROLE_ARN ({reason})"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_plain_http_endpoint_needs_allow_http() {
+        let http = [("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")];
+        let err = check_s3_settings(&config(&http)).unwrap_err().to_string();
+        assert!(err.contains("set AWS_ALLOW_HTTP=true"), "{err}");
+        assert!(
+            err.contains("AWS_ENDPOINT_URL=http://127.0.0.1:5000"),
+            "{err}"
+        );
+        let allowed = [http[0], ("AWS_ALLOW_HTTP", "TRUE")];
+        assert!(check_s3_settings(&config(&allowed)).is_ok());
+        let https = [("AWS_ENDPOINT_URL", "https://s3.example.com")];
+        assert!(check_s3_settings(&config(&https)).is_ok());
+        let refused = [http[0], ("AWS_ALLOW_HTTP", "false")];
+        assert!(check_s3_settings(&config(&refused)).is_err());
+    }
+
+    #[test]
+    fn a_metadata_failure_without_credentials_says_what_to_set() {
+        let reason =
+            "Error performing PUT http://169.254.169.254/latest/api/token: 403".to_string();
+        let text = explain_s3_failure(has_s3_credentials(&[]), reason.clone());
+        assert!(
+            text.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+            "{text}"
+        );
+        assert!(text.contains(&reason), "{text}");
+        let keyed = config(&[("AWS_ACCESS_KEY_ID", "x")]);
+        assert_eq!(
+            explain_s3_failure(has_s3_credentials(&keyed), reason.clone()),
+            reason
+        );
+        assert_eq!(explain_s3_failure(false, "timeout".into()), "timeout");
+    }
+}

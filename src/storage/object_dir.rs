@@ -14,7 +14,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
 
-use super::StorageSettings;
+use super::{StorageSettings, check_s3_settings, explain_s3_failure, has_s3_credentials};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -34,6 +34,7 @@ pub fn s3_store(
         url: url.to_string(),
         reason,
     };
+    check_s3_settings(config).map_err(|e| invalid(e.to_string()))?;
     let parsed = Url::parse(url).map_err(|e| invalid(e.to_string()))?;
     let bucket = parsed
         .host_str()
@@ -64,6 +65,8 @@ pub struct RemoteDir {
     io: tokio::runtime::Handle,
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
+    /// Whether the configuration gave credentials (see [`explain_s3_failure`]).
+    credentials_given: bool,
 }
 
 impl std::fmt::Debug for RemoteDir {
@@ -91,6 +94,7 @@ impl RemoteDir {
             io,
             store,
             prefix,
+            credentials_given: has_s3_credentials(&state.s3),
         })
     }
 
@@ -115,7 +119,7 @@ impl RemoteDir {
     fn err(&self, name: &str, e: impl std::fmt::Display) -> RemoteError {
         RemoteError::Store {
             url: self.url_of(name),
-            reason: e.to_string(),
+            reason: explain_s3_failure(self.credentials_given, e.to_string()),
         }
     }
 

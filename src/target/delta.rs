@@ -83,13 +83,10 @@ impl DeltaAppend {
             location: location.clone(),
             reason: "not an absolute path".into(),
         })?;
-        // Only load a table that has a log: loading an empty folder logs a spurious error.
-        let table = if abs.join("_delta_log").is_dir() {
-            DeltaTable::try_from_url(url).await
-        } else {
-            deltalake::DeltaTableBuilder::from_url(url).and_then(|b| b.build())
-        }
-        .map_err(|e| delta_err(&location, e))?;
+        let mut table = deltalake::DeltaTableBuilder::from_url(url)
+            .and_then(|b| b.build())
+            .map_err(|e| delta_err(&location, e))?;
+        load_if_any(&mut table, &location).await?;
         Ok(DeltaAppend { table, location })
     }
 
@@ -99,6 +96,10 @@ impl DeltaAppend {
         static REGISTER: std::sync::Once = std::sync::Once::new();
         REGISTER.call_once(|| deltalake::aws::register_handlers(None));
         let location = text.trim_end_matches('/').to_string();
+        crate::storage::check_s3_settings(config).map_err(|e| SinkError::Incompatible {
+            location: location.clone(),
+            reason: e.to_string(),
+        })?;
         let url = Url::parse(&format!("{location}/")).map_err(|e| SinkError::Incompatible {
             location: location.clone(),
             reason: e.to_string(),
@@ -108,13 +109,19 @@ impl DeltaAppend {
             .map(|b| b.with_storage_options(options))
             .and_then(|b| b.build())
             .map_err(|e| delta_err(&location, e))?;
-        // Only load a table that has a log: loading an empty location logs a spurious error.
-        let exists = table
-            .verify_deltatable_existence()
-            .await
-            .map_err(|e| delta_err(&location, e))?;
-        if exists {
-            table.load().await.map_err(|e| delta_err(&location, e))?;
+        // The first request: a missing-credentials failure shows here, and is explained.
+        if let Err(e) = load_if_any(&mut table, &location).await {
+            let credentials_given = crate::storage::has_s3_credentials(config);
+            return Err(match e {
+                SinkError::Delta { location, source } => SinkError::Incompatible {
+                    location,
+                    reason: crate::storage::explain_s3_failure(
+                        credentials_given,
+                        source.to_string(),
+                    ),
+                },
+                other => other,
+            });
         }
         Ok(DeltaAppend { table, location })
     }
@@ -207,10 +214,7 @@ impl DeltaAppend {
                 .await
                 .map_err(|e| delta_err(&self.location, e))?;
         } else {
-            match self.table.load().await {
-                Ok(()) | Err(DeltaTableError::NotATable(_)) => {}
-                Err(e) => return Err(delta_err(&self.location, e)),
-            }
+            load_if_any(&mut self.table, &self.location).await?;
         }
         Ok(())
     }
@@ -523,6 +527,25 @@ impl IntoKernelStruct for arrow_schema::Schema {
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
         TryIntoKernel::<StructType>::try_into_kernel(self).map_err(|e| e.to_string())
     }
+}
+
+/// Loads the table only when its log holds a commit. Loading a location without one (no
+/// `_delta_log`, or an empty one that a process killed while creating the table left
+/// behind) fails inside delta-kernel, which logs "No files in log segment" as an ERROR
+/// even though a table not created yet is expected: autoloader creates it.
+async fn load_if_any(table: &mut DeltaTable, location: &str) -> Result<(), SinkError> {
+    let exists = table
+        .verify_deltatable_existence()
+        .await
+        .map_err(|e| delta_err(location, e))?;
+    if exists {
+        match table.load().await {
+            // Its last commit was removed between the two calls: still not a table.
+            Ok(()) | Err(DeltaTableError::NotATable(_)) => {}
+            Err(e) => return Err(delta_err(location, e)),
+        }
+    }
+    Ok(())
 }
 
 fn delta_err(location: &str, e: DeltaTableError) -> SinkError {

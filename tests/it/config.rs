@@ -70,7 +70,7 @@ table = "bronze/c"
         &[],
     ));
     assert!(
-        stdout.contains("[a] ingested 0 files") && stdout.contains("[b] ingested 1 files, 5 rows"),
+        stdout.contains("[a] ingested 0 files") && stdout.contains("[b] ingested 1 file, 5 rows"),
         "{stdout}"
     );
     assert_eq!(common::row_count(&read_table(&shared)), 45);
@@ -208,6 +208,8 @@ table = "bronze/orders"
             third.display().to_string(),
             table.display().to_string(),
             "--once".into(),
+            "--name".into(),
+            "third".into(),
             "--checkpoint".into(),
             dir.join("third_ckpt").display().to_string(),
             "-o".into(),
@@ -221,7 +223,7 @@ table = "bronze/orders"
         .lines()
         .find(|l| l.contains("column amount"))
         .unwrap_or_else(|| panic!("{err}"));
-    for needle in ["STRING", "BIGINT", "hints"] {
+    for needle in ["stream third", "STRING", "BIGINT", "hints"] {
         assert!(line.contains(needle), "{line}");
     }
 }

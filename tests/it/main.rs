@@ -4,6 +4,7 @@
 
 mod alerts;
 mod bad_inputs;
+mod cli;
 mod common;
 mod config;
 mod crash;

@@ -673,3 +673,113 @@ fn incremental_listing_starts_after_the_last_key_and_a_full_listing_catches_late
         (0..10).collect::<Vec<_>>()
     );
 }
+
+/// An instance metadata service that refuses everything, as 169.254.169.254 answers off
+/// EC2 behind some proxies (elsewhere it times out): the client asks it when no
+/// credentials are set.
+fn refusing_metadata_service() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The binary with exactly `env` for AWS (nothing inherited), logging at warn.
+fn run_with_aws_env(args: &[&str], env: &[(&str, String)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+    cmd.args(args)
+        .env("RUST_LOG", "warn")
+        .env_remove("AUTOLOADER_FAILPOINT");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    cmd.output().unwrap()
+}
+
+#[test]
+fn s3_mistakes_say_what_is_wrong_and_what_to_set() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    moto.put("lake", "landing/a.json", common::orders_jsonl(0, 3));
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ck");
+    let args = |source: &'static str| {
+        [
+            "ingest",
+            source,
+            "s3://lake/bronze",
+            "--once",
+            "--checkpoint",
+            ckpt.to_str().unwrap(),
+        ]
+        .map(String::from)
+    };
+    let env = moto.env();
+
+    // A plain-HTTP endpoint without AWS_ALLOW_HTTP: exit 2 before any request, saying
+    // what to set (it was "HTTP error: builder error", exit 1).
+    let no_http: Vec<(&str, String)> = env
+        .iter()
+        .filter(|(k, _)| *k != "AWS_ALLOW_HTTP")
+        .cloned()
+        .collect();
+    let a = args("s3://lake/landing");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = run_with_aws_env(&a, &no_http);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("set AWS_ALLOW_HTTP=true"), "{err}");
+    assert!(!err.contains("builder error"), "{err}");
+    // The same from a config file whose only S3 location is the table.
+    let config = s.dir.path().join("streams.toml");
+    std::fs::create_dir_all(s.landing()).unwrap();
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"a\"\nsource = \"landing\"\ntable = \"s3://lake/t\"\ncheckpoint = \"ck2\"\n",
+    )
+    .unwrap();
+    let out = run_with_aws_env(&["run", config.to_str().unwrap(), "--check"], &no_http);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(common::stderr(&out).contains("set AWS_ALLOW_HTTP=true"));
+
+    // No credentials: the client asks the metadata service, which refuses; the error
+    // says which variables to set (it was a bare 403 from 169.254.169.254).
+    let mut no_keys: Vec<(&str, String)> = env
+        .iter()
+        .filter(|(k, _)| !k.starts_with("AWS_ACCESS_KEY") && !k.starts_with("AWS_SECRET"))
+        .cloned()
+        .collect();
+    no_keys.push(("AWS_METADATA_ENDPOINT", refusing_metadata_service()));
+    let out = run_with_aws_env(&a, &no_keys);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no AWS credentials")
+            && err.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        "{err}"
+    );
+
+    // A prefix that matches nothing: still exit 0, but a warning names it.
+    let a = args("s3://lake/landnig");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = run_with_aws_env(&a, &env);
+    let stdout = ok(&out);
+    assert_eq!(summary_figure(&stdout, "files"), 0);
+    assert!(
+        common::stderr(&out).contains("No files under s3://lake/landnig/ yet"),
+        "{}",
+        common::stderr(&out)
+    );
+}

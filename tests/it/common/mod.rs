@@ -118,7 +118,17 @@ pub fn summary_figure(stdout: &str, label: &str) -> u64 {
         .unwrap_or_else(|| panic!("no summary line in {stdout}"));
     line.split(", ")
         .map(|part| part.trim_start_matches("ingested "))
-        .find_map(|part| part.strip_suffix(label).and_then(|n| n.trim().parse().ok()))
+        .find_map(|part| {
+            // "1 file", "1 batch": a count of one is singular.
+            let one = label
+                .strip_suffix("es")
+                .filter(|l| l.ends_with("ch"))
+                .or_else(|| label.strip_suffix('s'))
+                .unwrap_or(label);
+            part.strip_suffix(label)
+                .or_else(|| part.strip_suffix(one))
+                .and_then(|n| n.trim().parse().ok())
+        })
         .unwrap_or_else(|| panic!("no \"{label}\" in {line}"))
 }
 
