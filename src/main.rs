@@ -198,6 +198,10 @@ enum Command {
         /// (on failure too: "status": "failed", the error and the exit code).
         #[arg(long)]
         json: bool,
+        /// List the files a run would ingest (and why others are not taken) and the
+        /// schema it would read them with, then exit; nothing is written.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         reporting: Reporting,
     },
@@ -571,6 +575,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             checkpoint,
             name,
             json,
+            dry_run,
             reporting,
         } => {
             let name = name.unwrap_or_else(|| IngestRequest::default_name(&table));
@@ -598,6 +603,15 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     settings,
                     storage: state.clone(),
                 };
+                if dry_run {
+                    let plan = runtime()?.block_on(pipeline::dry_run(&req))?;
+                    if json {
+                        print_json(&plan, false);
+                    } else {
+                        print_dry_run(&plan);
+                    }
+                    return Ok(None);
+                }
                 let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
                 let stop = StopFlag::new();
                 runtime()?.block_on(async {
@@ -608,14 +622,17 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                         metrics: registry.as_ref().map(|r| r.stream(&req.name)),
                     };
                     let mode = run_mode(once, poll_interval);
-                    Ok::<_, Error>(
+                    Ok::<_, Error>(Some(
                         pipeline::run_stream(&req, &progress, &stop, mode, &hooks).await?,
-                    )
+                    ))
                 })
             })();
             match (&result, json) {
-                (Ok(summary), true) => print_json(&StreamReport::done(&name, summary), false),
-                (Ok(summary), false) => println!("{}", summary_line(summary)),
+                (Ok(None), _) => {}
+                (Ok(Some(summary)), true) => {
+                    print_json(&StreamReport::done(&name, summary), false);
+                }
+                (Ok(Some(summary)), false) => println!("{}", summary_line(summary)),
                 (Err(e), true) => print_json(&StreamReport::failed(&name, e), false),
                 (Err(_), false) => {}
             }
@@ -1071,6 +1088,57 @@ impl<'a> StreamReport<'a> {
 }
 
 /// The noun for `n` things: `one` when `n` is 1, else its plural.
+/// `ingest --dry-run`, as text.
+fn print_dry_run(plan: &pipeline::DryRun) {
+    println!("Dry run: nothing was written.");
+    let bytes: u64 = plan.ingest.iter().map(|f| f.size).sum();
+    println!(
+        "Would ingest {} {} ({}) in {} {}{}:",
+        plan.ingest.len(),
+        plural(plan.ingest.len() as u64, "file"),
+        human_bytes(bytes as f64),
+        plan.batches,
+        plural(plan.batches as u64, "batch"),
+        plan.format
+            .as_ref()
+            .map_or_else(String::new, |f| format!(", as {f}"))
+    );
+    for f in &plan.ingest {
+        let note = f
+            .reason
+            .as_ref()
+            .map_or_else(String::new, |r| format!("  ({r})"));
+        println!(
+            "  batch {}  {}  {}{note}",
+            f.batch.unwrap_or_default(),
+            f.file,
+            human_bytes(f.size as f64)
+        );
+    }
+    if !plan.skipped.is_empty() {
+        println!(
+            "Would not take {} {}:",
+            plan.skipped.len(),
+            plural(plan.skipped.len() as u64, "file")
+        );
+        for f in &plan.skipped {
+            println!("  {}: {}", f.file, f.reason.as_deref().unwrap_or(""));
+        }
+    }
+    match &plan.schema {
+        Some(schema) => {
+            println!("Schema ({}):", schema.origin);
+            for c in &schema.columns {
+                println!("  {c}");
+            }
+            if !schema.partition_columns.is_empty() {
+                println!("  partitioned by {}", schema.partition_columns.join(", "));
+            }
+        }
+        None => println!("Schema: none yet (no file to infer it from)."),
+    }
+}
+
 fn plural(n: u64, one: &str) -> String {
     match (n, one) {
         (1, _) => one.to_string(),

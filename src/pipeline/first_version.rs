@@ -91,7 +91,7 @@ pub(crate) async fn create_first_version(
     } else {
         Some(infer_parallel(req, opts, sample).await?)
     };
-    let mut draft = draft_first_version(req, checkpoint, inferred, sample)?;
+    let mut draft = draft_first_version(req, checkpoint.stream_id(), inferred, sample)?;
     align_to_current_table(&mut draft.data, sink, req, opts.format).await?;
     if draft.info.sampled_records.is_some() {
         log_inferred(&draft, started);
@@ -114,7 +114,7 @@ pub(crate) fn write_first_version(
 /// added, and partition columns from the paths.
 pub(crate) fn draft_first_version(
     req: &IngestRequest,
-    checkpoint: &Checkpoint,
+    stream_id: &str,
     inferred: Option<SchemaInferrer>,
     sample: &[FileRef],
 ) -> Result<SchemaVersion, IngestError> {
@@ -183,7 +183,7 @@ pub(crate) fn draft_first_version(
             .collect(),
     );
     let info = VersionInfo {
-        stream_id: checkpoint.stream_id().to_string(),
+        stream_id: stream_id.to_string(),
         created_at_ms: now_ms(),
         reason: reason.to_string(),
         sampled_files: records.map(|_| sample.len() as u64),

@@ -9,6 +9,7 @@
 
 mod active_schema;
 mod batch;
+mod dry_run;
 mod first_version;
 mod infer;
 mod one_pass;
@@ -22,6 +23,7 @@ pub mod watch;
 mod workers;
 
 pub use crate::telemetry::Hooks;
+pub use dry_run::{DryFile, DryRun, DrySchema, dry_run};
 pub use stream::StreamRun;
 pub use supervisor::{RunMode, run_stream, run_streams};
 

@@ -76,7 +76,12 @@ pub(crate) async fn settle_first_version(
         read_by_the_batch = spec.sample.len() - missing.len(),
         "Settled the schema inferred while reading the first batch."
     );
-    let mut draft = draft_first_version(ctx.req, ctx.checkpoint, Some(merged), &spec.sample)?;
+    let mut draft = draft_first_version(
+        ctx.req,
+        ctx.checkpoint.stream_id(),
+        Some(merged),
+        &spec.sample,
+    )?;
     // Another stream may have created the table meanwhile.
     align_to_current_table(&mut draft.data, sink, ctx.req, ctx.opts.format).await?;
     log_inferred(&draft, spec.started);
@@ -135,7 +140,7 @@ pub(crate) async fn provisional_first_version(
         return Ok(None);
     }
     let inferrer = infer_parallel(req, opts, &prefix).await?;
-    let Ok(draft) = draft_first_version(req, checkpoint, Some(inferrer), sample) else {
+    let Ok(draft) = draft_first_version(req, checkpoint.stream_id(), Some(inferrer), sample) else {
         return Ok(None);
     };
     info!(

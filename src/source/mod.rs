@@ -225,23 +225,27 @@ fn is_under(key: &str, prefix: &str) -> bool {
 }
 
 fn accept(f: &FileRef, s: &Settings, grace_ms: i64) -> bool {
-    let name = f.name();
+    filtered_by(f, s, grace_ms).is_none()
+}
+
+/// The option that leaves `f` out of the listing, if one does.
+pub fn filtered_by(f: &FileRef, s: &Settings, grace_ms: i64) -> Option<&'static str> {
     if let Some(glob) = &s.path_glob_filter
-        && !glob.is_match(name)
+        && !glob.is_match(f.name())
     {
-        return false;
+        return Some("pathGlobFilter");
     }
     if s.modified_after_ms
         .is_some_and(|after| f.mtime_ms <= after - grace_ms)
     {
-        return false;
+        return Some("modifiedAfter");
     }
     if s.modified_before_ms
         .is_some_and(|before| f.mtime_ms >= before)
     {
-        return false;
+        return Some("modifiedBefore");
     }
-    true
+    None
 }
 
 /// Hive-style `key=value` folders of a key, in order, values unescaped

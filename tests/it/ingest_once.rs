@@ -610,3 +610,72 @@ fn a_large_first_csv_run_infers_while_reading_and_reads_again_when_the_sample_di
     );
     assert_read_again_with_the_whole_sample(&s, &log, 4 * per_file, per_file as usize);
 }
+
+/// `--dry-run` lists what a run would ingest, why other files are not taken, and the schema
+/// it would read with; it writes nothing (no table, checkpoint or schema version).
+#[test]
+fn dry_run_lists_files_reasons_and_schema_and_writes_nothing() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(1, 3));
+    s.land("b.json", common::orders_jsonl(3, 5));
+    s.land("c.csv", "order_id\n9\n");
+    let glob = "pathGlobFilter=*.json";
+    let dry = |extra: &[&str]| {
+        let mut args: Vec<String> = vec![
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--dry-run".into(),
+            "-o".into(),
+            glob.into(),
+            "-o".into(),
+            "cloudFiles.inferColumnTypes=true".into(),
+        ];
+        args.extend(extra.iter().map(|e| (*e).to_string()));
+        common::run(&args, &[])
+    };
+    let text = ok(&dry(&[]));
+    assert!(text.contains("Would ingest 2 files"), "{text}");
+    assert!(text.contains("a.json") && text.contains("b.json"), "{text}");
+    assert!(text.contains("c.csv: left out by pathGlobFilter"), "{text}");
+    assert!(text.contains("inferred from 2 files"), "{text}");
+    assert!(text.contains("order_id BIGINT"), "{text}");
+    assert!(!s.table().exists(), "nothing written: {text}");
+
+    ok(&s.ingest(&[glob, "cloudFiles.inferColumnTypes=true"]));
+    let (version, _) = common::table_version_and_txns(&s.table());
+    s.land("d.json", common::orders_jsonl(5, 6));
+    let plan: serde_json::Value = serde_json::from_str(ok(&dry(&["--json"])).trim()).unwrap();
+    let ingest: Vec<&str> = plan["ingest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(ingest.len(), 1, "{plan}");
+    assert!(ingest[0].ends_with("/d.json"), "{plan}");
+    let already = plan["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["reason"] == "already ingested")
+        .count();
+    assert_eq!(already, 2, "{plan}");
+    assert!(
+        plan["schema"]["origin"]
+            .as_str()
+            .unwrap()
+            .starts_with("stored"),
+        "{plan}"
+    );
+    assert_eq!(
+        common::table_version_and_txns(&s.table()).0,
+        version,
+        "no commit"
+    );
+    assert!(
+        !s.table().join("_autoloader/_schemas/1").exists(),
+        "no schema version"
+    );
+    s.assert_ids_once(1..5, "d.json not ingested by the dry run");
+}
