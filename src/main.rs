@@ -241,8 +241,8 @@ enum Command {
         /// directory or s3://BUCKET/PREFIX.
         #[arg(long, value_name = "DIR", value_parser = location)]
         checkpoint: Option<Location>,
-        /// Only this stream of the table: its config name (`ingest`'s is the table's folder
-        /// name).
+        /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
+        /// table's folder name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
         /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
@@ -267,8 +267,8 @@ enum Command {
         /// directory or s3://BUCKET/PREFIX.
         #[arg(long, value_name = "DIR", value_parser = location)]
         checkpoint: Option<Location>,
-        /// Only this stream of the table: its config name (`ingest`'s is the table's folder
-        /// name).
+        /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
+        /// table's folder name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
         /// Print JSON instead of text: one object, or an array of them for a table with
@@ -366,6 +366,16 @@ enum SchemaCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Events { .. }
+            | Command::Status { .. }
+            | Command::Schema { .. }
+            | Command::Drift { .. }
+            | Command::Options { .. }
+    ) {
+        quiet_broken_pipe();
+    }
     // Generated from the clap definitions; nothing else to start.
     match &cli.command {
         Command::Completions { shell } => {
@@ -420,6 +430,19 @@ fn man_pages(dir: Option<&std::path::Path>) -> ExitCode {
             );
             ExitCode::from(exit_code(ErrorClass::Failed))
         }
+    }
+}
+
+/// The reports print line by line, often into `| head`: a reader that stops early ends
+/// the process quietly, as it ends `grep` or `ls`, instead of a `Broken pipe` panic with a
+/// backtrace. Only for the reports: `ingest` and `run` keep Rust's default of ignoring
+/// SIGPIPE, so a closed socket is an error they handle, never a kill.
+fn quiet_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called at the start of `main`, before any other thread exists; it restores
+    // the default disposition of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -247,7 +247,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "inferSchema",
         "false",
-        "CSV: Spark's spelling of cloudFiles.inferColumnTypes (which wins when both are set; both set and different is an error)",
+        "CSV: Spark's spelling of cloudFiles.inferColumnTypes (both set must agree; refused with cloudFiles.format=json or parquet)",
     ),
     opt(
         "timestampFormat",
@@ -404,7 +404,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         "dropFieldIfAllNull",
         "false",
         "JSON: drop all-null, empty-array and empty-struct columns in inference",
-        "such columns are STRING (see README, What lands in the table)",
+        "such columns are STRING (see README, Reader decisions)",
     ),
     not_yet(
         "inferTimestamp",
@@ -1239,6 +1239,17 @@ fn suggest(key: &str) -> Option<String> {
     if let Some(k) = suffix_match {
         return Some(k.to_string());
     }
+    // A bare key given a `cloudFiles.` prefix (`cloudFiles.pathGlobFilter`) is close too.
+    if let Some(bare) = lower.strip_prefix("cloudfiles.") {
+        let plain = OPTIONS
+            .iter()
+            .map(|o| o.key)
+            .chain(ALIASES.iter().map(|(a, _)| *a))
+            .find(|k| !k.contains('.') && k.eq_ignore_ascii_case(bare));
+        if let Some(k) = plain {
+            return Some(k.to_string());
+        }
+    }
     (distance <= 3.max(key.len() / 5)).then(|| best.to_string())
 }
 
@@ -1407,6 +1418,13 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("did you mean \"cloudFiles.inferColumnTypes\""),
+            "{err}"
+        );
+        // A bare key given a cloudFiles. prefix, as the reader's warnings once worded it.
+        let err = opts(&[("cloudFiles.pathGlobFilter", "*.json")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("did you mean \"pathGlobFilter\"?"),
             "{err}"
         );
         let err = opts(&[("zzzz", "1")]).unwrap_err();

@@ -147,7 +147,14 @@ pub fn checkpoints(
     let Some(name) = stream else {
         return Ok(found);
     };
-    match found.iter().find(|s| s.name.as_deref() == Some(name)) {
+    // `ingest`'s stream answers to its `--name` and to the table folder's name.
+    let root = IngestRequest::default_checkpoint(target, None);
+    let is_root_named =
+        |s: &StreamCheckpoint| s.location == root && IngestRequest::default_name(target) == name;
+    match found
+        .iter()
+        .find(|s| s.name.as_deref() == Some(name) || is_root_named(s))
+    {
         Some(one) => Ok(vec![one.clone()]),
         None => Err(ReportError::NoSuchStream {
             path: target.to_string(),
@@ -179,6 +186,19 @@ fn stream_names(found: &[StreamCheckpoint]) -> String {
         .join(", ")
 }
 
+/// The name the stream of `checkpoint` last ran under (`ingest --name`), from its last
+/// `stream_started` event; `None` without one.
+fn started_as(checkpoint: &Location, state: &StorageSettings) -> Option<String> {
+    let local = crate::checkpoint::local_dir(checkpoint, state);
+    events::read_events(&local)
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == EventKind::StreamStarted)
+        .map(|e| e.stream)
+        .filter(|name| !name.is_empty())
+}
+
 /// The checkpoints under a table's default places.
 fn table_streams(
     table: &Location,
@@ -188,7 +208,9 @@ fn table_streams(
     let mut out = Vec::new();
     if Checkpoint::exists(&root, state)? {
         out.push(StreamCheckpoint {
-            name: Some(IngestRequest::default_name(table)),
+            name: Some(
+                started_as(&root, state).unwrap_or_else(|| IngestRequest::default_name(table)),
+            ),
             location: root.clone(),
         });
     }
