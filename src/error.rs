@@ -71,12 +71,16 @@ impl Error {
             Error::Ingest(e) => e.class(),
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
-            // A path that is not a checkpoint is a wrong argument.
+            // A path that is not a checkpoint or a table, or a version that is not there,
+            // is a wrong argument.
             Error::Report(
                 ReportError::NotACheckpoint { .. }
                 | ReportError::NoCheckpoint { .. }
                 | ReportError::NoSuchStream { .. }
                 | ReportError::SeveralStreams { .. }
+                | ReportError::NotATable { .. }
+                | ReportError::NoSchemas(_)
+                | ReportError::NoVersion(_)
                 | ReportError::Since(_),
             ) => ErrorClass::Usage,
             Error::Report(_) | Error::Io { .. } | Error::StreamsFailed { .. } => ErrorClass::Failed,

@@ -36,6 +36,8 @@ pub enum ReportError {
     NoVersion(u64),
     #[error("cannot read the table {path}: {reason}")]
     Table { path: String, reason: String },
+    #[error("cannot read the table {path}: not a Delta table (no _delta_log)")]
+    NotATable { path: String },
     #[error(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
     #[error("{path} is not a checkpoint (nothing was ever ingested with it)")]
@@ -475,13 +477,17 @@ pub async fn drift(
     if let Some(dir) = table.as_local()
         && !dir.join("_delta_log").is_dir()
     {
-        return Err(table_err("not a Delta table (no _delta_log)".into()));
+        return Err(ReportError::NotATable {
+            path: table.to_string(),
+        });
     }
     let sink = DeltaAppend::open(table, storage)
         .await
         .map_err(|e| table_err(e.to_string()))?;
     if !sink.exists() {
-        return Err(table_err("not a Delta table (no _delta_log)".into()));
+        return Err(ReportError::NotATable {
+            path: table.to_string(),
+        });
     }
     let dt = sink.table();
     let state = dt.snapshot().map_err(|e| table_err(e.to_string()))?;

@@ -60,7 +60,8 @@ fn drift_refuses_a_folder_that_is_not_a_table_and_creates_nothing() {
     let s = Scratch::new();
     let missing = s.dir.path().join("nothing");
     let out = run(&["drift", &missing.display().to_string()]);
-    assert!(!out.status.success());
+    // A wrong argument, as `events` on a folder that is not a checkpoint (it was 1).
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     let err = common::stderr(&out);
     assert!(
         err.contains(&missing.display().to_string()) && err.contains("not a Delta table"),
@@ -341,4 +342,30 @@ fn reports_know_an_ingest_stream_by_its_name() {
         "{}",
         common::stderr(&out)
     );
+}
+
+/// A schema version that is not there, or a folder without schema versions, is a wrong
+/// argument (exit 2), as a path that is not a checkpoint is; it was exit 1.
+#[test]
+fn schema_of_a_missing_version_is_a_wrong_argument() {
+    let s = Scratch::new();
+    table_with_rescued_data(&s);
+    let table = s.table().display().to_string();
+    for args in [
+        vec!["schema", "show", table.as_str(), "7"],
+        vec!["schema", "diff", table.as_str(), "0", "7"],
+    ] {
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            common::stderr(&out)
+        );
+        assert!(
+            common::stderr(&out).contains("version 7"),
+            "{}",
+            common::stderr(&out)
+        );
+    }
 }
