@@ -53,9 +53,14 @@ pub enum Error {
         what: String,
         source: std::io::Error,
     },
-    /// Streams of a config file failed; each has printed its own error.
+    /// Streams of a config file failed; each has printed its own error. `class` is theirs
+    /// when they all failed alike (one stream refused its options is exit 2, as from
+    /// `ingest`), else `Failed`.
     #[error("{} of the streams failed: {}", failed.len(), failed.join(", "))]
-    StreamsFailed { failed: Vec<String> },
+    StreamsFailed {
+        failed: Vec<String>,
+        class: ErrorClass,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -83,7 +88,8 @@ impl Error {
                 | ReportError::NoVersion(_)
                 | ReportError::Since(_),
             ) => ErrorClass::Usage,
-            Error::Report(_) | Error::Io { .. } | Error::StreamsFailed { .. } => ErrorClass::Failed,
+            Error::StreamsFailed { class, .. } => *class,
+            Error::Report(_) | Error::Io { .. } => ErrorClass::Failed,
         }
     }
 }

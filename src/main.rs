@@ -944,6 +944,7 @@ fn run_config(
         Ok::<_, Error>(pipeline::run_streams(streams, &stop, mode).await)
     })?;
     let mut failed = Vec::new();
+    let mut classes = Vec::new();
     for (name, result) in results {
         match result {
             Ok(summary) if json => print_json(&StreamReport::done(&name, &summary), false),
@@ -954,6 +955,7 @@ fn run_config(
                     print_json(&StreamReport::failed(&name, &e), false);
                 }
                 eprintln!("error: stream \"{name}\": {}", error_text(&e));
+                classes.push(e.class());
                 failed.push(name);
             }
         }
@@ -961,7 +963,14 @@ fn run_config(
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(Error::StreamsFailed { failed })
+        // The streams' own exit code when they agree (a lone stream that stopped on a
+        // schema change is 3, as from `ingest`); failures of different kinds are 1.
+        let class = if classes.iter().all(|c| *c == classes[0]) {
+            classes[0]
+        } else {
+            ErrorClass::Failed
+        };
+        Err(Error::StreamsFailed { failed, class })
     }
 }
 
