@@ -1012,15 +1012,20 @@ fn print_status(st: &reports::Status) {
         (None, _) => println!("running:        no"),
     }
     println!("schema version: {}", opt(st.schema_version));
+    // The summary line's units: `1 batch`, `3.03 kB`.
+    let count = |n: Option<u64>, one: &str| match n {
+        Some(n) => format!("{n} {}", plural(n, one)),
+        None => format!("? {}", plural(0, one)),
+    };
     println!(
-        "ingested:       {} files, {} batches, {} rows, {} rescued rows, {} bytes",
-        opt(st.files_ingested),
-        st.batches,
-        st.rows,
-        st.rescued_rows,
-        st.bytes
+        "ingested:       {}, {}, {}, {}, {}",
+        count(st.files_ingested, "file"),
+        count(Some(st.batches), "batch"),
+        count(Some(st.rows), "row"),
+        count(Some(st.rescued_rows), "rescued row"),
+        human_bytes(st.bytes as f64)
     );
-    println!("pending:        {} files", opt(st.files_pending));
+    println!("pending:        {}", count(st.files_pending, "file"));
     match &st.last_batch {
         Some(b) => println!("last batch:     {}", b["time"].as_str().unwrap_or("?")),
         None => println!("last batch:     none"),

@@ -328,6 +328,14 @@ fn reports_know_an_ingest_stream_by_its_name() {
     let st: serde_json::Value =
         serde_json::from_str(&ok(&run(&["status", &table, "--json"]))).unwrap();
     assert_eq!(st["stream"], "orders_app", "{st}");
+    // The text is in the summary line's units (it said `1 batches`, `16 bytes`).
+    let text = ok(&run(&["status", &table]));
+    assert!(
+        text.contains("stream:         orders_app")
+            && text.contains("ingested:       1 file, 1 batch, 1 row, 0 rescued rows, 16 B\n")
+            && text.contains("pending:        0 files"),
+        "{text}"
+    );
     for name in ["orders_app", folder.as_str()] {
         let out = ok(&run(&["status", &table, "--stream", name, "--json"]));
         let st: serde_json::Value = serde_json::from_str(&out).unwrap();
