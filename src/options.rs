@@ -828,7 +828,7 @@ pub fn resolve(
         if validate {
             return Err(err);
         }
-        warnings.push(format!("ignoring {err}"));
+        warnings.push(format!("{err} (ignored: cloudFiles.validateOptions=false)"));
     }
     let get = |k: &str| map.get(k).map(String::as_str);
     let bool_or = |k: &str, default: bool| -> Result<bool, OptionsError> {
@@ -1438,6 +1438,21 @@ mod tests {
         ];
         let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
         assert_eq!(warnings.len(), 1);
+        // A refused option's warning reads as a sentence (it was `ignoring option
+        // "badRecordsPath" is an Auto Loader option ...`).
+        let raw = vec![
+            (
+                "cloudFiles.validateOptions".to_string(),
+                "false".to_string(),
+            ),
+            ("badRecordsPath".to_string(), "/x".to_string()),
+        ];
+        let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
+        assert!(
+            warnings[0].starts_with("option \"badRecordsPath\" is an Auto Loader option")
+                && warnings[0].ends_with("(ignored: cloudFiles.validateOptions=false)"),
+            "{warnings:?}"
+        );
     }
 
     #[test]
