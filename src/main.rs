@@ -881,6 +881,8 @@ fn load_config(
     reporting: &Reporting,
 ) -> Result<Vec<(NamedStream, AlertSettings)>, Error> {
     let streams = autoloader::config::load(config, only, state)?;
+    // The command line's webhooks first, so that the file is named only for its own.
+    reporting.alert_settings(&[])?;
     let mut prepared = Vec::new();
     for stream in streams {
         let req = &stream.request;
@@ -888,7 +890,15 @@ fn load_config(
             state,
             [&req.table, &req.checkpoint, &req.settings.schema_location],
         )?;
-        let alerts = reporting.alert_settings(&stream.alert_webhooks)?;
+        // A webhook of the file is named with its file and stream, as its options are.
+        let alerts = reporting
+            .alert_settings(&stream.alert_webhooks)
+            .map_err(|e| {
+                Error::Config(autoloader::config::ConfigError::Invalid {
+                    path: config.to_path_buf(),
+                    message: format!("stream \"{}\": {}", stream.request.name, error_text(&e)),
+                })
+            })?;
         prepared.push((stream, alerts));
     }
     Ok(prepared)

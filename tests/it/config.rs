@@ -329,3 +329,45 @@ table = "ta"
         common::stderr(&out)
     );
 }
+
+/// A webhook of the config file that is refused is named with the file and its stream, as
+/// a bad option is (it was named alone); one from the command line is not blamed on it.
+#[test]
+fn a_refused_webhook_of_the_file_names_the_file_and_stream() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"orders\"\nsource = \"src\"\ntable = \"t\"\n\
+         alert_webhooks = [\"http://169.254.169.254/hook\"]\n",
+    )
+    .unwrap();
+    let path = config.display().to_string();
+    let out = common::run(&["run".into(), path.clone(), "--check".into()], &[]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&path) && err.contains("stream \"orders\"") && err.contains("169.254"),
+        "{err}"
+    );
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"orders\"\nsource = \"src\"\ntable = \"t\"\n",
+    )
+    .unwrap();
+    let out = common::run(
+        &[
+            "run".into(),
+            path.clone(),
+            "--check".into(),
+            "--alert-webhook".into(),
+            "http://169.254.169.254/hook".into(),
+        ],
+        &[],
+    );
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("stream \"orders\""), "{err}");
+}
