@@ -53,9 +53,14 @@ pub enum Error {
         what: String,
         source: std::io::Error,
     },
-    /// Streams of a config file failed; each has printed its own error.
+    /// Streams of a config file failed; each has printed its own error. `class` is theirs
+    /// when they all failed alike (one stream refused its options is exit 2, as from
+    /// `ingest`), else `Failed`.
     #[error("{} of the streams failed: {}", failed.len(), failed.join(", "))]
-    StreamsFailed { failed: Vec<String> },
+    StreamsFailed {
+        failed: Vec<String>,
+        class: ErrorClass,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -71,15 +76,20 @@ impl Error {
             Error::Ingest(e) => e.class(),
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
-            // A path that is not a checkpoint is a wrong argument.
+            // A path that is not a checkpoint or a table, or a version that is not there,
+            // is a wrong argument.
             Error::Report(
                 ReportError::NotACheckpoint { .. }
                 | ReportError::NoCheckpoint { .. }
                 | ReportError::NoSuchStream { .. }
                 | ReportError::SeveralStreams { .. }
+                | ReportError::NotATable { .. }
+                | ReportError::NoSchemas(_)
+                | ReportError::NoVersion(_)
                 | ReportError::Since(_),
             ) => ErrorClass::Usage,
-            Error::Report(_) | Error::Io { .. } | Error::StreamsFailed { .. } => ErrorClass::Failed,
+            Error::StreamsFailed { class, .. } => *class,
+            Error::Report(_) | Error::Io { .. } => ErrorClass::Failed,
         }
     }
 }

@@ -245,8 +245,8 @@ enum Command {
         /// directory or s3://BUCKET/PREFIX.
         #[arg(long, value_name = "DIR", value_parser = location)]
         checkpoint: Option<Location>,
-        /// Only this stream of the table: its config name (`ingest`'s is the table's folder
-        /// name).
+        /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
+        /// table's folder name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
         /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
@@ -271,8 +271,8 @@ enum Command {
         /// directory or s3://BUCKET/PREFIX.
         #[arg(long, value_name = "DIR", value_parser = location)]
         checkpoint: Option<Location>,
-        /// Only this stream of the table: its config name (`ingest`'s is the table's folder
-        /// name).
+        /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
+        /// table's folder name).
         #[arg(long, value_name = "NAME")]
         stream: Option<String>,
         /// Print JSON instead of text: one object, or an array of them for a table with
@@ -370,6 +370,16 @@ enum SchemaCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Events { .. }
+            | Command::Status { .. }
+            | Command::Schema { .. }
+            | Command::Drift { .. }
+            | Command::Options { .. }
+    ) {
+        quiet_broken_pipe();
+    }
     // Generated from the clap definitions; nothing else to start.
     match &cli.command {
         Command::Completions { shell } => {
@@ -424,6 +434,19 @@ fn man_pages(dir: Option<&std::path::Path>) -> ExitCode {
             );
             ExitCode::from(exit_code(ErrorClass::Failed))
         }
+    }
+}
+
+/// The reports print line by line, often into `| head`: a reader that stops early ends
+/// the process quietly, as it ends `grep` or `ls`, instead of a `Broken pipe` panic with a
+/// backtrace. Only for the reports: `ingest` and `run` keep Rust's default of ignoring
+/// SIGPIPE, so a closed socket is an error they handle, never a kill.
+fn quiet_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called at the start of `main`, before any other thread exists; it restores
+    // the default disposition of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -875,6 +898,8 @@ fn load_config(
     reporting: &Reporting,
 ) -> Result<Vec<(NamedStream, AlertSettings)>, Error> {
     let streams = autoloader::config::load(config, only, state)?;
+    // The command line's webhooks first, so that the file is named only for its own.
+    reporting.alert_settings(&[])?;
     let mut prepared = Vec::new();
     for stream in streams {
         let req = &stream.request;
@@ -882,7 +907,15 @@ fn load_config(
             state,
             [&req.table, &req.checkpoint, &req.settings.schema_location],
         )?;
-        let alerts = reporting.alert_settings(&stream.alert_webhooks)?;
+        // A webhook of the file is named with its file and stream, as its options are.
+        let alerts = reporting
+            .alert_settings(&stream.alert_webhooks)
+            .map_err(|e| {
+                Error::Config(autoloader::config::ConfigError::Invalid {
+                    path: config.to_path_buf(),
+                    message: format!("stream \"{}\": {}", stream.request.name, error_text(&e)),
+                })
+            })?;
         prepared.push((stream, alerts));
     }
     Ok(prepared)
@@ -938,6 +971,7 @@ fn run_config(
         Ok::<_, Error>(pipeline::run_streams(streams, &stop, mode).await)
     })?;
     let mut failed = Vec::new();
+    let mut classes = Vec::new();
     for (name, result) in results {
         match result {
             Ok(summary) if json => print_json(&StreamReport::done(&name, &summary), false),
@@ -948,6 +982,7 @@ fn run_config(
                     print_json(&StreamReport::failed(&name, &e), false);
                 }
                 eprintln!("error: stream \"{name}\": {}", error_text(&e));
+                classes.push(e.class());
                 failed.push(name);
             }
         }
@@ -955,7 +990,14 @@ fn run_config(
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(Error::StreamsFailed { failed })
+        // The streams' own exit code when they agree (a lone stream that stopped on a
+        // schema change is 3, as from `ingest`); failures of different kinds are 1.
+        let class = if classes.iter().all(|c| *c == classes[0]) {
+            classes[0]
+        } else {
+            ErrorClass::Failed
+        };
+        Err(Error::StreamsFailed { failed, class })
     }
 }
 
@@ -997,15 +1039,20 @@ fn print_status(st: &reports::Status) {
         (None, _) => println!("running:        no"),
     }
     println!("schema version: {}", opt(st.schema_version));
+    // The summary line's units: `1 batch`, `3.03 kB`.
+    let count = |n: Option<u64>, one: &str| match n {
+        Some(n) => format!("{n} {}", plural(n, one)),
+        None => format!("? {}", plural(0, one)),
+    };
     println!(
-        "ingested:       {} files, {} batches, {} rows, {} rescued rows, {} bytes",
-        opt(st.files_ingested),
-        st.batches,
-        st.rows,
-        st.rescued_rows,
-        st.bytes
+        "ingested:       {}, {}, {}, {}, {}",
+        count(st.files_ingested, "file"),
+        count(Some(st.batches), "batch"),
+        count(Some(st.rows), "row"),
+        count(Some(st.rescued_rows), "rescued row"),
+        human_bytes(st.bytes as f64)
     );
-    println!("pending:        {} files", opt(st.files_pending));
+    println!("pending:        {}", count(st.files_pending, "file"));
     match &st.last_batch {
         Some(b) => println!("last batch:     {}", b["time"].as_str().unwrap_or("?")),
         None => println!("last batch:     none"),

@@ -247,7 +247,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "inferSchema",
         "false",
-        "CSV: Spark's spelling of cloudFiles.inferColumnTypes (which wins when both are set; both set and different is an error)",
+        "CSV: Spark's spelling of cloudFiles.inferColumnTypes (both set must agree; refused with cloudFiles.format=json or parquet)",
     ),
     opt(
         "timestampFormat",
@@ -404,7 +404,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         "dropFieldIfAllNull",
         "false",
         "JSON: drop all-null, empty-array and empty-struct columns in inference",
-        "such columns are STRING (see README, What lands in the table)",
+        "such columns are STRING (see README, Reader decisions)",
     ),
     not_yet(
         "inferTimestamp",
@@ -828,7 +828,7 @@ pub fn resolve(
         if validate {
             return Err(err);
         }
-        warnings.push(format!("ignoring {err}"));
+        warnings.push(format!("{err} (ignored: cloudFiles.validateOptions=false)"));
     }
     let get = |k: &str| map.get(k).map(String::as_str);
     let bool_or = |k: &str, default: bool| -> Result<bool, OptionsError> {
@@ -1239,6 +1239,17 @@ fn suggest(key: &str) -> Option<String> {
     if let Some(k) = suffix_match {
         return Some(k.to_string());
     }
+    // A bare key given a `cloudFiles.` prefix (`cloudFiles.pathGlobFilter`) is close too.
+    if let Some(bare) = lower.strip_prefix("cloudfiles.") {
+        let plain = OPTIONS
+            .iter()
+            .map(|o| o.key)
+            .chain(ALIASES.iter().map(|(a, _)| *a))
+            .find(|k| !k.contains('.') && k.eq_ignore_ascii_case(bare));
+        if let Some(k) = plain {
+            return Some(k.to_string());
+        }
+    }
     (distance <= 3.max(key.len() / 5)).then(|| best.to_string())
 }
 
@@ -1409,6 +1420,13 @@ mod tests {
                 .contains("did you mean \"cloudFiles.inferColumnTypes\""),
             "{err}"
         );
+        // A bare key given a cloudFiles. prefix, as the reader's warnings once worded it.
+        let err = opts(&[("cloudFiles.pathGlobFilter", "*.json")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("did you mean \"pathGlobFilter\"?"),
+            "{err}"
+        );
         let err = opts(&[("zzzz", "1")]).unwrap_err();
         assert_eq!(err.to_string(), "unknown option \"zzzz\"");
         let raw = vec![
@@ -1420,6 +1438,21 @@ mod tests {
         ];
         let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
         assert_eq!(warnings.len(), 1);
+        // A refused option's warning reads as a sentence (it was `ignoring option
+        // "badRecordsPath" is an Auto Loader option ...`).
+        let raw = vec![
+            (
+                "cloudFiles.validateOptions".to_string(),
+                "false".to_string(),
+            ),
+            ("badRecordsPath".to_string(), "/x".to_string()),
+        ];
+        let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
+        assert!(
+            warnings[0].starts_with("option \"badRecordsPath\" is an Auto Loader option")
+                && warnings[0].ends_with("(ignored: cloudFiles.validateOptions=false)"),
+            "{warnings:?}"
+        );
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum ReportError {
     NoVersion(u64),
     #[error("cannot read the table {path}: {reason}")]
     Table { path: String, reason: String },
+    #[error("cannot read the table {path}: not a Delta table (no _delta_log)")]
+    NotATable { path: String },
     #[error(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
     #[error("{path} is not a checkpoint (nothing was ever ingested with it)")]
@@ -147,7 +149,14 @@ pub fn checkpoints(
     let Some(name) = stream else {
         return Ok(found);
     };
-    match found.iter().find(|s| s.name.as_deref() == Some(name)) {
+    // `ingest`'s stream answers to its `--name` and to the table folder's name.
+    let root = IngestRequest::default_checkpoint(target, None);
+    let is_root_named =
+        |s: &StreamCheckpoint| s.location == root && IngestRequest::default_name(target) == name;
+    match found
+        .iter()
+        .find(|s| s.name.as_deref() == Some(name) || is_root_named(s))
+    {
         Some(one) => Ok(vec![one.clone()]),
         None => Err(ReportError::NoSuchStream {
             path: target.to_string(),
@@ -179,6 +188,19 @@ fn stream_names(found: &[StreamCheckpoint]) -> String {
         .join(", ")
 }
 
+/// The name the stream of `checkpoint` last ran under (`ingest --name`), from its last
+/// `stream_started` event; `None` without one.
+fn started_as(checkpoint: &Location, state: &StorageSettings) -> Option<String> {
+    let local = crate::checkpoint::local_dir(checkpoint, state);
+    events::read_events(&local)
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == EventKind::StreamStarted)
+        .map(|e| e.stream)
+        .filter(|name| !name.is_empty())
+}
+
 /// The checkpoints under a table's default places.
 fn table_streams(
     table: &Location,
@@ -188,7 +210,9 @@ fn table_streams(
     let mut out = Vec::new();
     if Checkpoint::exists(&root, state)? {
         out.push(StreamCheckpoint {
-            name: Some(IngestRequest::default_name(table)),
+            name: Some(
+                started_as(&root, state).unwrap_or_else(|| IngestRequest::default_name(table)),
+            ),
             location: root.clone(),
         });
     }
@@ -453,13 +477,17 @@ pub async fn drift(
     if let Some(dir) = table.as_local()
         && !dir.join("_delta_log").is_dir()
     {
-        return Err(table_err("not a Delta table (no _delta_log)".into()));
+        return Err(ReportError::NotATable {
+            path: table.to_string(),
+        });
     }
     let sink = DeltaAppend::open(table, storage)
         .await
         .map_err(|e| table_err(e.to_string()))?;
     if !sink.exists() {
-        return Err(table_err("not a Delta table (no _delta_log)".into()));
+        return Err(ReportError::NotATable {
+            path: table.to_string(),
+        });
     }
     let dt = sink.table();
     let state = dt.snapshot().map_err(|e| table_err(e.to_string()))?;

@@ -62,8 +62,8 @@ impl std::io::Read for TailWatch {
 struct CsvReader {
     inner: ::csv::Reader<TailWatch>,
     quote: u8,
-    /// Separator, quote and escape.
-    dialect: (u8, u8, Option<u8>),
+    /// Separator, quote, escape, comment and line separator (`None`: `\n`, `\r\n` or `\r`).
+    dialect: Dialect,
     /// The indices of the last record's fields that were written `""` (with `emptyValue`).
     quoted_empty: Vec<usize>,
 }
@@ -100,7 +100,13 @@ fn reader(
     Ok(CsvReader {
         inner,
         quote: csv.quote,
-        dialect: (csv.sep, csv.quote, csv.escape),
+        dialect: Dialect {
+            sep: csv.sep,
+            quote: csv.quote,
+            escape: csv.escape,
+            comment: csv.comment,
+            line_sep: csv.line_sep,
+        },
         quoted_empty: Vec::new(),
     })
 }
@@ -176,14 +182,49 @@ fn next_record(
     Ok(more)
 }
 
+/// What `quoted_empty_fields` needs to split a record's raw text as the CSV reader does.
+#[derive(Clone, Copy)]
+struct Dialect {
+    sep: u8,
+    quote: u8,
+    escape: Option<u8>,
+    comment: Option<u8>,
+    line_sep: Option<u8>,
+}
+
+impl Dialect {
+    fn ends_line(&self, b: u8) -> bool {
+        match self.line_sep {
+            Some(t) => b == t,
+            None => b == b'\n' || b == b'\r',
+        }
+    }
+}
+
 /// The indices of the fields written as a quoted empty string (`""`) in a record's raw
-/// text: only these read as `emptyValue`; an unquoted empty field is null.
-fn quoted_empty_fields(raw: &[u8], (sep, quote, escape): (u8, u8, Option<u8>)) -> Vec<usize> {
+/// text: only these read as `emptyValue`; an unquoted empty field is null. The raw text
+/// starts where the reader started looking for the record, so the blank lines and
+/// `comment` lines it skipped before the record are skipped here too.
+fn quoted_empty_fields(raw: &[u8], d: Dialect) -> Vec<usize> {
+    let Dialect {
+        sep, quote, escape, ..
+    } = d;
+    let mut i = 0;
+    while i < raw.len() {
+        if d.ends_line(raw[i]) {
+            i += 1;
+        } else if Some(raw[i]) == d.comment {
+            while i < raw.len() && !d.ends_line(raw[i]) {
+                i += 1;
+            }
+        } else {
+            break;
+        }
+    }
     let mut out = Vec::new();
     let mut field = 0usize;
-    let mut field_start = 0usize;
+    let mut field_start = i;
     let mut in_quotes = false;
-    let mut i = 0;
     let mut close = |field: usize, text: &[u8]| {
         if text.len() == 2 && text[0] == quote && text[1] == quote {
             out.push(field);
@@ -205,7 +246,7 @@ fn quoted_empty_fields(raw: &[u8], (sep, quote, escape): (u8, u8, Option<u8>)) -
             close(field, &raw[field_start..i]);
             field += 1;
             field_start = i + 1;
-        } else if b == b'\n' || b == b'\r' {
+        } else if d.ends_line(b) {
             break;
         }
         i += 1;
@@ -492,16 +533,49 @@ pub fn decode(
 mod tests {
     use super::*;
 
+    fn dialect(sep: u8, escape: Option<u8>) -> Dialect {
+        Dialect {
+            sep,
+            quote: b'"',
+            escape,
+            comment: None,
+            line_sep: None,
+        }
+    }
+
     #[test]
     fn quoted_empty_fields_are_found_in_the_raw_record() {
-        let d = (b',', b'"', Some(b'\\'));
+        let d = dialect(b',', Some(b'\\'));
         assert_eq!(quoted_empty_fields(b"1,\"\",,\"\"\n", d), vec![1, 3]);
         assert_eq!(
             quoted_empty_fields(b"\"a,\"\"\",\"\",\"x\\\"\",\"\"\r\n", d),
             vec![1, 3]
         );
         assert_eq!(quoted_empty_fields(b"\"\"\"\",\"\"", d), vec![1]);
-        assert_eq!(quoted_empty_fields(b"a;\"\"", (b';', b'"', None)), vec![1]);
+        assert_eq!(quoted_empty_fields(b"a;\"\"", dialect(b';', None)), vec![1]);
         assert!(quoted_empty_fields(b"a,b,\n", d).is_empty());
+    }
+
+    /// The raw text starts where the reader began looking for the record: blank lines and
+    /// `comment` lines it skipped come first, and a `lineSep` ends the record.
+    #[test]
+    fn quoted_empty_fields_skip_what_the_reader_skipped() {
+        let d = dialect(b';', None);
+        assert_eq!(quoted_empty_fields(b"\n\r\n1;\"\"\n", d), vec![1]);
+        let commented = Dialect {
+            comment: Some(b'#'),
+            ..d
+        };
+        assert_eq!(
+            quoted_empty_fields(b"# a;\"\"\n#\n1;\"\"\n", commented),
+            vec![1]
+        );
+        let piped = Dialect {
+            line_sep: Some(b'|'),
+            ..d
+        };
+        assert_eq!(quoted_empty_fields(b"1;\"\"|", piped), vec![1]);
+        assert_eq!(quoted_empty_fields(b"|1;\"\"|2;x", piped), vec![1]);
+        assert_eq!(quoted_empty_fields(b"\"\";a\nb;\"\"|", piped), vec![0, 2]);
     }
 }

@@ -269,3 +269,105 @@ fn a_stored_schema_is_brought_to_the_tables_types() {
     assert!(v1.contains("table types"), "{v1}");
     s.assert_ids_once([1, 2, 10], "both landed");
 }
+
+/// `run` exits with its streams' code, as `ingest` does (README: the same from both): a
+/// stream stopped by `cloudFiles.stopOnSchemaChange` is 3, a stream whose hint clashes with
+/// the table is 2. Both were 1. Streams failing in different ways are 1.
+#[test]
+fn run_exits_with_its_failed_streams_code() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let land = |name: &str, file: &str, text: &str| {
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        std::fs::write(dir.join(name).join(file), text).unwrap();
+    };
+    land("a", "1.json", "{\"id\": 1}\n");
+    land("b", "1.json", "{\"id\": 1}\n");
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "a"
+source = "a"
+table = "ta"
+[stream.options]
+"cloudFiles.stopOnSchemaChange" = true
+
+[[stream]]
+name = "b"
+source = "b"
+table = "ta"
+"#,
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> =
+            vec!["run".into(), config.display().to_string(), "--once".into()];
+        args.extend(extra.iter().map(|e| (*e).to_string()));
+        common::run(&args, &[])
+    };
+    common::ok(&run(&[]));
+    land("a", "2.json", "{\"id\": 2, \"extra\": 1}\n");
+    let out = run(&["--stream", "a"]);
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    common::ok(&run(&["--stream", "a"]));
+
+    // Stream b now pins `id` against the table's STRING: exit 2, alone or with a.
+    let text = std::fs::read_to_string(&config).unwrap()
+        + "[stream.options]\n\"cloudFiles.schemaHints\" = \"id BIGINT\"\n";
+    std::fs::write(&config, text).unwrap();
+    land("b", "2.json", "{\"id\": 3}\n");
+    let out = run(&["--stream", "b"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    land("a", "3.json", "{\"id\": 4, \"more\": 1}\n");
+    let out = run(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a: 3, b: 2: {}",
+        common::stderr(&out)
+    );
+}
+
+/// A webhook of the config file that is refused is named with the file and its stream, as
+/// a bad option is (it was named alone); one from the command line is not blamed on it.
+#[test]
+fn a_refused_webhook_of_the_file_names_the_file_and_stream() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"orders\"\nsource = \"src\"\ntable = \"t\"\n\
+         alert_webhooks = [\"http://169.254.169.254/hook\"]\n",
+    )
+    .unwrap();
+    let path = config.display().to_string();
+    let out = common::run(&["run".into(), path.clone(), "--check".into()], &[]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&path) && err.contains("stream \"orders\"") && err.contains("169.254"),
+        "{err}"
+    );
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"orders\"\nsource = \"src\"\ntable = \"t\"\n",
+    )
+    .unwrap();
+    let out = common::run(
+        &[
+            "run".into(),
+            path.clone(),
+            "--check".into(),
+            "--alert-webhook".into(),
+            "http://169.254.169.254/hook".into(),
+        ],
+        &[],
+    );
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("stream \"orders\""), "{err}");
+}

@@ -408,6 +408,30 @@ fn csv_comment_line_sep_and_empty_value() {
         vec![("1".into(), "".into()), ("null".into(), "x".into())]
     );
     assert_eq!(column_strings(&t, "b"), vec!["null", "y"]);
+    // emptyValue after a skipped comment or blank line, and with a one-character lineSep:
+    // the quoted empty fields are found in the record itself (they used to read null).
+    let skipped = Scratch::new();
+    skipped.land("a.csv", "id,a\n# c\n1,\"\"\n\n2,\"\"\n3,x\n");
+    ok(&skipped.ingest(&["emptyValue=<empty>", "comment=#"]));
+    assert_eq!(
+        by_id(&read_table(&skipped.table()), "a"),
+        vec![
+            ("1".into(), "<empty>".into()),
+            ("2".into(), "<empty>".into()),
+            ("3".into(), "x".into())
+        ]
+    );
+    let piped = Scratch::new();
+    piped.land("a.csv", "id,a|1,\"\"|2,|3,\"\"");
+    ok(&piped.ingest(&["emptyValue=<empty>", "lineSep=|", "cloudFiles.format=csv"]));
+    assert_eq!(
+        by_id(&read_table(&piped.table()), "a"),
+        vec![
+            ("1".into(), "<empty>".into()),
+            ("2".into(), "null".into()),
+            ("3".into(), "<empty>".into())
+        ]
+    );
     // The default: a quoted empty field is null, as in Spark (emptyValue = nullValue = "").
     let default = Scratch::new();
     default.land("a.csv", "id,a\n1,\"\"\n");

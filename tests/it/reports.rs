@@ -60,7 +60,8 @@ fn drift_refuses_a_folder_that_is_not_a_table_and_creates_nothing() {
     let s = Scratch::new();
     let missing = s.dir.path().join("nothing");
     let out = run(&["drift", &missing.display().to_string()]);
-    assert!(!out.status.success());
+    // A wrong argument, as `events` on a folder that is not a checkpoint (it was 1).
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     let err = common::stderr(&out);
     assert!(
         err.contains(&missing.display().to_string()) && err.contains("not a Delta table"),
@@ -276,4 +277,103 @@ fn status_of_a_running_stream_shows_live_figures() {
         status["liveAt"].as_str().unwrap().starts_with("20"),
         "{status}"
     );
+}
+
+/// A report piped into a reader that stops early (`autoloader events TABLE | head -1`)
+/// ends quietly, as `grep` does; it used to panic with "failed printing to stdout: Broken
+/// pipe" and a backtrace.
+#[test]
+fn reports_into_a_closed_pipe_end_quietly() {
+    let s = Scratch::new();
+    table_with_rescued_data(&s);
+    let table = s.table().display().to_string();
+    for args in [
+        vec!["events", table.as_str()],
+        vec!["status", table.as_str()],
+        vec!["drift", table.as_str()],
+        vec!["schema", "history", table.as_str()],
+        vec!["options"],
+    ] {
+        // The reader is gone before the report writes its first line.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&args)
+            .env("RUST_LOG", "warn")
+            .env("RUST_BACKTRACE", "1")
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = common::stderr(&out);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.trim().is_empty(), "{args:?}: {err}");
+    }
+}
+
+/// An `ingest` stream given `--name` is shown under that name, and `--stream` finds it by it
+/// (or by the table folder's name, its default). It used to be shown as the folder's name,
+/// and `--stream NAME` answered "no stream NAME writes TABLE".
+#[test]
+fn reports_know_an_ingest_stream_by_its_name() {
+    let s = Scratch::new();
+    s.land("1.json", "{\"order_id\": 1}\n");
+    let out = s
+        .ingest_command()
+        .args(["--name", "orders_app"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let table = s.table().display().to_string();
+    let folder = s.table().file_name().unwrap().to_str().unwrap().to_string();
+    let st: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status", &table, "--json"]))).unwrap();
+    assert_eq!(st["stream"], "orders_app", "{st}");
+    // The text is in the summary line's units (it said `1 batches`, `16 bytes`).
+    let text = ok(&run(&["status", &table]));
+    assert!(
+        text.contains("stream:         orders_app")
+            && text.contains("ingested:       1 file, 1 batch, 1 row, 0 rescued rows, 16 B\n")
+            && text.contains("pending:        0 files"),
+        "{text}"
+    );
+    for name in ["orders_app", folder.as_str()] {
+        let out = ok(&run(&["status", &table, "--stream", name, "--json"]));
+        let st: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(st["filesIngested"], 1, "--stream {name}: {st}");
+        ok(&run(&["events", &table, "--stream", name]));
+        ok(&run(&["schema", "show", &table, "--stream", name]));
+    }
+    let out = run(&["status", &table, "--stream", "other"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("orders_app"),
+        "{}",
+        common::stderr(&out)
+    );
+}
+
+/// A schema version that is not there, or a folder without schema versions, is a wrong
+/// argument (exit 2), as a path that is not a checkpoint is; it was exit 1.
+#[test]
+fn schema_of_a_missing_version_is_a_wrong_argument() {
+    let s = Scratch::new();
+    table_with_rescued_data(&s);
+    let table = s.table().display().to_string();
+    for args in [
+        vec!["schema", "show", table.as_str(), "7"],
+        vec!["schema", "diff", table.as_str(), "0", "7"],
+    ] {
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            common::stderr(&out)
+        );
+        assert!(
+            common::stderr(&out).contains("version 7"),
+            "{}",
+            common::stderr(&out)
+        );
+    }
 }
