@@ -28,7 +28,7 @@ use serde_json::json;
 
 use crate::location::Location;
 use crate::options::{self, OptionsError};
-use crate::pipeline::IngestRequest;
+use crate::pipeline::{FirstWriter, IngestRequest};
 use crate::source::Source;
 use crate::storage::StorageSettings;
 
@@ -270,6 +270,7 @@ pub fn load(
                 checkpoint,
                 settings,
                 storage: state.clone(),
+                first_writer: FirstWriter::Alone,
             },
             alert_webhooks: parsed
                 .defaults
@@ -306,6 +307,22 @@ pub fn load(
                 "no stream named \"{name}\" (streams: {})",
                 names.join(", ")
             )));
+        }
+    }
+    // Streams sharing a table: the first declared writes the table's first schema, so its
+    // types do not depend on which stream was faster.
+    let tables: Vec<Location> = out.iter().map(|s| s.request.table.normalized()).collect();
+    for (first, table) in tables.iter().enumerate() {
+        if tables[..first].contains(table) {
+            continue;
+        }
+        let sharing: Vec<usize> = (first..out.len())
+            .filter(|&i| &tables[i] == table)
+            .collect();
+        if sharing.len() > 1 {
+            for (&i, writer) in sharing.iter().zip(FirstWriter::for_streams(sharing.len())) {
+                out[i].request.first_writer = writer;
+            }
         }
     }
     Ok(out)

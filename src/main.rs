@@ -625,6 +625,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     checkpoint,
                     settings,
                     storage: state.clone(),
+                    first_writer: pipeline::FirstWriter::Alone,
                 };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;

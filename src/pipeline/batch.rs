@@ -494,7 +494,7 @@ fn warn_misfit_files(format: crate::options::Format, files: &[SourceFile], stats
                 file = %file.meta.path,
                 "This file is named like a {named} file but the stream reads {format} \
                  (cloudFiles.format): its {} rows were read as {format} ({malformed} malformed, kept \
-                 in the rescued data). Leave such files out with cloudFiles.pathGlobFilter, or \
+                 in the rescued data). Leave such files out with pathGlobFilter, or \
                  give them their own stream.",
                 stats.rows
             );
@@ -502,7 +502,7 @@ fn warn_misfit_files(format: crate::options::Format, files: &[SourceFile], stats
             warn!(
                 file = %file.meta.path,
                 "None of this file's {} records parsed as {format}: they are kept whole in the \
-                 rescued data. If it is not {format}, leave it out with cloudFiles.pathGlobFilter.",
+                 rescued data. If it is not {format}, leave it out with pathGlobFilter.",
                 stats.rows
             );
         }

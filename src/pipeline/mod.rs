@@ -24,6 +24,7 @@ mod workers;
 
 pub use crate::telemetry::Hooks;
 pub use dry_run::{DryFile, DryRun, DrySchema, dry_run};
+pub use shared_table::FirstWriter;
 pub use stream::StreamRun;
 pub use supervisor::{RunMode, run_stream, run_streams};
 
@@ -84,7 +85,7 @@ pub enum IngestError {
     #[error(
         "the checkpoint {checkpoint} started with cloudFiles.schemaLocation={recorded}, and this run \
          gives {given}: a checkpoint keeps one schema location (another would infer a fresh \
-         _schemas/0); pass {recorded} again, or start a new checkpoint for {given}"
+         _schemas/0); pass {recorded} again, or give a new checkpoint to use {given}"
     )]
     SchemaLocationChanged {
         checkpoint: String,
@@ -124,6 +125,8 @@ pub struct IngestRequest {
     pub settings: Settings,
     /// How storage is reached (S3 configuration, cache folder, lease, state I/O).
     pub storage: StorageSettings,
+    /// Its place among the streams of one run that share its table.
+    pub first_writer: FirstWriter,
 }
 
 impl IngestRequest {

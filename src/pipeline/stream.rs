@@ -71,6 +71,13 @@ fn keep_one_schema_location(
     }
 }
 
+impl Drop for StreamRun<'_> {
+    /// However the run ends, streams waiting to follow this one go on.
+    fn drop(&mut self) {
+        self.req.first_writer.release();
+    }
+}
+
 impl<'a> StreamRun<'a> {
     /// Locks the checkpoint, opens the table, and records the first start.
     pub async fn open(
@@ -426,6 +433,12 @@ impl<'a> StreamRun<'a> {
         let version = match self.store.latest()? {
             Some(v) => v,
             None => {
+                if !self.sink.exists() {
+                    // The first stream of a shared table creates it; this one then
+                    // reads the table's types.
+                    self.req.first_writer.wait_for_leader(&self.req.name).await;
+                    self.sink.refresh().await?;
+                }
                 let sample = inference_sample(files, &self.pending, settings);
                 if sample.is_empty() && settings.user_schema.is_none() {
                     return Ok(false);
@@ -477,10 +490,18 @@ impl<'a> StreamRun<'a> {
             .metrics
             .schema_version
             .store(version.version, Ordering::Relaxed);
-        let state = ActiveSchema::new(version, settings);
-        self.sink
-            .ensure_created(&state.layout.arrow_schema(), self.checkpoint.stream_id())
+        let layout = layout_for(&version, settings);
+        let created = self
+            .sink
+            .ensure_created(&layout.arrow_schema(), self.checkpoint.stream_id())
             .await?;
+        // Another writer created the table meanwhile: read its types.
+        let version = if created {
+            version
+        } else {
+            self.share_table_types(version, format).await?
+        };
+        let state = ActiveSchema::new(version, settings);
         self.opts = Some(opts);
         self.schema = Some(state);
         Ok(true)
@@ -522,7 +543,12 @@ impl<'a> StreamRun<'a> {
         files: Vec<FileRef>,
         stop: &StopFlag,
     ) -> Result<(), IngestError> {
-        if !self.ensure_schema(&files).await? {
+        let ready = self.ensure_schema(&files).await;
+        // A provisional schema creates the table with the first batch: release then.
+        if self.schema.as_ref().is_none_or(|s| s.one_pass.is_none()) {
+            self.req.first_writer.release();
+        }
+        if !ready? {
             if !files.is_empty() || !self.pending.is_empty() {
                 info!("No schema can be inferred from these files yet.");
             }
@@ -531,6 +557,7 @@ impl<'a> StreamRun<'a> {
         let opts = self.opts.clone().expect("ensure_schema sets the options");
         let mut state = self.schema.take().expect("ensure_schema sets the schema");
         let mut result = self.ingest_with(&opts, &mut state, files, stop).await;
+        self.req.first_writer.release();
         if result.is_ok() && std::mem::take(&mut self.replanned) {
             // Files of a discarded plan are new again: take them in this run too.
             result = match self.discover().await {

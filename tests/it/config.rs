@@ -142,7 +142,8 @@ table = "bronze/orders"
         args.extend(extra.iter().map(|e| (*e).to_string()));
         common::run(&args, &[])
     };
-    common::ok(&run(&["--stream", "orders_app"]));
+    // Both start at once on a table not created yet: the first declared creates it, so
+    // its types never depend on which stream was faster.
     common::ok(&run(&[]));
     let table = dir.join("bronze/orders");
     let batches = read_table(&table);
@@ -370,4 +371,75 @@ fn a_refused_webhook_of_the_file_names_the_file_and_stream() {
     let err = common::stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("stream \"orders\""), "{err}");
+}
+
+/// The README's two-stream example on the bundled fixtures, both streams starting at once
+/// on a table not created yet: the first declared creates it, so the table's types are the
+/// JSON stream's every time and nothing of it is rescued (when the CSV stream won the race,
+/// every JSON row was rescued for its phone and amount). Repeated: a race shows in some runs.
+#[test]
+fn the_first_declared_stream_creates_a_shared_table() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/orders");
+    for attempt in 0..8 {
+        let s = Scratch::new();
+        let dir = s.dir.path();
+        for (from, to) in [
+            ("json", "landing/app/orders"),
+            ("csv", "landing/partner/orders"),
+        ] {
+            let target = dir.join(to);
+            std::fs::create_dir_all(&target).unwrap();
+            for f in std::fs::read_dir(fixtures.join(from)).unwrap() {
+                let f = f.unwrap().path();
+                std::fs::copy(&f, target.join(f.file_name().unwrap())).unwrap();
+            }
+        }
+        let config = dir.join("streams.toml");
+        std::fs::write(
+            &config,
+            r#"
+[defaults.options]
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "orders_app"
+source = "landing/app/orders"
+table = "bronze/orders"
+
+[[stream]]
+name = "orders_partner"
+source = "landing/partner/orders"
+table = "bronze/orders"
+[stream.options]
+"cloudFiles.format" = "csv"
+"#,
+        )
+        .unwrap();
+        let out = common::run(
+            &[
+                "run".into(),
+                config.display().to_string(),
+                "--once".into(),
+                "--json".into(),
+            ],
+            &[],
+        );
+        let stdout = common::ok(&out);
+        for line in stdout.lines() {
+            let report: serde_json::Value = serde_json::from_str(line).unwrap();
+            if report["stream"] == "orders_app" {
+                assert_eq!(report["rescuedRows"], 0, "attempt {attempt}: {line}");
+            }
+        }
+        let batches = read_table(&dir.join("bronze/orders"));
+        assert_eq!(
+            batches[0]
+                .schema()
+                .field_with_name("amount")
+                .unwrap()
+                .data_type(),
+            &arrow_schema::DataType::Int64,
+            "attempt {attempt}"
+        );
+    }
 }
