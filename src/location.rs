@@ -104,6 +104,20 @@ impl Location {
         }
     }
 
+    /// The location this one lies in, if it has one (`s3://b/t/x` is in `s3://b/t`).
+    pub fn parent(&self) -> Option<Location> {
+        match self {
+            Location::Local(p) => p.parent().map(|p| Location::Local(p.to_path_buf())),
+            Location::S3(url) => {
+                let path = url.path().trim_end_matches('/');
+                let (parent, _) = path.rsplit_once('/').filter(|_| !path.is_empty())?;
+                let mut url = url.clone();
+                url.set_path(parent);
+                Some(Location::S3(url))
+            }
+        }
+    }
+
     /// The local folder, when this is one.
     pub fn as_local(&self) -> Option<&Path> {
         match self {
@@ -219,6 +233,15 @@ mod tests {
         let root = Location::parse("s3://bucket").unwrap();
         assert_eq!(root.join("t").to_string(), "s3://bucket/t");
         assert_eq!(root.file_name(), None);
+        assert_eq!(root.parent(), None);
+        assert_eq!(
+            Location::parse("s3://bucket/t/_schemas").unwrap().parent(),
+            Some(Location::parse("s3://bucket/t").unwrap())
+        );
+        assert_eq!(
+            Location::parse("s3://bucket/t").unwrap().parent(),
+            Some(root.clone())
+        );
     }
 
     #[test]

@@ -256,6 +256,13 @@ pub fn schema_location(
     stream: Option<&str>,
     state: &StorageSettings,
 ) -> Result<Location, ReportError> {
+    // The `_schemas` folder itself names its schema location.
+    if location.file_name().as_deref() == Some(SCHEMAS_DIR)
+        && let Some(parent) = location.parent()
+        && !SchemaStore::open(&parent, state)?.versions()?.is_empty()
+    {
+        return Ok(parent);
+    }
     let here = SchemaStore::open(location, state)?;
     if !here.versions()?.is_empty() {
         return Ok(location.clone());

@@ -97,9 +97,11 @@ fn status_events_and_schema_take_the_table_of_an_ingest_stream() {
     let status: serde_json::Value =
         serde_json::from_str(&ok(&run(&["status", "--checkpoint", &table, "--json"]))).unwrap();
     assert_eq!(status["filesIngested"], 2, "{status}");
-    // schema takes the table, the checkpoint or the schema location alike.
+    // schema takes the table, the checkpoint, the schema location or its `_schemas`
+    // folder alike.
     let ckpt = s.table().join("_autoloader").display().to_string();
-    for at in [&table, &ckpt] {
+    let folder = s.table().join("_autoloader/_schemas").display().to_string();
+    for at in [&table, &ckpt, &folder] {
         assert_eq!(
             ok(&run(&["schema", "show", at, "0"])),
             "order_id BIGINT,\namount DOUBLE,\n_rescued_data STRING\n"
