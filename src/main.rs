@@ -37,7 +37,7 @@ const EXIT_INTERRUPTED: i32 = 130;
 const EXIT_CODES: &str = "\
 Exit codes:
   0    done (also after SIGINT or SIGTERM: the batch in flight finished first)
-  1    failed: bad input, I/O, the table (the error names the file and line)
+  1    failed: bad input, I/O, the table, a refused S3 request (the error names the file)
   2    invalid arguments, options, config, locations or S3 settings, or a missing source:
        nothing was done
   3    a new schema version was written and cloudFiles.stopOnSchemaChange=true stopped
