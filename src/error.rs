@@ -42,6 +42,8 @@ pub enum Error {
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error(transparent)]
+    Table(#[from] crate::tables::TableError),
+    #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -76,21 +78,29 @@ impl Error {
             Error::Ingest(e) => e.class(),
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
-            // A path that is not a checkpoint or a table, or a version that is not there,
-            // is a wrong argument.
-            Error::Report(
-                ReportError::NotACheckpoint { .. }
-                | ReportError::NoCheckpoint { .. }
-                | ReportError::NoSuchStream { .. }
-                | ReportError::SeveralStreams { .. }
-                | ReportError::NotATable { .. }
-                | ReportError::NoSchemas(_)
-                | ReportError::NoVersion(_)
-                | ReportError::Since(_),
-            ) => ErrorClass::Usage,
+            Error::Report(e) => report_class(e),
+            Error::Table(crate::tables::TableError::Sink(_)) => ErrorClass::Failed,
+            Error::Table(crate::tables::TableError::Report(e)) => report_class(e),
+            Error::Table(_) => ErrorClass::Usage,
             Error::StreamsFailed { class, .. } => *class,
-            Error::Report(_) | Error::Io { .. } => ErrorClass::Failed,
+            Error::Io { .. } => ErrorClass::Failed,
         }
+    }
+}
+
+/// A path that is not a checkpoint or a table, or a version that is not there, is a wrong
+/// argument; anything else a report meets is a failure.
+fn report_class(e: &ReportError) -> ErrorClass {
+    match e {
+        ReportError::NotACheckpoint { .. }
+        | ReportError::NoCheckpoint { .. }
+        | ReportError::NoSuchStream { .. }
+        | ReportError::SeveralStreams { .. }
+        | ReportError::NotATable { .. }
+        | ReportError::NoSchemas(_)
+        | ReportError::NoVersion(_)
+        | ReportError::Since(_) => ErrorClass::Usage,
+        _ => ErrorClass::Failed,
     }
 }
 

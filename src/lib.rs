@@ -17,6 +17,7 @@ pub mod reports;
 pub mod schema;
 pub mod source;
 pub mod storage;
+pub mod tables;
 pub mod target;
 pub mod telemetry;
 pub mod testing;

@@ -286,6 +286,11 @@ enum Command {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+    /// A Delta table's properties, schema, version and flows; set its properties.
+    Table {
+        #[command(subcommand)]
+        command: TableCommand,
+    },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
         /// The Delta table: a local directory or s3://BUCKET/PATH.
@@ -316,6 +321,30 @@ enum Command {
         /// Write autoloader.1, autoloader-ingest.1, ... into this folder instead.
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TableCommand {
+    /// Properties, columns, version, file count and the flows that write into the table
+    /// (the checkpoints under TABLE/_autoloader).
+    Show {
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location)]
+        table: Location,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set table properties (metaData.configuration) in one Delta commit; none when the
+    /// table has them already. delta.* properties are not supported yet.
+    Set {
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location)]
+        table: Location,
+        /// KEY=VALUE, repeatable: pipelines.reset.allowed=false
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        properties: Vec<String>,
     },
 }
 
@@ -376,6 +405,7 @@ fn main() -> ExitCode {
             | Command::Status { .. }
             | Command::Schema { .. }
             | Command::Drift { .. }
+            | Command::Table { .. }
             | Command::Options { .. }
     ) {
         quiet_broken_pipe();
@@ -859,6 +889,30 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             print!("{}", options::describe(json));
             Ok(())
         }
+        Command::Table {
+            command: TableCommand::Show { table, json },
+        } => {
+            let info = runtime()?.block_on(autoloader::tables::show(&table, state))?;
+            if json {
+                print_json(&info, true);
+            } else {
+                print_table(&info);
+            }
+            Ok(())
+        }
+        Command::Table {
+            command: TableCommand::Set { table, properties },
+        } => {
+            let pairs = properties
+                .iter()
+                .map(|p| autoloader::tables::parse_property(p))
+                .collect::<Result<Vec<_>, _>>()?;
+            match runtime()?.block_on(autoloader::tables::set(&table, state, &pairs))? {
+                Some(version) => println!("{table}: properties set in version {version}"),
+                None => println!("{table}: already has these properties; nothing committed"),
+            }
+            Ok(())
+        }
     }
 }
 
@@ -1184,6 +1238,35 @@ fn print_dry_run(plan: &pipeline::DryRun) {
             }
         }
         None => println!("Schema: none yet (no file to infer it from)."),
+    }
+}
+
+/// `table show`, as text.
+fn print_table(info: &autoloader::tables::TableInfo) {
+    println!("table     {}", info.location);
+    println!("version   {}", info.version);
+    println!("files     {}", info.files);
+    println!("properties:");
+    if info.properties.is_empty() {
+        println!("  (none)");
+    }
+    for (k, v) in &info.properties {
+        println!("  {k} = {v}");
+    }
+    println!("columns:");
+    for c in &info.columns {
+        println!("  {c}");
+    }
+    println!("flows:");
+    if info.flows.is_empty() {
+        println!("  (no checkpoint under the table)");
+    }
+    for f in &info.flows {
+        println!(
+            "  {}  {}",
+            f.name.as_deref().unwrap_or("(unnamed)"),
+            f.checkpoint
+        );
     }
 }
 

@@ -258,6 +258,70 @@ impl DeltaAppend {
         Ok(out)
     }
 
+    /// The table's properties (`metaData.configuration`), sorted by key.
+    pub fn properties(&self) -> Result<std::collections::BTreeMap<String, String>, SinkError> {
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        Ok(state
+            .metadata()
+            .configuration()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    /// How many data files the current version holds.
+    pub fn file_count(&self) -> Result<usize, SinkError> {
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        Ok(state.log_data().into_iter().count())
+    }
+
+    /// Sets `properties` on the table in one commit (`SET TBLPROPERTIES`); returns the new
+    /// version, or `None` when the table already had every one of them.
+    pub async fn set_properties(
+        &mut self,
+        properties: &[(String, String)],
+    ) -> Result<Option<u64>, SinkError> {
+        let current = self.properties()?;
+        let changed: Vec<&(String, String)> = properties
+            .iter()
+            .filter(|(k, v)| current.get(k) != Some(v))
+            .collect();
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let mut metadata = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?
+            .metadata()
+            .clone();
+        for (k, v) in &changed {
+            metadata = metadata
+                .add_config_key(k.clone(), v.clone())
+                .map_err(|e| delta_err(&self.location, e.into()))?;
+        }
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        let operation = DeltaOperation::SetTableProperties {
+            properties: changed.into_iter().cloned().collect(),
+        };
+        let finalized = CommitBuilder::default()
+            .with_actions(vec![Action::Metadata(metadata)])
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await
+            .map_err(|e| delta_err(&self.location, e))?;
+        self.table.state = Some(finalized.snapshot());
+        Ok(Some(finalized.version()))
+    }
+
     /// The table's current Arrow schema.
     pub fn arrow_schema(&self) -> Result<SchemaRef, SinkError> {
         use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;

@@ -18,4 +18,5 @@ mod reader;
 mod reports;
 mod s3;
 mod schemas;
+mod tables;
 mod watch;

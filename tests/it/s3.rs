@@ -783,3 +783,42 @@ fn s3_mistakes_say_what_is_wrong_and_what_to_set() {
         common::stderr(&out)
     );
 }
+
+/// `table set` and `table show` on an S3 table: one property commit, read back with the
+/// table's flow.
+#[test]
+fn table_set_and_show_work_on_an_s3_table() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let state = s.dir.path();
+    moto.put("lake", "in/1.json", "{\"order_id\": 1}\n");
+    ok(&run_on(
+        &moto,
+        state,
+        &["ingest", "s3://lake/in", "s3://lake/t", "--once"],
+    ));
+    let out = ok(&run_on(
+        &moto,
+        state,
+        &[
+            "table",
+            "set",
+            "s3://lake/t",
+            "pipelines.reset.allowed=false",
+        ],
+    ));
+    assert!(out.contains("properties set in version 2"), "{out}");
+    let info: serde_json::Value = serde_json::from_str(&ok(&run_on(
+        &moto,
+        state,
+        &["table", "show", "s3://lake/t", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(info["version"], 2, "{info}");
+    assert_eq!(
+        info["properties"]["pipelines.reset.allowed"], "false",
+        "{info}"
+    );
+    assert_eq!(info["flows"].as_array().unwrap().len(), 1, "{info}");
+}

@@ -17,6 +17,7 @@ def main():
         "version": dt.version(),
         "num_rows": table.num_rows,
         "types": {f.name: str(f.type) for f in table.schema},
+        "configuration": dict(dt.metadata().configuration),
     }
     if summary:
         import pyarrow.compute as pc

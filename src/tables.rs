@@ -1,0 +1,150 @@
+//! `autoloader table show|set`: a Delta table's properties, schema, version, file count and
+//! the flows that write into it; and setting its properties (`metaData.configuration`,
+//! where Spark and delta-rs read them) in one commit. Local and S3 tables alike.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::location::Location;
+use crate::reports::{self, ReportError};
+use crate::schema::DataType;
+use crate::storage::StorageSettings;
+use crate::target::{DeltaAppend, SinkError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("{path} is not a Delta table (it has no _delta_log)")]
+    NotATable { path: String },
+    #[error("{text}: {reason}")]
+    Property { text: String, reason: String },
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+/// What `table show` prints.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableInfo {
+    pub location: String,
+    pub version: u64,
+    pub files: usize,
+    pub properties: BTreeMap<String, String>,
+    /// `name TYPE`, in table order.
+    pub columns: Vec<String>,
+    /// The streams whose checkpoints are found under the table (`TABLE/_autoloader`).
+    pub flows: Vec<Flow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Flow {
+    pub name: Option<String>,
+    pub checkpoint: String,
+}
+
+/// Opens an existing table (a local folder without a log is refused, not created).
+async fn open(table: &Location, storage: &StorageSettings) -> Result<DeltaAppend, TableError> {
+    let not_a_table = || TableError::NotATable {
+        path: table.to_string(),
+    };
+    if let Some(dir) = table.as_local()
+        && !dir.join("_delta_log").is_dir()
+    {
+        return Err(not_a_table());
+    }
+    let sink = DeltaAppend::open(table, storage).await?;
+    if !sink.exists() {
+        return Err(not_a_table());
+    }
+    Ok(sink)
+}
+
+/// `table show TABLE`.
+pub async fn show(table: &Location, storage: &StorageSettings) -> Result<TableInfo, TableError> {
+    let sink = open(table, storage).await?;
+    let columns = sink
+        .arrow_schema()?
+        .fields()
+        .iter()
+        .map(|f| match DataType::from_arrow(f.data_type()) {
+            Some(t) => format!("{} {t}", f.name()),
+            None => format!("{} {}", f.name(), f.data_type()),
+        })
+        .collect();
+    let flows = match reports::checkpoints(Some(table), None, None, storage) {
+        Ok(found) => found
+            .into_iter()
+            .map(|c| Flow {
+                name: c.name,
+                checkpoint: c.location.to_string(),
+            })
+            .collect(),
+        Err(ReportError::NoCheckpoint { .. }) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(TableInfo {
+        location: sink.location().to_string(),
+        version: sink.version().unwrap_or_default(),
+        files: sink.file_count()?,
+        properties: sink.properties()?,
+        columns,
+        flows,
+    })
+}
+
+/// A `KEY=VALUE` argument of `table set`. Delta's own `delta.*` properties change how
+/// readers and writers treat the table, and are refused here for now.
+pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
+    let refuse = |reason: &str| TableError::Property {
+        text: text.to_string(),
+        reason: reason.to_string(),
+    };
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| refuse("give KEY=VALUE, e.g. pipelines.reset.allowed=false"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(refuse("the key is empty"));
+    }
+    if key.to_ascii_lowercase().starts_with("delta.") {
+        return Err(refuse(
+            "delta.* properties change how Delta readers and writers treat the table; \
+             they are not supported here yet (set them with Spark or delta-rs)",
+        ));
+    }
+    Ok((key.to_string(), value.trim().to_string()))
+}
+
+/// `table set TABLE KEY=VALUE...`: one commit, or none when nothing changes. Returns the
+/// new version.
+pub async fn set(
+    table: &Location,
+    storage: &StorageSettings,
+    properties: &[(String, String)],
+) -> Result<Option<u64>, TableError> {
+    let mut sink = open(table, storage).await?;
+    Ok(sink.set_properties(properties).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_parse_and_delta_ones_are_refused() {
+        assert_eq!(
+            parse_property("pipelines.reset.allowed=false").unwrap(),
+            ("pipelines.reset.allowed".into(), "false".into())
+        );
+        assert_eq!(
+            parse_property("owner = data team").unwrap(),
+            ("owner".into(), "data team".into())
+        );
+        assert!(parse_property("novalue").is_err());
+        assert!(parse_property("=x").is_err());
+        let err = parse_property("delta.appendOnly=true").unwrap_err();
+        assert!(err.to_string().contains("not supported here yet"), "{err}");
+    }
+}
