@@ -11,6 +11,11 @@
 //! # checkpoint = "..."           # default: <table>/_autoloader/<name>
 //! [stream.options]
 //! "cloudFiles.format" = "json"
+//!
+//! [[table]]                      # declared Delta table properties, applied by each run
+//! path = "bronze/orders"
+//! [table.properties]
+//! "pipelines.reset.allowed" = "false"
 //! ```
 //! Checked before anything runs: names unique, every option valid, and no two streams
 //! sharing a checkpoint or a schema location (several may share a table). The JSON Schema
@@ -71,6 +76,24 @@ struct FileConfig {
     #[serde(default)]
     #[schemars(length(min = 1))]
     stream: Vec<StreamConfig>,
+    /// Tables with declared Delta properties (`[[table]]`), applied by every run.
+    #[serde(default)]
+    table: Vec<TableConfig>,
+}
+
+/// A table's declared Delta table properties: each run writes them into the table's
+/// metadata (one commit, only when they differ), so a property lifted by hand for one
+/// reset (`autoloader table set`) is put back.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(inline)]
+struct TableConfig {
+    /// The table's location, as the streams name it.
+    path: String,
+    /// Properties, e.g. "pipelines.reset.allowed" = "false" (delta.* not supported yet).
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    properties: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -271,6 +294,7 @@ pub fn load(
                 settings,
                 storage: state.clone(),
                 first_writer: FirstWriter::Alone,
+                table_properties: Vec::new(),
             },
             alert_webhooks: parsed
                 .defaults
@@ -307,6 +331,31 @@ pub fn load(
                 "no stream named \"{name}\" (streams: {})",
                 names.join(", ")
             )));
+        }
+    }
+    // Declared table properties go with every stream of their table.
+    for t in &parsed.table {
+        let table = Location::parse(&t.path)
+            .map(|l| l.relative_to(&base).normalized())
+            .map_err(|e| invalid(format!("table {}: {e}", t.path)))?;
+        let mut properties = Vec::new();
+        for (k, v) in &t.properties {
+            let pair = crate::tables::parse_property(&format!("{k}={}", option_text(v)))
+                .map_err(|e| invalid(format!("table {}: {e}", t.path)))?;
+            properties.push(pair);
+        }
+        let writers: Vec<&mut NamedStream> = out
+            .iter_mut()
+            .filter(|s| s.request.table.normalized() == table)
+            .collect();
+        if writers.is_empty() && only.is_none() {
+            return Err(invalid(format!(
+                "table {} is declared but no stream writes into it",
+                t.path
+            )));
+        }
+        for w in writers {
+            w.request.table_properties = properties.clone();
         }
     }
     // Streams sharing a table: the first declared writes the table's first schema, so its

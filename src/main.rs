@@ -656,6 +656,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     settings,
                     storage: state.clone(),
                     first_writer: pipeline::FirstWriter::Alone,
+                    table_properties: Vec::new(),
                 };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;

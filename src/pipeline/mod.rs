@@ -127,6 +127,8 @@ pub struct IngestRequest {
     pub storage: StorageSettings,
     /// Its place among the streams of one run that share its table.
     pub first_writer: FirstWriter,
+    /// Delta table properties declared for the table (`[[table]]`), applied each run.
+    pub table_properties: Vec<(String, String)>,
 }
 
 impl IngestRequest {

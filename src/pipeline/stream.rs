@@ -47,6 +47,8 @@ pub struct StreamRun<'a> {
     pending: Vec<Plan>,
     /// Set when an unfinished plan was discarded and its files need planning again.
     replanned: bool,
+    /// Whether the declared table properties are on the table (once it exists).
+    properties_applied: bool,
     /// Whether the source has been listed yet in this run.
     listed: bool,
     summary: Summary,
@@ -175,12 +177,26 @@ impl<'a> StreamRun<'a> {
             schema: None,
             pending,
             replanned: false,
+            properties_applied: false,
             listed: false,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
             },
         })
+    }
+
+    /// Puts the declared table properties on the table once it exists (one commit, only
+    /// when they differ), so a property lifted by hand for one reset is put back.
+    pub(crate) async fn apply_declared_properties(&mut self) -> Result<(), IngestError> {
+        if self.properties_applied || self.req.table_properties.is_empty() || !self.sink.exists() {
+            return Ok(());
+        }
+        if let Some(version) = self.sink.set_properties(&self.req.table_properties).await? {
+            info!(table = %self.req.table, version, "Applied the declared table properties.");
+        }
+        self.properties_applied = true;
+        Ok(())
     }
 
     /// The source's files that are neither ingested nor in an unfinished plan.
@@ -543,6 +559,7 @@ impl<'a> StreamRun<'a> {
         files: Vec<FileRef>,
         stop: &StopFlag,
     ) -> Result<(), IngestError> {
+        self.apply_declared_properties().await?;
         let ready = self.ensure_schema(&files).await;
         // A provisional schema creates the table with the first batch: release then.
         if self.schema.as_ref().is_none_or(|s| s.one_pass.is_none()) {
@@ -558,6 +575,10 @@ impl<'a> StreamRun<'a> {
         let mut state = self.schema.take().expect("ensure_schema sets the schema");
         let mut result = self.ingest_with(&opts, &mut state, files, stop).await;
         self.req.first_writer.release();
+        if result.is_ok() {
+            // A table created by this run's first batch.
+            result = self.apply_declared_properties().await;
+        }
         if result.is_ok() && std::mem::take(&mut self.replanned) {
             // Files of a discarded plan are new again: take them in this run too.
             result = match self.discover().await {

@@ -287,6 +287,25 @@ impl DeltaAppend {
         &mut self,
         properties: &[(String, String)],
     ) -> Result<Option<u64>, SinkError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.set_properties_once(properties).await {
+                // Another writer committed meanwhile (two streams of one table applying
+                // the same declared properties): read the table again and decide again.
+                Err(e) if attempt < COMMIT_ATTEMPTS => {
+                    warn!(table = %self.location, attempt, error = %e, "Setting table properties conflicted; trying again.");
+                    self.refresh().await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn set_properties_once(
+        &mut self,
+        properties: &[(String, String)],
+    ) -> Result<Option<u64>, SinkError> {
         let current = self.properties()?;
         let changed: Vec<&(String, String)> = properties
             .iter()

@@ -45,6 +45,13 @@ pub trait Target: Send + Sync {
     fn autoloader_commits(&self)
     -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>>;
 
+    /// Sets table properties in one commit (none when the table has them); returns the
+    /// new version.
+    fn set_properties<'a>(
+        &'a mut self,
+        properties: &'a [(String, String)],
+    ) -> BoxFuture<'a, Result<Option<u64>, SinkError>>;
+
     /// The table's current schema, once it exists.
     fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError>;
 
@@ -104,6 +111,13 @@ impl Target for DeltaAppend {
         &self,
     ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>> {
         Box::pin(DeltaAppend::autoloader_commits(self))
+    }
+
+    fn set_properties<'a>(
+        &'a mut self,
+        properties: &'a [(String, String)],
+    ) -> BoxFuture<'a, Result<Option<u64>, SinkError>> {
+        Box::pin(DeltaAppend::set_properties(self, properties))
     }
 
     fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError> {
