@@ -285,7 +285,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
             Some(b'"') => {
                 *out = JsonValue::String(Cow::Borrowed(""));
                 match out {
-                    JsonValue::String(text) => self.string_into(text),
+                    JsonValue::String(text) => self.quoted_into::<b'"'>(text),
                     _ => unreachable!("set above"),
                 }
             }
@@ -306,7 +306,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
             Some(b'\'') if self.dialect.single_quotes => {
                 *out = JsonValue::String(Cow::Borrowed(""));
                 match out {
-                    JsonValue::String(text) => self.single_quoted_into(text),
+                    JsonValue::String(text) => self.quoted_into::<b'\''>(text),
                     _ => unreachable!("set above"),
                 }
             }
@@ -363,7 +363,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     #[inline]
     fn key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
         if self.peek() == Some(b'"') {
-            return self.string_into(key);
+            return self.quoted_into::<b'"'>(key);
         }
         self.odd_key_into(key)
     }
@@ -372,7 +372,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     #[cold]
     fn odd_key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
         match self.peek() {
-            Some(b'\'') if self.dialect.single_quotes => self.single_quoted_into(key),
+            Some(b'\'') if self.dialect.single_quotes => self.quoted_into::<b'\''>(key),
             Some(b)
                 if self.dialect.unquoted_field_names && is_name_byte(b) && !b.is_ascii_digit() =>
             {
@@ -502,12 +502,14 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         }
     }
 
-    /// Parses the string at the opening quote into `out`: borrowed unless it has escapes.
-    fn string_into(&mut self, out: &mut Cow<'a, str>) -> Result<(), Fail> {
+    /// Parses the string at its opening `QUOTE` into `out`: borrowed unless it has escapes.
+    /// `QUOTE` is `"`, or `'` for a single-quoted string (`allowSingleQuotes`: a `"` inside
+    /// is a plain character, `\'` an escaped quote).
+    fn quoted_into<const QUOTE: u8>(&mut self, out: &mut Cow<'a, str>) -> Result<(), Fail> {
         let start = self.pos + 1;
-        let end = find_special(self.bytes, start);
+        let end = find_special::<QUOTE>(self.bytes, start);
         match self.bytes.get(end) {
-            Some(b'"') => {
+            Some(&q) if q == QUOTE => {
                 self.pos = end + 1;
                 // Slicing at ASCII quotes of a validated text keeps it valid UTF-8.
                 *out = Cow::Borrowed(&self.text[start..end]);
@@ -517,7 +519,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
                 let mut owned = String::with_capacity(end - start + 16);
                 owned.push_str(&self.text[start..end]);
                 self.pos = end;
-                self.escaped_rest(&mut owned, b'"')?;
+                self.escaped_rest::<QUOTE>(&mut owned)?;
                 *out = Cow::Owned(owned);
                 Ok(())
             }
@@ -532,49 +534,18 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         }
     }
 
-    /// Parses the single-quoted string at its opening quote into `out` (`allowSingleQuotes`):
-    /// a `"` inside is a plain character, `\'` an escaped quote.
-    #[cold]
-    fn single_quoted_into(&mut self, out: &mut Cow<'a, str>) -> Result<(), Fail> {
-        let start = self.pos + 1;
-        let end = find_single_special(self.bytes, start);
-        match self.bytes.get(end) {
-            Some(b'\'') => {
-                self.pos = end + 1;
-                *out = Cow::Borrowed(&self.text[start..end]);
-                Ok(())
-            }
-            Some(b'\\') => {
-                let mut owned = String::with_capacity(end - start + 16);
-                owned.push_str(&self.text[start..end]);
-                self.pos = end;
-                self.escaped_rest(&mut owned, b'\'')?;
-                *out = Cow::Owned(owned);
-                Ok(())
-            }
-            Some(_) => {
-                self.pos = end;
-                Err(self.error("control character in string"))
-            }
-            None => {
-                self.pos = end;
-                Err(self.error("unterminated string"))
-            }
-        }
-    }
-
-    /// The rest of a string from its first escape to its closing `quote`.
-    fn escaped_rest(&mut self, out: &mut String, quote: u8) -> Result<(), Fail> {
+    /// The rest of a string from its first escape to its closing `QUOTE`.
+    fn escaped_rest<const QUOTE: u8>(&mut self, out: &mut String) -> Result<(), Fail> {
         loop {
             match self.peek() {
-                Some(q) if q == quote => {
+                Some(q) if q == QUOTE => {
                     self.pos += 1;
                     return Ok(());
                 }
                 Some(b'\\') => {
                     self.pos += 1;
                     let simple = match self.peek() {
-                        Some(b'\'') if quote == b'\'' => '\'',
+                        Some(b'\'') if QUOTE == b'\'' => '\'',
                         Some(b'"') => '"',
                         Some(b'\\') => '\\',
                         Some(b'/') => '/',
@@ -595,16 +566,12 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
                     out.push(simple);
                 }
                 Some(_) => {
-                    let end = if quote == b'"' {
-                        find_special(self.bytes, self.pos)
-                    } else {
-                        find_single_special(self.bytes, self.pos)
-                    };
+                    let end = find_special::<QUOTE>(self.bytes, self.pos);
                     out.push_str(&self.text[self.pos..end]);
                     self.pos = end;
                     match self.bytes.get(end) {
                         Some(b'\\') => {}
-                        Some(q) if *q == quote => {}
+                        Some(q) if *q == QUOTE => {}
                         Some(_) => return Err(self.error("control character in string")),
                         None => return Err(self.error("unterminated string")),
                     }
@@ -662,14 +629,6 @@ fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
 
-/// The index of the first single quote, backslash or control character at or after `from`.
-fn find_single_special(bytes: &[u8], from: usize) -> usize {
-    bytes[from.min(bytes.len())..]
-        .iter()
-        .position(|b| matches!(b, b'\'' | b'\\' | 0..=0x1F))
-        .map_or(bytes.len(), |i| from + i)
-}
-
 /// Whether two keys are equal: what `a == b` answers, without a call into `memcmp` for
 /// the short names JSON keys and columns have (comparing names is in the inner loop of
 /// decoding and inference).
@@ -690,15 +649,15 @@ pub fn same_key(a: &str, b: &str) -> bool {
 }
 
 /// The index of the first byte at or after `from` that ends a plain run of string
-/// characters: a quote, a backslash or a control character (or the length of `bytes`).
+/// characters: `QUOTE`, a backslash or a control character (or the length of `bytes`).
 /// Eight bytes at a time: on the clean path most strings end in a word or two.
-fn find_special(bytes: &[u8], from: usize) -> usize {
+fn find_special<const QUOTE: u8>(bytes: &[u8], from: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let mut i = from;
     while i + 8 <= bytes.len() {
         let word = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("eight bytes"));
-        let quote = word ^ (ONES * u64::from(b'"'));
+        let quote = word ^ (ONES * u64::from(QUOTE));
         let backslash = word ^ (ONES * u64::from(b'\\'));
         // A byte is flagged when it is zero (after the xor) or below 0x20; the lowest flag
         // is exact (borrows only carry upward), which is all that is used.
@@ -711,7 +670,7 @@ fn find_special(bytes: &[u8], from: usize) -> usize {
         }
         i += 8;
     }
-    while i < bytes.len() && !matches!(bytes[i], b'"' | b'\\' | 0..=0x1F) {
+    while i < bytes.len() && !(bytes[i] == QUOTE || matches!(bytes[i], b'\\' | 0..=0x1F)) {
         i += 1;
     }
     i
@@ -924,13 +883,23 @@ mod tests {
                     let mut bytes = vec![b'a'; len];
                     bytes[at] = special;
                     assert_eq!(
-                        find_special(&bytes, 0),
+                        find_special::<b'"'>(&bytes, 0),
                         at,
                         "len {len} at {at} byte {special}"
                     );
                 }
-                assert_eq!(find_special(&vec![0xC3; len], 0), len);
-                assert_eq!(find_special(&vec![b' '; len], 0), len);
+                assert_eq!(find_special::<b'"'>(&vec![0xC3; len], 0), len);
+                assert_eq!(find_special::<b'"'>(&vec![b' '; len], 0), len);
+                // Single-quoted strings: `'` ends a run, `"` does not.
+                let mut single = vec![b'a'; len];
+                if len > 0 {
+                    single[len - 1] = b'"';
+                }
+                assert_eq!(find_special::<b'\''>(&single, 0), len);
+                if len > 0 {
+                    single[len / 2] = b'\'';
+                    assert_eq!(find_special::<b'\''>(&single, 0), len / 2);
+                }
             }
         }
     }

@@ -33,7 +33,12 @@ pub fn parse_timestamp(text: &str, zone: Tz) -> Option<i64> {
     // Split off a zone suffix: Z, or +HH:MM / -HH:MM / +HHMM / +HH.
     let (time_part, offset_secs) = split_zone(rest)?;
     let time = parse_time(time_part)?;
-    let naive = NaiveDateTime::new(date, time);
+    to_utc_micros(NaiveDateTime::new(date, time), offset_secs, zone)
+}
+
+/// Microseconds since the epoch of a wall-clock time at a fixed offset (seconds east of
+/// UTC), or, without one, in `zone` (the earlier of two times a DST fold gives).
+pub fn to_utc_micros(naive: NaiveDateTime, offset_secs: Option<i32>, zone: Tz) -> Option<i64> {
     let utc: DateTime<Utc> = match offset_secs {
         Some(secs) => chrono::FixedOffset::east_opt(secs)?
             .from_local_datetime(&naive)

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
 use chrono::format::{Parsed, StrftimeItems};
-use chrono::{Datelike, FixedOffset, NaiveTime, TimeZone, Utc};
+use chrono::{Datelike, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use super::scalars;
@@ -97,18 +97,7 @@ impl Temporal {
                     }
                     parsed.to_naive_time().ok()?
                 };
-                let naive = date.and_time(time);
-                let utc = match parsed.offset() {
-                    Some(secs) => FixedOffset::east_opt(secs)?
-                        .from_local_datetime(&naive)
-                        .single()?
-                        .with_timezone(&Utc),
-                    None => zone
-                        .from_local_datetime(&naive)
-                        .earliest()?
-                        .with_timezone(&Utc),
-                };
-                Some(utc.timestamp_micros())
+                scalars::to_utc_micros(date.and_time(time), parsed.offset(), zone)
             }
         }
     }
