@@ -507,12 +507,14 @@ impl<'a> StreamRun<'a> {
             .schema_version
             .store(version.version, Ordering::Relaxed);
         let layout = layout_for(&version, settings);
+        let existed = self.sink.exists();
         let created = self
             .sink
             .ensure_created(&layout.arrow_schema(), self.checkpoint.stream_id())
             .await?;
-        // Another writer created the table meanwhile: read its types.
-        let version = if created {
+        // Another writer created the table meanwhile: read its types. (A table that
+        // existed was read above.)
+        let version = if existed || created {
             version
         } else {
             self.share_table_types(version, format).await?

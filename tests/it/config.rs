@@ -115,27 +115,7 @@ fn streams_into_one_table_share_its_schema() {
         "order_id,amount,channel\n100,7,web\n101,8,shop\n",
     )
     .unwrap();
-    let config = dir.join("streams.toml");
-    std::fs::write(
-        &config,
-        r#"
-[defaults.options]
-"cloudFiles.inferColumnTypes" = true
-
-[[stream]]
-name = "orders_app"
-source = "landing/app/orders"
-table = "bronze/orders"
-
-[[stream]]
-name = "orders_partner"
-source = "landing/partner/orders"
-table = "bronze/orders"
-[stream.options]
-"cloudFiles.format" = "csv"
-"#,
-    )
-    .unwrap();
+    let config = readme_streams_toml(dir);
     let run = |extra: &[&str]| {
         let mut args: Vec<String> =
             vec!["run".into(), config.display().to_string(), "--once".into()];
@@ -394,27 +374,7 @@ fn the_first_declared_stream_creates_a_shared_table() {
                 std::fs::copy(&f, target.join(f.file_name().unwrap())).unwrap();
             }
         }
-        let config = dir.join("streams.toml");
-        std::fs::write(
-            &config,
-            r#"
-[defaults.options]
-"cloudFiles.inferColumnTypes" = true
-
-[[stream]]
-name = "orders_app"
-source = "landing/app/orders"
-table = "bronze/orders"
-
-[[stream]]
-name = "orders_partner"
-source = "landing/partner/orders"
-table = "bronze/orders"
-[stream.options]
-"cloudFiles.format" = "csv"
-"#,
-        )
-        .unwrap();
+        let config = readme_streams_toml(dir);
         let out = common::run(
             &[
                 "run".into(),
@@ -442,4 +402,31 @@ table = "bronze/orders"
             "attempt {attempt}"
         );
     }
+}
+
+/// The README's two-stream `streams.toml` (a JSON and a CSV stream into `bronze/orders`),
+/// written into `dir`.
+fn readme_streams_toml(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[defaults.options]
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "orders_app"
+source = "landing/app/orders"
+table = "bronze/orders"
+
+[[stream]]
+name = "orders_partner"
+source = "landing/partner/orders"
+table = "bronze/orders"
+[stream.options]
+"cloudFiles.format" = "csv"
+"#,
+    )
+    .unwrap();
+    config
 }
