@@ -34,7 +34,7 @@ use serde_json::json;
 use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::pipeline::{FirstWriter, IngestRequest};
-use crate::source::Source;
+use crate::source::{Source, SourceFormat};
 use crate::storage::StorageSettings;
 
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +117,12 @@ struct StreamConfig {
     /// Unique stream name.
     #[schemars(regex(pattern = r"^[A-Za-z0-9_-]+$"))]
     name: String,
-    /// Landing folder.
+    /// Landing folder, or a Delta table (then read incrementally).
     source: String,
+    /// What the source holds: "delta" (a Delta table, read incrementally) or "files";
+    /// default: a folder holding a `_delta_log/` is a Delta table, anything else files.
+    #[schemars(regex(pattern = r"^(?i)(delta|files)$"))]
+    source_format: Option<String>,
     /// Delta table location; several streams may share one.
     table: String,
     /// Progress directory (default: <table>/_autoloader/<name>); never shared.
@@ -273,7 +277,7 @@ pub fn load(
                 *v = location("cloudFiles.schemaLocation", v)?.to_string();
             }
         }
-        let (settings, warnings) =
+        let (mut settings, warnings) =
             options::resolve(&raw, &checkpoint).map_err(|source| ConfigError::Options {
                 path: path.into(),
                 stream: s.name.clone(),
@@ -282,8 +286,23 @@ pub fn load(
         for w in warnings {
             tracing::warn!(stream = %s.name, "{w}");
         }
-        let source = Source::open(&location("source", &s.source)?, state)
-            .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+        let source_format = match &s.source_format {
+            None => SourceFormat::Detect,
+            Some(f) => SourceFormat::from_name(f).ok_or_else(|| {
+                invalid(format!(
+                    "stream \"{}\": source_format = \"{f}\": expected \"delta\" or \"files\"",
+                    s.name
+                ))
+            })?,
+        };
+        let source = Source::open(
+            &location("source", &s.source)?,
+            state,
+            source_format,
+            &settings,
+        )
+        .and_then(|source| source.fix_format(&mut settings).map(|()| source))
+        .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         out.push(NamedStream {
             name: s.name.clone(),
             request: IngestRequest {

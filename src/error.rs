@@ -141,7 +141,10 @@ impl DiscoveryError {
             DiscoveryError::NotADirectory { .. } | DiscoveryError::InvalidS3 { .. } => {
                 ErrorClass::Usage
             }
-            DiscoveryError::List { .. } | DiscoveryError::ObjectStore { .. } => ErrorClass::Failed,
+            DiscoveryError::Usage(_) => ErrorClass::Usage,
+            DiscoveryError::List { .. }
+            | DiscoveryError::ObjectStore { .. }
+            | DiscoveryError::DeltaSource { .. } => ErrorClass::Failed,
         }
     }
 }

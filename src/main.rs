@@ -91,6 +91,12 @@ fn listen_addr(text: &str) -> Result<String, String> {
 }
 
 /// `--name`: letters, digits, `_` or `-` (as a config file's stream names).
+/// `--source-format`: delta or files.
+fn source_format(text: &str) -> Result<autoloader::source::SourceFormat, String> {
+    autoloader::source::SourceFormat::from_name(text)
+        .ok_or_else(|| format!("\"{text}\" is not a source format: expected delta or files"))
+}
+
 fn stream_name(text: &str) -> Result<String, String> {
     if autoloader::config::valid_stream_name(text) {
         Ok(text.to_string())
@@ -169,9 +175,14 @@ enum Command {
     #[command(after_help = EXIT_CODES)]
     Ingest {
         /// Landing folder to read: a local directory (every file below it) or
-        /// s3://BUCKET/PREFIX (credentials and endpoint from AWS_* variables).
+        /// s3://BUCKET/PREFIX (credentials and endpoint from AWS_* variables); or a Delta
+        /// table, read incrementally (its appended rows, commit by commit).
         #[arg(value_parser = location)]
         source: Location,
+        /// What SOURCE holds: delta (a Delta table) or files [default: a folder holding
+        /// a _delta_log/ is a Delta table, anything else files].
+        #[arg(long, value_name = "FORMAT", value_parser = source_format)]
+        source_format: Option<autoloader::source::SourceFormat>,
         /// Delta table location (created on first commit): a local directory or
         /// s3://BUCKET/PATH.
         #[arg(value_parser = location)]
@@ -621,6 +632,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
     match cli.command {
         Command::Ingest {
             source,
+            source_format,
             table,
             once,
             poll_interval,
@@ -639,7 +651,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     .collect::<Result<Vec<_>, _>>()?;
                 let checkpoint =
                     checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
-                let (settings, warnings) = options::resolve(&pairs, &checkpoint)?;
+                let (mut settings, warnings) = options::resolve(&pairs, &checkpoint)?;
                 for w in warnings {
                     tracing::warn!("{w}");
                 }
@@ -647,10 +659,13 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     state,
                     [&source, &table, &checkpoint, &settings.schema_location],
                 )?;
+                let source =
+                    Source::open(&source, state, source_format.unwrap_or_default(), &settings)?;
+                source.fix_format(&mut settings)?;
                 let alerts = reporting.alert_settings(&[])?;
                 let req = IngestRequest {
                     name: name.clone(),
-                    source: Source::open(&source, state)?,
+                    source,
                     table,
                     checkpoint,
                     settings,

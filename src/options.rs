@@ -184,6 +184,26 @@ pub const OPTIONS: &[OptionSpec] = &[
         "only files modified after this timestamp",
     ),
     opt(
+        "startingVersion",
+        "none: the table as of the first start, then its commits",
+        "Delta source: read commits from this version on (or latest), no initial snapshot",
+    ),
+    opt(
+        "startingTimestamp",
+        "none",
+        "Delta source: read commits from the first one at or after this time, no initial snapshot",
+    ),
+    opt(
+        "skipChangeCommits",
+        "false",
+        "Delta source: skip commits that remove or rewrite rows instead of stopping",
+    ),
+    opt(
+        "ignoreDeletes",
+        "false",
+        "Delta source: skip commits that only remove rows instead of stopping",
+    ),
+    opt(
         "modifiedBefore",
         "none",
         "only files modified before this timestamp",
@@ -590,6 +610,9 @@ pub fn describe(json: bool) -> String {
 
 /// Other accepted spellings, mapped to the canonical key.
 const ALIASES: &[(&str, &str)] = &[
+    // Spark's names on a Delta source.
+    ("maxFilesPerTrigger", "cloudFiles.maxFilesPerTrigger"),
+    ("maxBytesPerTrigger", "cloudFiles.maxBytesPerTrigger"),
     ("cloudFiles.modifiedAfter", "modifiedAfter"),
     ("cloudFiles.modifiedBefore", "modifiedBefore"),
     ("fileNamePattern", "pathGlobFilter"),
@@ -779,6 +802,29 @@ pub struct Settings {
     pub full_listing_interval: std::time::Duration,
     /// Deeper structs and arrays are inferred as one STRING column holding their JSON.
     pub max_nesting_depth: usize,
+    /// How a Delta table source is read (ignored by other sources).
+    pub delta: DeltaReadSettings,
+}
+
+/// Where a stream reading a Delta table starts, and which commits it passes over (Spark's
+/// `readStream.format("delta")` options). They apply to a new stream only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeltaReadSettings {
+    pub starting: Option<StartingPoint>,
+    /// `skipChangeCommits`: a commit removing rows with `dataChange=true` is skipped whole.
+    pub skip_change_commits: bool,
+    /// `ignoreDeletes`: a commit that only removes rows is skipped.
+    pub ignore_deletes: bool,
+}
+
+/// `startingVersion` or `startingTimestamp`: commits from there on, no initial snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartingPoint {
+    Version(u64),
+    /// `startingVersion=latest`: only commits after the latest at the first start.
+    Latest,
+    /// Milliseconds since the epoch: the first commit at or after it.
+    Timestamp(i64),
 }
 
 /// Settings from `options` with a checkpoint at `/c`, for unit tests.
@@ -937,6 +983,31 @@ pub fn resolve(
                 .map_err(|e| invalid("pathGlobFilter", v, &e.to_string()))
         })
         .transpose()?;
+    let starting = match (get("startingVersion"), get("startingTimestamp")) {
+        (Some(_), Some(_)) => {
+            return Err(OptionsError::Conflict(
+                "startingVersion and startingTimestamp cannot both be set; choose one".into(),
+            ));
+        }
+        (Some(v), None) if v.trim().eq_ignore_ascii_case("latest") => Some(StartingPoint::Latest),
+        (Some(v), None) => Some(StartingPoint::Version(v.trim().parse().map_err(|_| {
+            invalid(
+                "startingVersion",
+                v,
+                "expected a table version (0, 1, ...) or latest",
+            )
+        })?)),
+        (None, Some(v)) => Some(StartingPoint::Timestamp(parse_instant(
+            "startingTimestamp",
+            v,
+        )?)),
+        (None, None) => None,
+    };
+    let delta = DeltaReadSettings {
+        starting,
+        skip_change_commits: bool_or("skipChangeCommits", false)?,
+        ignore_deletes: bool_or("ignoreDeletes", false)?,
+    };
     let modified_after_ms = get("modifiedAfter")
         .map(|v| parse_instant("modifiedAfter", v))
         .transpose()?;
@@ -1155,6 +1226,7 @@ pub fn resolve(
         incremental_listing,
         full_listing_interval,
         max_nesting_depth,
+        delta,
     };
     Ok((settings, warnings))
 }

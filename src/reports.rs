@@ -782,16 +782,23 @@ pub async fn status(
             let seen = c.seen_files()?;
             st.files_ingested = Some(seen.len());
             if let Some(source) = &st.source
-                && let Ok(src) = Location::parse(source)
-                    .map_err(|_| ())
-                    .and_then(|l| crate::source::Source::open(&l, state).map_err(|_| ()))
+                && let Ok(src) = Location::parse(source).map_err(|_| ()).and_then(|l| {
+                    let settings = crate::options::resolve(&[], checkpoint)
+                        .map(|(s, _)| s)
+                        .map_err(|_| ())?;
+                    // A table source's pending files need its position: not counted.
+                    let src = crate::source::Source::open(
+                        &l,
+                        state,
+                        crate::source::SourceFormat::Files,
+                        &settings,
+                    )
+                    .map_err(|_| ())?;
+                    Ok((src, settings))
+                })
             {
-                let settings = crate::options::resolve(&[], checkpoint)
-                    .map(|(s, _)| s)
-                    .ok();
-                if let Some(settings) = settings
-                    && let Ok(listed) = src.list(&settings).await
-                {
+                let (src, settings) = src;
+                if let Ok(listed) = src.list(&settings).await {
                     let pending = listed
                         .iter()
                         .filter(|f| seen.get(&f.key).ok().flatten().is_none())

@@ -54,6 +54,9 @@ pub struct StreamRun<'a> {
     summary: Summary,
 }
 
+/// The checkpoint key of a source's own position (see `FileSource::position`).
+const SOURCE_POSITION: &str = "sourcePosition";
+
 /// The checkpoint remembers the schema location it started with and refuses another: a
 /// different one (or a different default) would silently infer a fresh `_schemas/0`.
 fn keep_one_schema_location(
@@ -91,6 +94,7 @@ impl<'a> StreamRun<'a> {
         let source = own_output::source_without_own_output(req)?;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
+        source.resume(checkpoint.meta(SOURCE_POSITION)?.as_deref())?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
         let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
@@ -228,6 +232,8 @@ impl<'a> StreamRun<'a> {
         if !std::mem::replace(&mut self.listed, true) && listed.is_empty() {
             self.warn_if_nothing_there()?;
         }
+        // A first listing of a table source fixed its snapshot: saved before any plan.
+        self.save_source_position()?;
         let listed_files = listed.len();
         let seen = self.checkpoint.seen_files()?;
         let (mut new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
@@ -683,6 +689,18 @@ impl<'a> StreamRun<'a> {
             // The files are durably owned by the plan now: a queue source may forget them.
             self.req.source.planned(&plan.files).await?;
             execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
+        }
+        // Every file of the listing is planned or was ingested before.
+        self.source.advance();
+        self.save_source_position()
+    }
+
+    /// Saves the source's own position (a Delta table's next version) when it moved.
+    fn save_source_position(&self) -> Result<(), IngestError> {
+        if let Some(position) = self.source.position()
+            && self.checkpoint.meta(SOURCE_POSITION)?.as_deref() != Some(position.as_str())
+        {
+            self.checkpoint.set_meta(SOURCE_POSITION, &position)?;
         }
         Ok(())
     }

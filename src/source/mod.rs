@@ -14,10 +14,12 @@ use crate::location::Location;
 use crate::options::Settings;
 use crate::storage::{RemoteObject, StorageSettings};
 
+mod delta;
 pub mod incremental;
 mod local;
 mod s3;
 
+pub use delta::DeltaTableSource;
 pub use local::LocalFolder;
 pub use s3::S3Prefix;
 
@@ -35,6 +37,31 @@ pub enum DiscoveryError {
     /// The S3 location or configuration is wrong (nothing was sent).
     #[error("cannot use {url}: {reason}")]
     InvalidS3 { url: String, reason: String },
+    /// A Delta table source cannot be read on (its log, a removing commit, a feature).
+    #[error("Delta source {table}: {reason}")]
+    DeltaSource { table: String, reason: String },
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// What a stream's source holds: loose files, or a Delta table read incrementally
+/// (`source_format = "delta"`). Left unsaid, a folder holding a `_delta_log/` is a table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SourceFormat {
+    #[default]
+    Detect,
+    Files,
+    Delta,
+}
+
+impl SourceFormat {
+    pub fn from_name(name: &str) -> Option<SourceFormat> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "delta" => Some(SourceFormat::Delta),
+            "files" => Some(SourceFormat::Files),
+            _ => None,
+        }
+    }
 }
 
 /// Where a key is read from.
@@ -97,6 +124,32 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     /// Where `location` lies relative to this source, so a stream never reads its own
     /// table, checkpoint or schema location as input.
     fn overlap(&self, location: &Location) -> Overlap;
+
+    /// Whether the listing's order is the order to ingest in (a table's commits), rather
+    /// than (modification time, key).
+    fn keeps_order(&self) -> bool {
+        false
+    }
+
+    /// Whether the files are a Delta table's (read as Parquet, never as loose files).
+    fn reads_delta(&self) -> bool {
+        false
+    }
+
+    /// A source with a position of its own (a Delta table's next version) takes back the
+    /// one saved in the stream's checkpoint.
+    fn resume(&self, _saved: Option<&str>) -> Result<(), DiscoveryError> {
+        Ok(())
+    }
+
+    /// The position to save in the checkpoint: fixed by the first listing before any plan
+    /// (so a restart reads the same snapshot), and moved by [`FileSource::advance`].
+    fn position(&self) -> Option<String> {
+        None
+    }
+
+    /// Every file of the last listing is planned or ingested: the position moves past them.
+    fn advance(&self) {}
 }
 
 /// Where a location lies relative to a source's root.
@@ -143,8 +196,67 @@ impl std::ops::Deref for Source {
 }
 
 impl Source {
-    /// Opens the source at `location` (a local folder must exist).
-    pub fn open(location: &Location, storage: &StorageSettings) -> Result<Source, DiscoveryError> {
+    /// Opens the source at `location` (a local folder of files must exist; a Delta table
+    /// may be created later, by another stream).
+    pub fn open(
+        location: &Location,
+        storage: &StorageSettings,
+        format: SourceFormat,
+        settings: &Settings,
+    ) -> Result<Source, DiscoveryError> {
+        let is_table = match format {
+            SourceFormat::Delta => true,
+            SourceFormat::Files | SourceFormat::Detect => holds_delta_log(location, storage)?,
+        };
+        if is_table && format == SourceFormat::Files {
+            return Err(table_as_files(&location.to_string()));
+        }
+        if !is_table {
+            return Source::open_files(location, storage);
+        }
+        if format == SourceFormat::Detect {
+            tracing::info!(source = %location, "The source holds a _delta_log/: reading it as a Delta table.");
+        }
+        if let Location::Local(path) = location {
+            // Another stream of the run may create the table.
+            std::fs::create_dir_all(path).map_err(|source| DiscoveryError::List {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let files = Source::open_files(location, storage)?;
+        Ok(Source::new(DeltaTableSource::open(
+            location,
+            files,
+            storage,
+            &settings.delta,
+        )))
+    }
+
+    /// A Delta table's files are Parquet, whatever `cloudFiles.format` says: the settings
+    /// are made to say so, and another format given is refused.
+    pub fn fix_format(&self, settings: &mut Settings) -> Result<(), DiscoveryError> {
+        if !self.reads_delta() {
+            return Ok(());
+        }
+        match settings.format {
+            None | Some(crate::options::Format::Parquet) => {
+                settings.format = Some(crate::options::Format::Parquet);
+                Ok(())
+            }
+            Some(other) => Err(DiscoveryError::Usage(format!(
+                "cloudFiles.format={other} cannot read the Delta table {}: its files are \
+                 Parquet; leave the option out",
+                self.describe()
+            ))),
+        }
+    }
+
+    /// Opens the files at `location` as loose files.
+    fn open_files(
+        location: &Location,
+        storage: &StorageSettings,
+    ) -> Result<Source, DiscoveryError> {
         Ok(match location {
             Location::Local(path) => Source::new(LocalFolder::open(path)?),
             Location::S3(url) => Source::new(S3Prefix::open(url, storage)?),
@@ -184,8 +296,43 @@ impl Source {
         files.retain(|f| {
             accept(f, settings, grace_ms) && !self.left_out.iter().any(|p| is_under(&f.key, p))
         });
-        files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
+        if !self.inner.keeps_order() {
+            files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
+        }
         Ok(files)
+    }
+}
+
+/// A Delta table given as loose files: refused, since reading a table's Parquet files
+/// would bring back rows it has removed.
+pub(crate) fn table_as_files(source: &str) -> DiscoveryError {
+    DiscoveryError::Usage(format!(
+        "source {source} is a Delta table (it holds a _delta_log/): its files are never read \
+         as loose files, which would bring removed rows back; set source_format = \"delta\" \
+         (--source-format delta) to read it incrementally"
+    ))
+}
+
+/// Whether `location` holds a `_delta_log/`. A local check is a stat; an S3 check is one
+/// listing request, made on a runtime of its own when there is none to use (opening
+/// happens before the stream's runtime starts).
+fn holds_delta_log(location: &Location, storage: &StorageSettings) -> Result<bool, DiscoveryError> {
+    match location {
+        Location::Local(path) => Ok(path.join("_delta_log").is_dir()),
+        Location::S3(_) => {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Inside a runtime nothing may block: the listing refuses a table's log instead.
+                return Ok(false);
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| DiscoveryError::ObjectStore {
+                    url: location.to_string(),
+                    reason: e.to_string(),
+                })?;
+            runtime.block_on(delta::is_delta_table(location, storage))
+        }
     }
 }
 
@@ -296,7 +443,7 @@ pub fn partition_values(key: &str, columns: &[String]) -> Vec<Option<String>> {
         .collect()
 }
 
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -159,6 +159,9 @@ async fn list_object_store(
         let Some(key) = full.strip_prefix(&base) else {
             continue;
         };
+        if key.starts_with("_delta_log/") {
+            return Err(super::table_as_files(url));
+        }
         if key.is_empty() || key.split('/').any(is_hidden) {
             continue;
         }

@@ -78,6 +78,39 @@ fn s3_setting<'a>(config: &'a [(String, String)], name: &str) -> Option<&'a str>
         .map(|(_, v)| v.as_str())
 }
 
+/// The Delta table at `location`, not loaded yet (nothing is read): a local folder's, or an
+/// S3 prefix's with the S3 configuration `s3`. The one place a table handle is built, for
+/// targets and Delta sources alike.
+pub fn unloaded_table(
+    location: &crate::location::Location,
+    s3: &[(String, String)],
+) -> Result<deltalake::DeltaTable, String> {
+    use crate::location::Location;
+    let url = match location {
+        Location::Local(path) => {
+            let abs = std::fs::canonicalize(path)
+                .or_else(|_| std::path::absolute(path))
+                .map_err(|e| e.to_string())?;
+            url::Url::from_directory_path(&abs).map_err(|()| "not an absolute path".to_string())?
+        }
+        Location::S3(url) => {
+            static REGISTER: std::sync::Once = std::sync::Once::new();
+            REGISTER.call_once(|| deltalake::aws::register_handlers(None));
+            check_s3_settings(s3).map_err(|e| e.to_string())?;
+            url::Url::parse(&format!("{}/", url.as_str().trim_end_matches('/')))
+                .map_err(|e| e.to_string())?
+        }
+    };
+    let options: std::collections::HashMap<String, String> = match location {
+        Location::S3(_) => s3.iter().cloned().collect(),
+        Location::Local(_) => Default::default(),
+    };
+    deltalake::DeltaTableBuilder::from_url(url)
+        .map(|b| b.with_storage_options(options))
+        .and_then(|b| b.build())
+        .map_err(|e| e.to_string())
+}
+
 /// Checks the S3 configuration for mistakes the S3 client would report obscurely (a
 /// plain-HTTP endpoint without `AWS_ALLOW_HTTP` fails every request with "builder error").
 pub fn check_s3_settings(config: &[(String, String)]) -> Result<(), StorageError> {

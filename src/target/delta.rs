@@ -79,13 +79,13 @@ impl DeltaAppend {
             source,
         })?;
         let location = abs.display().to_string();
-        let url = Url::from_directory_path(&abs).map_err(|()| SinkError::Incompatible {
-            location: location.clone(),
-            reason: "not an absolute path".into(),
-        })?;
-        let mut table = deltalake::DeltaTableBuilder::from_url(url)
-            .and_then(|b| b.build())
-            .map_err(|e| delta_err(&location, e))?;
+        let mut table =
+            crate::storage::unloaded_table(&Location::Local(abs), &[]).map_err(|reason| {
+                SinkError::Incompatible {
+                    location: location.clone(),
+                    reason,
+                }
+            })?;
         load_if_any(&mut table, &location).await?;
         Ok(DeltaAppend { table, location })
     }
@@ -93,22 +93,18 @@ impl DeltaAppend {
     /// Opens a table on S3 with `config` (see [`StorageSettings::s3`]); commits use S3
     /// conditional writes, so concurrent writers cannot overwrite each other's commits.
     async fn open_url(text: &str, config: &[(String, String)]) -> Result<DeltaAppend, SinkError> {
-        static REGISTER: std::sync::Once = std::sync::Once::new();
-        REGISTER.call_once(|| deltalake::aws::register_handlers(None));
         let location = text.trim_end_matches('/').to_string();
-        crate::storage::check_s3_settings(config).map_err(|e| SinkError::Incompatible {
-            location: location.clone(),
-            reason: e.to_string(),
-        })?;
         let url = Url::parse(&format!("{location}/")).map_err(|e| SinkError::Incompatible {
             location: location.clone(),
             reason: e.to_string(),
         })?;
-        let options: HashMap<String, String> = config.iter().cloned().collect();
-        let mut table = deltalake::DeltaTableBuilder::from_url(url)
-            .map(|b| b.with_storage_options(options))
-            .and_then(|b| b.build())
-            .map_err(|e| delta_err(&location, e))?;
+        let mut table =
+            crate::storage::unloaded_table(&Location::S3(url), config).map_err(|reason| {
+                SinkError::Incompatible {
+                    location: location.clone(),
+                    reason,
+                }
+            })?;
         // The first request: a missing-credentials failure shows here, and is explained.
         if let Err(e) = load_if_any(&mut table, &location).await {
             let credentials_given = crate::storage::has_s3_credentials(config);

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod config;
 mod crash;
+mod delta_source;
 mod evolution;
 mod faults;
 mod fuzz_smoke;

@@ -822,3 +822,73 @@ fn table_set_and_show_work_on_an_s3_table() {
     );
     assert_eq!(info["flows"].as_array().unwrap().len(), 1, "{info}");
 }
+
+#[test]
+fn a_silver_stream_reads_an_s3_bronze_table_incrementally() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let state = s.dir.path();
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "bronze"
+source = "s3://lake/landing"
+table = "s3://lake/bronze"
+
+[[stream]]
+name = "silver"
+source = "s3://lake/bronze"
+source_format = "delta"
+table = "s3://lake/silver"
+"#,
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    moto.put("lake", "landing/1.json", common::orders_jsonl(0, 10));
+    ok(&run_on(
+        &moto,
+        state,
+        &["run", &config, "--once", "--stream", "bronze"],
+    ));
+    moto.put("lake", "landing/2.json", common::orders_jsonl(10, 15));
+    ok(&run_on(
+        &moto,
+        state,
+        &["run", &config, "--once", "--stream", "bronze"],
+    ));
+    ok(&run_on(
+        &moto,
+        state,
+        &["run", &config, "--once", "--stream", "silver"],
+    ));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/silver")),
+        (0..15).collect::<Vec<_>>()
+    );
+    // A later bronze commit, then both streams of the config: nothing twice.
+    moto.put("lake", "landing/3.json", common::orders_jsonl(15, 20));
+    ok(&run_on(
+        &moto,
+        state,
+        &["run", &config, "--once", "--stream", "bronze"],
+    ));
+    ok(&run_on(&moto, state, &["run", &config, "--once"]));
+    ok(&run_on(&moto, state, &["run", &config, "--once"]));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/silver")),
+        (0..20).collect::<Vec<_>>()
+    );
+    // Left unsaid, an S3 prefix holding a _delta_log/ is read as a table too.
+    ok(&run_on(
+        &moto,
+        state,
+        &["ingest", "s3://lake/bronze", "s3://lake/silver2", "--once"],
+    ));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/silver2")),
+        (0..20).collect::<Vec<_>>()
+    );
+}

@@ -1,0 +1,300 @@
+//! A Delta table as a source (bronze to silver): its rows as of the first start, then each
+//! later commit's appended files in order, each once; compaction passed over, a commit that
+//! removes rows stopping the flow unless told otherwise; exactly once across SIGKILLs.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common::{self, Scratch, assert_table_ids_once, ok, run, stderr, summary_figure};
+
+/// A bronze table fed by the scratch landing folder, and a silver table reading it.
+struct Layers {
+    s: Scratch,
+    silver: PathBuf,
+}
+
+impl Layers {
+    fn new() -> Layers {
+        let s = Scratch::new();
+        let silver = s.table().parent().unwrap().join("silver");
+        Layers { s, silver }
+    }
+
+    fn bronze(&self) -> PathBuf {
+        self.s.table()
+    }
+
+    /// Lands ids `from..to` as one file and appends them to bronze (one commit).
+    fn append_bronze(&self, from: u64, to: u64) {
+        self.s
+            .land(&format!("o{from}.json"), common::orders_jsonl(from, to));
+        ok(&self.s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    }
+
+    fn silver_args(&self, options: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "ingest".into(),
+            self.bronze().display().to_string(),
+            self.silver.display().to_string(),
+            "--once".into(),
+        ];
+        for o in options {
+            args.push("-o".into());
+            args.push((*o).to_string());
+        }
+        args
+    }
+
+    fn run_silver(&self, options: &[&str]) -> Output {
+        run(&self.silver_args(options), &[])
+    }
+
+    fn run_silver_with_env(&self, options: &[&str], env: &[(&str, &str)]) -> Output {
+        run(&self.silver_args(options), env)
+    }
+}
+
+/// Runs a Python deltalake snippet on `table` (`dt` is the table), leaving with os._exit.
+fn python_on(table: &Path, code: &str) {
+    let script = format!(
+        "import os, sys\nfrom deltalake import DeltaTable\ndt = DeltaTable(sys.argv[1])\n{code}\nsys.stdout.flush()\nos._exit(0)\n"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script, table.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "python: {}", stderr(&out));
+}
+
+#[test]
+fn a_silver_flow_reads_each_new_bronze_commit_once() {
+    let l = Layers::new();
+    l.append_bronze(0, 10);
+    l.append_bronze(10, 20);
+    // No source_format given: the _delta_log/ says it is a table (never loose Parquet).
+    let out = run(
+        &[
+            "ingest".into(),
+            l.bronze().display().to_string(),
+            l.silver.display().to_string(),
+            "--once".into(),
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let stdout = ok(&out);
+    assert!(
+        stderr(&out).contains("reading it as a Delta table"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(summary_figure(&stdout, "rows"), 20, "{stdout}");
+    assert_table_ids_once(&l.silver, 0..20, "the snapshot at the first start");
+    // New bronze commits appear in silver; nothing twice.
+    l.append_bronze(20, 25);
+    l.append_bronze(25, 30);
+    let stdout = ok(&l.run_silver(&[]));
+    assert_eq!(summary_figure(&stdout, "rows"), 10, "{stdout}");
+    assert_table_ids_once(&l.silver, 0..30, "after two more commits");
+    let stdout = ok(&l.run_silver(&[]));
+    assert_eq!(summary_figure(&stdout, "files"), 0, "nothing new: {stdout}");
+    // The source's types carry over, and an outside reader sees the rows.
+    let py = common::read_with_python(&l.silver, "order_id");
+    assert_eq!(py["num_rows"], 30, "{py}");
+    assert_eq!(py["types"]["order_id"], "int64", "{py}");
+}
+
+#[test]
+fn compaction_is_passed_over_and_a_delete_stops_the_flow_naming_the_version() {
+    let l = Layers::new();
+    for i in 0..3 {
+        l.append_bronze(i * 10, i * 10 + 10);
+    }
+    ok(&l.run_silver(&[]));
+    assert_table_ids_once(&l.silver, 0..30, "first run");
+    // Compaction rewrites the rows with dataChange=false: nothing new to read.
+    python_on(&l.bronze(), "dt.optimize.compact()");
+    l.append_bronze(30, 35);
+    let stdout = ok(&l.run_silver(&[]));
+    assert_eq!(summary_figure(&stdout, "rows"), 5, "{stdout}");
+    assert_table_ids_once(&l.silver, 0..35, "compaction is not re-read");
+    // A delete removes rows: the flow stops, naming the version, with nothing written.
+    python_on(&l.bronze(), "dt.delete('order_id = 3')");
+    let (deleted_at, _) = common::table_version_and_txns(&l.bronze());
+    l.append_bronze(35, 40);
+    let before = common::table_version_and_txns(&l.silver).0;
+    let out = l.run_silver(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("version {deleted_at}")) && err.contains("skipChangeCommits"),
+        "{err}"
+    );
+    assert_eq!(common::table_version_and_txns(&l.silver).0, before);
+    // skipChangeCommits passes over it; the append after it is read.
+    ok(&l.run_silver(&["skipChangeCommits=true"]));
+    assert_table_ids_once(&l.silver, 0..40, "the delete skipped, later rows read");
+}
+
+#[test]
+fn ignore_deletes_passes_over_a_commit_that_only_deletes() {
+    let l = Layers::new();
+    l.append_bronze(0, 10);
+    ok(&l.run_silver(&[]));
+    python_on(&l.bronze(), "dt.delete()");
+    l.append_bronze(10, 15);
+    let out = l.run_silver(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ignoreDeletes"), "{}", stderr(&out));
+    ok(&l.run_silver(&["ignoreDeletes=true"]));
+    assert_table_ids_once(&l.silver, 0..15, "the delete passed over");
+}
+
+#[test]
+fn starting_version_and_latest_read_only_later_commits() {
+    let l = Layers::new();
+    l.append_bronze(0, 10); // version 1 (0 creates the table)
+    l.append_bronze(10, 20); // version 2
+    let out = ok(&l.run_silver(&["startingVersion=2"]));
+    assert_eq!(summary_figure(&out, "rows"), 10, "{out}");
+    assert_table_ids_once(&l.silver, 10..20, "commits from version 2 on");
+
+    let latest = Layers::new();
+    latest.append_bronze(0, 10);
+    let out = ok(&latest.run_silver(&["startingVersion=latest"]));
+    assert_eq!(summary_figure(&out, "rows"), 0, "{out}");
+    latest.append_bronze(10, 13);
+    ok(&latest.run_silver(&["startingVersion=latest"]));
+    assert_table_ids_once(&latest.silver, 10..13, "only commits after the first start");
+
+    // Both starting options at once: refused before anything runs.
+    let out = l.run_silver(&["startingVersion=1", "startingTimestamp=2020-01-01"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn a_delta_table_is_never_read_as_loose_files() {
+    let l = Layers::new();
+    l.append_bronze(0, 5);
+    let mut args = l.silver_args(&[]);
+    args.extend(["--source-format".into(), "files".into()]);
+    let out = run(&args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("_delta_log"), "{}", stderr(&out));
+    assert!(!l.silver.join("_delta_log").exists());
+    // Nor a Delta table read as CSV.
+    let out = l.run_silver(&["cloudFiles.format=csv"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn a_version_gone_from_the_log_stops_the_flow_naming_it() {
+    let l = Layers::new();
+    l.append_bronze(0, 5);
+    ok(&l.run_silver(&[]));
+    l.append_bronze(5, 10);
+    l.append_bronze(10, 15);
+    // As log cleanup would leave it: the next version's commit file is gone.
+    let (latest, _) = common::table_version_and_txns(&l.bronze());
+    let gone = l
+        .bronze()
+        .join(format!("_delta_log/{:020}.json", latest - 1));
+    std::fs::remove_file(&gone).unwrap();
+    let out = l.run_silver(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("version {}", latest - 1)),
+        "{}",
+        stderr(&out)
+    );
+    assert_table_ids_once(&l.silver, 0..5, "nothing half-applied");
+}
+
+#[test]
+fn a_silver_flow_killed_at_every_step_lands_each_bronze_row_once() {
+    for name in autoloader::testing::failpoint::NAMES
+        .iter()
+        .filter(|n| **n != "after-schema-evolve")
+    {
+        let l = Layers::new();
+        for i in 0..4 {
+            l.append_bronze(i * 10, i * 10 + 10);
+        }
+        let opts = ["maxFilesPerTrigger=1"];
+        let crashed = l.run_silver_with_env(&opts, &[("AUTOLOADER_FAILPOINT", name)]);
+        assert_eq!(
+            crashed.status.signal(),
+            Some(9),
+            "failpoint {name} must kill: {}",
+            stderr(&crashed)
+        );
+        // Bronze goes on while silver is down.
+        l.append_bronze(40, 45);
+        ok(&l.run_silver(&opts));
+        assert_table_ids_once(&l.silver, 0..45, name);
+        let again = ok(&l.run_silver(&opts));
+        assert_eq!(summary_figure(&again, "files"), 0, "{name}: {again}");
+    }
+}
+
+#[test]
+fn random_sigkills_of_a_silver_flow_lose_and_duplicate_nothing() {
+    let l = Layers::new();
+    for i in 0..6 {
+        l.append_bronze(i * 50, i * 50 + 50);
+    }
+    let args = l.silver_args(&["maxFilesPerTrigger=1"]);
+    for round in 0..6u64 {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&args)
+            .env_remove("AUTOLOADER_FAILPOINT")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20 + round * 37 % 120));
+        let _ = child.kill();
+        let _ = child.wait();
+        if round % 2 == 1 {
+            l.append_bronze(300 + round * 10, 310 + round * 10);
+        }
+    }
+    ok(&run(&args, &[]));
+    let mut expected: Vec<u64> = (0..300).collect();
+    for round in [1u64, 3, 5] {
+        expected.extend(300 + round * 10..310 + round * 10);
+    }
+    assert_table_ids_once(&l.silver, expected, "after random kills");
+}
+
+/// The README's bronze-to-silver `streams.toml`, as printed there, run twice with `--once`
+/// (both streams at once: silver may find bronze half-way the first time) and once more.
+#[test]
+fn the_readme_bronze_to_silver_config_runs() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("### A Delta table as a source")
+        .nth(1)
+        .expect("README has the section");
+    let toml = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the section has a toml block");
+    let s = Scratch::new();
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(&config, toml).unwrap();
+    let landing = s.dir.path().join("landing/orders");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("a.json"), common::orders_jsonl(0, 20)).unwrap();
+    let config = config.display().to_string();
+    let run_once = || ok(&run(&["run".into(), config.clone(), "--once".into()], &[]));
+    run_once();
+    std::fs::write(landing.join("b.json"), common::orders_jsonl(20, 30)).unwrap();
+    run_once();
+    run_once();
+    assert_table_ids_once(&s.dir.path().join("bronze/orders"), 0..30, "bronze");
+    assert_table_ids_once(&s.dir.path().join("silver/orders"), 0..30, "silver");
+}
