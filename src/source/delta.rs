@@ -293,14 +293,39 @@ impl DeltaTableSource {
                     f.path()
                 )));
             }
+            let key = f.path().into_owned();
+            self.check_partitions(v, &key, &f.partition_values_map())?;
             files.push(FileRef {
-                key: f.path().into_owned(),
+                key,
                 size: u64::try_from(f.size()).unwrap_or(0),
                 mtime_ms: f.modification_time(),
             });
         }
         files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
         Ok(files)
+    }
+
+    /// Partition values are read from a file's Hive-style path (`region=kr/...`), as for
+    /// a folder: a file whose path does not hold its log's values (random prefixes) would
+    /// lose them, so it stops the stream instead.
+    fn check_partitions(
+        &self,
+        v: u64,
+        key: &str,
+        values: &std::collections::HashMap<String, Option<String>>,
+    ) -> Result<(), DiscoveryError> {
+        let in_path = super::partition_pairs(key);
+        for (column, value) in values {
+            if !in_path.iter().any(|(k, pv)| k == column && pv == value) {
+                return Err(self.err(format!(
+                    "version {v}: file {key} does not hold its partition value {column}={} in \
+                     its path, which this reader needs (delta.randomizeFilePrefixes is not \
+                     readable yet)",
+                    value.as_deref().unwrap_or("null")
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// What commit `v` brings: its added data files, or nothing when it only compacts or
@@ -324,8 +349,10 @@ impl DeltaTableSource {
                             add.path
                         )));
                     }
+                    let key = decode_path(&add.path);
+                    self.check_partitions(v, &key, &add.partition_values)?;
                     adds.push(FileRef {
-                        key: decode_path(&add.path),
+                        key,
                         size: u64::try_from(add.size).unwrap_or(0),
                         mtime_ms: add.modification_time,
                     });

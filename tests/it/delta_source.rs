@@ -298,3 +298,79 @@ fn the_readme_bronze_to_silver_config_runs() {
     assert_table_ids_once(&s.dir.path().join("bronze/orders"), 0..30, "bronze");
     assert_table_ids_once(&s.dir.path().join("silver/orders"), 0..30, "silver");
 }
+
+#[test]
+fn starting_timestamp_reads_from_the_first_commit_at_or_after_it() {
+    let l = Layers::new();
+    l.append_bronze(0, 10);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    l.append_bronze(10, 15);
+    let out = ok(&l.run_silver(&[&format!("startingTimestamp={at}")]));
+    assert_eq!(summary_figure(&out, "rows"), 5, "{out}");
+    assert_table_ids_once(&l.silver, 10..15, "commits at or after the timestamp");
+}
+
+#[test]
+fn a_column_the_bronze_table_gains_reaches_silver() {
+    let l = Layers::new();
+    l.append_bronze(0, 5);
+    ok(&l.run_silver(&[]));
+    l.s.land(
+        "coupon.json",
+        "{\"order_id\": 5, \"amount\": 1, \"user_id\": \"u5\", \"coupon\": \"SAVE10\"}\n",
+    );
+    ok(&l.s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    ok(&l.run_silver(&[]));
+    assert_table_ids_once(&l.silver, 0..6, "every row once");
+    let coupons = common::column_strings(&common::read_table(&l.silver), "coupon");
+    assert_eq!(
+        coupons.iter().filter(|c| *c == "SAVE10").count(),
+        1,
+        "{coupons:?}"
+    );
+}
+
+#[test]
+fn a_partitioned_table_written_by_another_tool_keeps_its_partition_values() {
+    let s = Scratch::new();
+    let bronze = s.dir.path().join("bronze");
+    let silver = s.dir.path().join("silver");
+    let write = |ids: &str, regions: &str| {
+        let code = format!(
+            "import pyarrow as pa\nfrom deltalake import write_deltalake\n\
+             write_deltalake(sys.argv[1], pa.table({{'order_id': pa.array([{ids}], pa.int64()), 'region': [{regions}]}}), partition_by=['region'], mode='append')"
+        );
+        let script = format!("import os, sys\n{code}\nos._exit(0)\n");
+        let out = std::process::Command::new("python3")
+            .args(["-c", &script, bronze.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    write("1, 2, 3", "'kr', 'us', 'kr'");
+    let args = |_: ()| -> Vec<String> {
+        vec![
+            "ingest".into(),
+            bronze.display().to_string(),
+            silver.display().to_string(),
+            "--once".into(),
+            "--source-format".into(),
+            "delta".into(),
+        ]
+    };
+    ok(&run(&args(()), &[]));
+    write("4", "'jp'");
+    ok(&run(&args(()), &[]));
+    let batches = common::read_table(&silver);
+    let ids = common::column_strings(&batches, "order_id");
+    let regions = common::column_strings(&batches, "region");
+    let mut pairs: Vec<(String, String)> = ids.into_iter().zip(regions).collect();
+    pairs.sort();
+    assert_eq!(
+        pairs,
+        [("1", "kr"), ("2", "us"), ("3", "kr"), ("4", "jp")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .to_vec()
+    );
+}
