@@ -43,6 +43,8 @@ const COMMITS: TableDefinition<u64, &str> = TableDefinition::new("commits");
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 
 const STATE_FILE: &str = "state.redb";
+/// The metadata key of a source's own position (a Delta table source's next version).
+pub const SOURCE_POSITION: &str = "sourcePosition";
 /// Page cache of the state store.
 const STATE_CACHE_BYTES: usize = 16 << 20;
 const LOCK_FILE: &str = "lock";

@@ -51,6 +51,7 @@ impl Checkpoint {
         };
         let mut files = 0usize;
         let mut batches = 0usize;
+        let mut source_position = None;
         for (_, c) in commits {
             let Some(id) = stream_of(c) else { continue };
             if !ours.contains(&id) {
@@ -80,6 +81,9 @@ impl Checkpoint {
                 files: planned,
                 created_at_ms: now_ms(),
             };
+            if let Some(p) = c.get("sourcePosition") {
+                source_position = Some(p.to_string());
+            }
             // Batches of an older identity are only needed for their files.
             if id == adopt {
                 self.restore_batch(&plan, &CommitSummary::default())?;
@@ -89,6 +93,10 @@ impl Checkpoint {
                     ..plan
                 })?;
             }
+        }
+        if let Some(position) = source_position {
+            // A table source resumes where its last batch was planned, not at a new snapshot.
+            self.set_meta(super::SOURCE_POSITION, &position)?;
         }
         self.adopt_stream_id(&adopt)?;
         self.set_meta("initialized", &now_ms().to_string())?;

@@ -183,7 +183,7 @@ pub(crate) async fn execute_counted(
     if !unknown.is_empty() {
         warn!(columns = %unknown.join(", "), "Columns not in the schema were kept in the rescued data.");
     }
-    let info = json!({
+    let mut info = json!({
         "streamId": ctx.checkpoint.stream_id(),
         "source": ctx.req.source.describe(),
         "batch": plan.batch,
@@ -194,6 +194,12 @@ pub(crate) async fn execute_counted(
             "path": f.key, "size": f.size, "mtimeMs": f.mtime_ms, "skipped": *s,
         })).collect::<Vec<_>>(),
     });
+    // A table source's position as the batch was planned: a lost checkpoint resumes there.
+    if let Some(position) = ctx.req.source.position()
+        && let Ok(position) = serde_json::from_str::<serde_json::Value>(&position)
+    {
+        info["sourcePosition"] = position;
+    }
     let table_version = sink.commit(writer, ctx.app_id, plan.batch, info).await?;
     if table_version % RELOAD_EVERY_VERSIONS == 0 {
         sink.reload().await?;

@@ -7,7 +7,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
-use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
+use crate::checkpoint::{Checkpoint, CommitSummary, Plan, SOURCE_POSITION};
 use crate::clock::now_ms;
 use crate::formats::DecodeOptions;
 use crate::options::Format;
@@ -54,9 +54,6 @@ pub struct StreamRun<'a> {
     summary: Summary,
 }
 
-/// The checkpoint key of a source's own position (see `FileSource::position`).
-const SOURCE_POSITION: &str = "sourcePosition";
-
 /// The checkpoint remembers the schema location it started with and refuses another: a
 /// different one (or a different default) would silently infer a fresh `_schemas/0`.
 fn keep_one_schema_location(
@@ -94,7 +91,6 @@ impl<'a> StreamRun<'a> {
         let source = own_output::source_without_own_output(req)?;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
-        source.resume(checkpoint.meta(SOURCE_POSITION)?.as_deref())?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
         let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
@@ -107,6 +103,7 @@ impl<'a> StreamRun<'a> {
                 &req.source.describe(),
             )?;
         }
+        source.resume(checkpoint.meta(SOURCE_POSITION)?.as_deref())?;
         let app_id = checkpoint.app_id();
         debug!(
             stream = %req.name,

@@ -374,3 +374,19 @@ fn a_partitioned_table_written_by_another_tool_keeps_its_partition_values() {
             .to_vec()
     );
 }
+
+#[test]
+fn a_lost_silver_checkpoint_resumes_at_its_position_not_a_new_snapshot() {
+    let l = Layers::new();
+    for i in 0..3 {
+        l.append_bronze(i * 10, i * 10 + 10);
+    }
+    ok(&l.run_silver(&[]));
+    // Compaction re-adds bronze's rows in new files (dataChange=false): a fresh snapshot
+    // would take them as new.
+    python_on(&l.bronze(), "dt.optimize.compact()");
+    l.append_bronze(30, 35);
+    std::fs::remove_dir_all(l.silver.join("_autoloader")).unwrap();
+    ok(&l.run_silver(&[]));
+    assert_table_ids_once(&l.silver, 0..35, "rebuilt from silver's commits");
+}
