@@ -14,6 +14,7 @@ mod faults;
 mod fuzz_smoke;
 mod ingest_once;
 mod layout;
+mod lifecycle;
 mod locations;
 mod reader;
 mod reports;
