@@ -390,3 +390,35 @@ fn a_lost_silver_checkpoint_resumes_at_its_position_not_a_new_snapshot() {
     ok(&l.run_silver(&[]));
     assert_table_ids_once(&l.silver, 0..35, "rebuilt from silver's commits");
 }
+
+#[test]
+fn a_table_with_column_mapping_stops_the_flow_naming_the_feature() {
+    let s = Scratch::new();
+    let bronze = s.dir.path().join("bronze");
+    let script = "import os, sys\nimport pyarrow as pa\nfrom deltalake import write_deltalake\n\
+        write_deltalake(sys.argv[1], pa.table({'order_id': pa.array([1, 2], pa.int64())}), \
+        configuration={'delta.columnMapping.mode': 'name', 'delta.minReaderVersion': '2', \
+        'delta.minWriterVersion': '5'})\nos._exit(0)\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, bronze.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let silver = s.dir.path().join("silver");
+    let out = run(
+        &[
+            "ingest".into(),
+            bronze.display().to_string(),
+            silver.display().to_string(),
+            "--once".into(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("delta.columnMapping.mode=name") && err.contains(bronze.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(!silver.join("_delta_log").exists(), "nothing written");
+}
