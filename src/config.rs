@@ -136,6 +136,20 @@ struct StreamConfig {
     #[serde(default)]
     #[schemars(inner(url))]
     alert_webhooks: Vec<String>,
+    /// APPLY CHANGES into the table (Databricks' create_auto_cdc_flow names: keys,
+    /// sequence_by, apply_as_deletes, apply_as_truncates, column_list, except_column_list,
+    /// stored_as_scd_type, ignore_null_updates) instead of appending.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
+    cdc: Option<BTreeMap<String, toml::Value>>,
+}
+
+/// The text of a `[stream.cdc]` value: a list joined by commas, anything else as written.
+fn cdc_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Array(items) => items.iter().map(option_text).collect::<Vec<_>>().join(","),
+        other => option_text(other),
+    }
 }
 
 /// The schema of an `options` table (`$defs/options`): every known option with its
@@ -286,6 +300,14 @@ pub fn load(
         for w in warnings {
             tracing::warn!(stream = %s.name, "{w}");
         }
+        let cdc_pairs: Vec<(String, String)> = s
+            .cdc
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), cdc_text(v)))
+            .collect();
+        let cdc = crate::cdc::CdcSpec::from_pairs(&cdc_pairs)
+            .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         let source_format = match &s.source_format {
             None => SourceFormat::Detect,
             Some(f) => SourceFormat::from_name(f).ok_or_else(|| {
@@ -314,6 +336,7 @@ pub fn load(
                 storage: state.clone(),
                 first_writer: FirstWriter::Alone,
                 table_properties: Vec::new(),
+                cdc,
             },
             alert_webhooks: parsed
                 .defaults
@@ -350,6 +373,21 @@ pub fn load(
                 "no stream named \"{name}\" (streams: {})",
                 names.join(", ")
             )));
+        }
+    }
+    // A CDC target has one writer: its rows are keyed, and another writer's rows would
+    // not be.
+    for (i, a) in out.iter().enumerate() {
+        for b in &out[i + 1..] {
+            if a.request.table.normalized() == b.request.table.normalized()
+                && (a.request.cdc.is_some() || b.request.cdc.is_some())
+            {
+                let cdc = if a.request.cdc.is_some() { &a.name } else { &b.name };
+                return Err(invalid(format!(
+                    "streams \"{}\" and \"{}\" write into {}, which stream \"{cdc}\" applies changes to: a CDC target has one writer",
+                    a.name, b.name, a.request.table
+                )));
+            }
         }
     }
     // Declared table properties go with every stream of their table.

@@ -49,6 +49,8 @@ pub enum Error {
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Cdc(#[from] crate::cdc::CdcError),
     /// An I/O failure outside any stream (the async runtime, the metrics listener).
     #[error("{what}: {source}")]
     Io {
@@ -74,7 +76,8 @@ impl Error {
             | Error::Options(_)
             | Error::Config(_)
             | Error::Alert(_)
-            | Error::Storage(_) => ErrorClass::Usage,
+            | Error::Storage(_)
+            | Error::Cdc(_) => ErrorClass::Usage,
             Error::Ingest(e) => e.class(),
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),

@@ -2,6 +2,7 @@
 //! discovered, decoded with schema inference, versioning and rescue, and appended to Delta
 //! Lake tables exactly once. `ARCHITECTURE.md` maps the modules to the stages.
 
+pub mod cdc;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;

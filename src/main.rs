@@ -649,6 +649,8 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     .iter()
                     .map(|o| options::split_key_value(o))
                     .collect::<Result<Vec<_>, _>>()?;
+                let (pairs, cdc_pairs) = autoloader::cdc::CdcSpec::split_options(pairs);
+                let cdc = autoloader::cdc::CdcSpec::from_pairs(&cdc_pairs)?;
                 let checkpoint =
                     checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
                 let (mut settings, warnings) = options::resolve(&pairs, &checkpoint)?;
@@ -672,6 +674,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     storage: state.clone(),
                     first_writer: pipeline::FirstWriter::Alone,
                     table_properties: Vec::new(),
+                    cdc,
                 };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;

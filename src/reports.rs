@@ -8,7 +8,6 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use serde::Serialize;
 use serde_json::Value;
@@ -520,7 +519,7 @@ pub async fn drift(
             path: format!("{}/{path}", table.to_string().trim_end_matches('/')),
             reason: e.to_string(),
         };
-        let reader = DataFile {
+        let reader = crate::storage::RangedFile {
             store: store.clone(),
             path: path.clone(),
             size,
@@ -603,44 +602,6 @@ pub async fn drift(
     key_rows.sort_by(|a, b| b.occurrences.cmp(&a.occurrences).then(a.key.cmp(&b.key)));
     report.keys = key_rows;
     Ok(report)
-}
-
-/// A table's data file, read by byte ranges (for S3, ranged GETs of the footer and the one
-/// column read, not the whole object).
-struct DataFile {
-    store: std::sync::Arc<dyn object_store::ObjectStore>,
-    path: ObjectPath,
-    size: u64,
-}
-
-impl AsyncFileReader for DataFile {
-    fn get_bytes(
-        &mut self,
-        range: std::ops::Range<u64>,
-    ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
-        Box::pin(async move {
-            object_store::ObjectStoreExt::get_range(self.store.as_ref(), &self.path, range)
-                .await
-                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
-        })
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
-    ) -> futures::future::BoxFuture<
-        'a,
-        parquet::errors::Result<std::sync::Arc<parquet::file::metadata::ParquetMetaData>>,
-    > {
-        Box::pin(async move {
-            let size = self.size;
-            let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
-                .with_arrow_reader_options(options)
-                .load_and_finish(&mut *self, size)
-                .await?;
-            Ok(std::sync::Arc::new(metadata))
-        })
-    }
 }
 
 /// Events of checkpoints (merged by time when there are several), filtered by type and

@@ -129,6 +129,8 @@ pub struct IngestRequest {
     pub first_writer: FirstWriter,
     /// Delta table properties declared for the table (`[[table]]`), applied each run.
     pub table_properties: Vec<(String, String)>,
+    /// APPLY CHANGES settings: the batches are applied to the table by key, not appended.
+    pub cdc: Option<crate::cdc::CdcSpec>,
 }
 
 impl IngestRequest {

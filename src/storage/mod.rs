@@ -78,6 +78,44 @@ fn s3_setting<'a>(config: &'a [(String, String)], name: &str) -> Option<&'a str>
         .map(|(_, v)| v.as_str())
 }
 
+/// A table's data file, read by byte ranges (for S3, ranged GETs of the footer and the one
+/// column read, not the whole object).
+pub struct RangedFile {
+    pub store: std::sync::Arc<dyn object_store::ObjectStore>,
+    pub path: object_store::path::Path,
+    pub size: u64,
+}
+
+impl parquet::arrow::async_reader::AsyncFileReader for RangedFile {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
+        Box::pin(async move {
+            object_store::ObjectStoreExt::get_range(self.store.as_ref(), &self.path, range)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        parquet::errors::Result<std::sync::Arc<parquet::file::metadata::ParquetMetaData>>,
+    > {
+        Box::pin(async move {
+            let size = self.size;
+            let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_and_finish(&mut *self, size)
+                .await?;
+            Ok(std::sync::Arc::new(metadata))
+        })
+    }
+}
+
 /// The Delta table at `location`, not loaded yet (nothing is read): a local folder's, or an
 /// S3 prefix's with the S3 configuration `s3`. The one place a table handle is built, for
 /// targets and Delta sources alike.

@@ -386,12 +386,12 @@ impl DeltaAppend {
         .map_err(|e| delta_err(&self.location, e))?
         .with_writer_properties(props)
         .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(BatchWriter {
+        Ok(BatchWriter::Files(FileWriter {
             base_schema: writer.arrow_schema(),
             writer,
             keep_last: keep_last.to_vec(),
             location: self.location.clone(),
-        })
+        }))
     }
 
     /// Commits what `writers` hold as batch `batch` of `app_id`, in one commit, exactly
@@ -409,9 +409,27 @@ impl DeltaAppend {
         batch: u64,
         info: serde_json::Value,
     ) -> Result<u64, SinkError> {
-        let mut actions: Vec<Action> = Vec::new();
+        self.commit_with(writers, Vec::new(), None, app_id, batch, info)
+            .await
+    }
+
+    /// [`DeltaAppend::commit`] with `extra` actions (the removes of rewritten files) and
+    /// another operation than an append (a MERGE).
+    pub async fn commit_with(
+        &mut self,
+        writers: BatchWriters,
+        extra: Vec<Action>,
+        operation: Option<DeltaOperation>,
+        app_id: &str,
+        batch: u64,
+        info: serde_json::Value,
+    ) -> Result<u64, SinkError> {
+        let mut actions: Vec<Action> = extra;
         let mut widened: Option<(SchemaRef, Vec<String>)> = None;
-        for mut w in writers.0 {
+        for w in writers.0 {
+            let BatchWriter::Files(mut w) = w else {
+                continue;
+            };
             let adds = w
                 .writer
                 .flush()
@@ -444,7 +462,9 @@ impl DeltaAppend {
             {
                 attempt_actions.push(Action::Metadata(metadata));
             }
-            let mut result = self.commit_actions(&attempt_actions, &props).await;
+            let mut result = self
+                .commit_actions(&attempt_actions, &props, operation.clone())
+                .await;
             crate::testing::failpoint::hit("after-delta-commit");
             // Commit ambiguity, injected: the commit landed but the caller hears an error.
             if result.is_ok() && crate::testing::failpoint::fails("commit-reports-error") {
@@ -509,14 +529,15 @@ impl DeltaAppend {
         &mut self,
         actions: &[Action],
         props: &CommitProperties,
+        operation: Option<DeltaOperation>,
     ) -> Result<u64, DeltaTableError> {
         let snapshot = self.table.snapshot()?;
         let partition_columns: Vec<String> = snapshot.metadata().partition_columns().to_vec();
-        let operation = DeltaOperation::Write {
+        let operation = operation.unwrap_or(DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
             predicate: None,
-        };
+        });
         let finalized = CommitBuilder::from(props.clone())
             .with_actions(actions.to_vec())
             .build(Some(snapshot), self.table.log_store(), operation)
@@ -526,8 +547,17 @@ impl DeltaAppend {
     }
 }
 
-/// Writes Parquet files for one stream batch; committed by [`DeltaAppend::commit`].
-pub struct BatchWriter {
+/// Takes one stream batch's rows: into Parquet files committed by [`DeltaAppend::commit`],
+/// or, for a target that must see the whole batch before it writes (CDC), into memory.
+pub enum BatchWriter {
+    Files(FileWriter),
+    /// The decoded rows, held for the target's commit (a batch is bounded by the
+    /// trigger limits).
+    Collect(Vec<RecordBatch>),
+}
+
+/// Writes Parquet files for the table.
+pub struct FileWriter {
     writer: RecordBatchWriter,
     /// The table's schema when the writer was made: a different schema at commit time
     /// means the batches widened it, and the commit carries the new metadata.
@@ -538,12 +568,20 @@ pub struct BatchWriter {
 }
 
 impl BatchWriter {
-    /// Encodes a batch into the writer's current file (a new file past the target size).
+    /// Encodes a batch into the writer's current file (a new file past the target size),
+    /// or keeps it.
     pub async fn write(&mut self, batch: RecordBatch) -> Result<(), SinkError> {
-        self.writer
-            .write_with_mode(batch, WriteMode::MergeSchema)
-            .await
-            .map_err(|e| delta_err(&self.location, e))
+        match self {
+            BatchWriter::Files(w) => w
+                .writer
+                .write_with_mode(batch, WriteMode::MergeSchema)
+                .await
+                .map_err(|e| delta_err(&w.location, e)),
+            BatchWriter::Collect(rows) => {
+                rows.push(batch);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -554,9 +592,22 @@ pub struct BatchWriters(pub Vec<BatchWriter>);
 impl BatchWriters {
     /// Discards what was written (files left unreferenced until a VACUUM).
     pub fn abort(self) {
-        for mut w in self.0 {
-            w.writer.reset();
+        for w in self.0 {
+            if let BatchWriter::Files(mut w) = w {
+                w.writer.reset();
+            }
         }
+    }
+
+    /// The rows collected by `Collect` writers, in order.
+    pub fn collected(self) -> Vec<RecordBatch> {
+        self.0
+            .into_iter()
+            .flat_map(|w| match w {
+                BatchWriter::Collect(rows) => rows,
+                BatchWriter::Files(_) => Vec::new(),
+            })
+            .collect()
     }
 }
 

@@ -8,8 +8,11 @@
 use arrow_schema::SchemaRef;
 use futures::future::BoxFuture;
 
+pub mod cdc;
 pub mod delta;
+pub mod rewrite;
 
+pub use cdc::CdcTarget;
 pub use delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 
 /// A table a stream writes into.

@@ -1,0 +1,246 @@
+//! APPLY CHANGES (Databricks' `create_auto_cdc_flow`): change records applied to a target
+//! keyed by business key. This module holds the flow's settings, parsed and checked in one
+//! place from `[stream.cdc]` or `-o cdc.KEY=VALUE` under Databricks' parameter names, and
+//! the SCD type 1 reduction (`scd1.rs`) the CDC target (`target/cdc.rs`) applies.
+
+use std::collections::BTreeMap;
+
+pub mod keys;
+pub mod scd1;
+
+/// A condition over change records (`apply_as_deletes`, `apply_as_truncates`): per row,
+/// whether it holds (null counts as false).
+pub type RowCondition =
+    std::sync::Arc<dyn Fn(&arrow_array::RecordBatch) -> Result<Vec<bool>, String> + Send + Sync>;
+
+/// The prefix of CDC settings given as options (`-o cdc.keys=id`).
+pub const OPTION_PREFIX: &str = "cdc.";
+
+/// Which target columns the change records' columns fill.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ColumnSelection {
+    #[default]
+    All,
+    Only(Vec<String>),
+    Except(Vec<String>),
+}
+
+impl ColumnSelection {
+    /// Whether column `name` of the change records goes into the target.
+    pub fn keeps(&self, name: &str) -> bool {
+        match self {
+            ColumnSelection::All => true,
+            ColumnSelection::Only(names) => names.iter().any(|n| n == name),
+            ColumnSelection::Except(names) => !names.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// A CDC flow's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CdcSpec {
+    pub keys: Vec<String>,
+    /// Compared field by field, in order.
+    pub sequence_by: Vec<String>,
+    /// A condition over the change record (the flows' `where` language): true deletes.
+    pub apply_as_deletes: Option<String>,
+    /// True truncates the target below the record's sequence (SCD type 1 only).
+    pub apply_as_truncates: Option<String>,
+    pub columns: ColumnSelection,
+    pub stored_as_scd_type: u8,
+    pub ignore_null_updates: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CdcError {
+    #[error("CDC setting {key}: {reason}")]
+    Invalid { key: String, reason: String },
+    #[error("unknown CDC setting \"{0}\" (known: {known})", known = KNOWN.join(", "))]
+    Unknown(String),
+    #[error("{0}")]
+    Data(String),
+}
+
+/// Every setting, under Databricks' names.
+const KNOWN: &[&str] = &[
+    "keys",
+    "sequence_by",
+    "apply_as_deletes",
+    "apply_as_truncates",
+    "column_list",
+    "except_column_list",
+    "stored_as_scd_type",
+    "ignore_null_updates",
+    "track_history_column_list",
+    "track_history_except_column_list",
+];
+
+fn invalid(key: &str, reason: impl Into<String>) -> CdcError {
+    CdcError::Invalid {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A comma-separated list (`-o cdc.keys=a,b`) or a TOML array joined the same way.
+fn names(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+impl CdcSpec {
+    /// Parses settings given as `key = value` pairs (without the `cdc.` prefix; lists
+    /// comma-separated). `None` when there are none: the flow appends.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<Option<CdcSpec>, CdcError> {
+        if pairs.is_empty() {
+            return Ok(None);
+        }
+        let mut map = BTreeMap::new();
+        for (k, v) in pairs {
+            let key = k.trim();
+            if !KNOWN.contains(&key) {
+                return Err(CdcError::Unknown(key.to_string()));
+            }
+            map.insert(key, v.trim().to_string());
+        }
+        let get = |k: &str| map.get(k).map(String::as_str);
+        let keys = names(get("keys").ok_or_else(|| invalid("keys", "required: the business key columns"))?);
+        if keys.is_empty() {
+            return Err(invalid("keys", "give at least one column"));
+        }
+        let sequence_by = names(
+            get("sequence_by")
+                .ok_or_else(|| invalid("sequence_by", "required: the column(s) that order changes"))?,
+        );
+        if sequence_by.is_empty() {
+            return Err(invalid("sequence_by", "give at least one column"));
+        }
+        let columns = match (get("column_list"), get("except_column_list")) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "column_list",
+                    "column_list and except_column_list cannot both be given",
+                ));
+            }
+            (Some(v), None) => ColumnSelection::Only(names(v)),
+            (None, Some(v)) => ColumnSelection::Except(names(v)),
+            (None, None) => ColumnSelection::All,
+        };
+        if let ColumnSelection::Only(list) = &columns
+            && let Some(k) = keys.iter().find(|k| !list.contains(k))
+        {
+            return Err(invalid(
+                "column_list",
+                format!("it must hold the key column {k}"),
+            ));
+        }
+        if let ColumnSelection::Except(list) = &columns
+            && let Some(k) = keys.iter().find(|k| list.contains(k))
+        {
+            return Err(invalid(
+                "except_column_list",
+                format!("it cannot leave out the key column {k}"),
+            ));
+        }
+        let stored_as_scd_type = match get("stored_as_scd_type").unwrap_or("1") {
+            "1" => 1,
+            "2" => {
+                return Err(invalid(
+                    "stored_as_scd_type",
+                    "type 2 (history) is not supported yet; use 1, or append the changes and \
+                     keep their history in the appended table",
+                ));
+            }
+            other => return Err(invalid("stored_as_scd_type", format!("{other}: expected 1 or 2"))),
+        };
+        for k in ["track_history_column_list", "track_history_except_column_list"] {
+            if get(k).is_some() {
+                return Err(invalid(k, "applies to stored_as_scd_type = 2 only"));
+            }
+        }
+        let ignore_null_updates = match get("ignore_null_updates").unwrap_or("false") {
+            v if v.eq_ignore_ascii_case("true") => true,
+            v if v.eq_ignore_ascii_case("false") => false,
+            other => return Err(invalid("ignore_null_updates", format!("{other}: expected true or false"))),
+        };
+        Ok(Some(CdcSpec {
+            keys,
+            sequence_by,
+            apply_as_deletes: get("apply_as_deletes").map(str::to_string),
+            apply_as_truncates: get("apply_as_truncates").map(str::to_string),
+            columns,
+            stored_as_scd_type,
+            ignore_null_updates,
+        }))
+    }
+
+    /// Splits `-o cdc.KEY=VALUE` pairs off an option list.
+    pub fn split_options(raw: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<(String, String)>) {
+        let (cdc, rest): (Vec<_>, Vec<_>) = raw
+            .into_iter()
+            .partition(|(k, _)| k.trim().starts_with(OPTION_PREFIX));
+        let cdc = cdc
+            .into_iter()
+            .map(|(k, v)| (k.trim()[OPTION_PREFIX.len()..].to_string(), v))
+            .collect();
+        (rest, cdc)
+    }
+
+    /// Whether change column `name` goes into the target.
+    pub fn keeps(&self, name: &str) -> bool {
+        self.columns.keeps(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn settings_parse_under_databricks_names() {
+        let spec = CdcSpec::from_pairs(&pairs(&[
+            ("keys", "userId"),
+            ("sequence_by", "sequenceNum"),
+            ("apply_as_deletes", "operation = 'DELETE'"),
+            ("except_column_list", "operation, sequenceNum"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(spec.keys, ["userId"]);
+        assert_eq!(spec.stored_as_scd_type, 1);
+        assert!(!spec.keeps("operation") && spec.keeps("name"));
+        assert_eq!(CdcSpec::from_pairs(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let err = |p: &[(&str, &str)]| CdcSpec::from_pairs(&pairs(p)).unwrap_err().to_string();
+        assert!(err(&[("sequence_by", "s")]).contains("keys"));
+        assert!(err(&[("keys", "k")]).contains("sequence_by"));
+        assert!(err(&[("keys", "k"), ("sequence_by", "s"), ("colum_list", "a")]).contains("unknown"));
+        assert!(
+            err(&[("keys", "k"), ("sequence_by", "s"), ("column_list", "a"), ("except_column_list", "b")])
+                .contains("cannot both")
+        );
+        assert!(err(&[("keys", "k"), ("sequence_by", "s"), ("except_column_list", "k")]).contains("key column k"));
+        assert!(err(&[("keys", "k"), ("sequence_by", "s"), ("stored_as_scd_type", "2")]).contains("not supported yet"));
+    }
+
+    #[test]
+    fn options_split_off_the_cdc_ones() {
+        let (rest, cdc) = CdcSpec::split_options(pairs(&[
+            ("cdc.keys", "id"),
+            ("cloudFiles.format", "json"),
+        ]));
+        assert_eq!(rest, pairs(&[("cloudFiles.format", "json")]));
+        assert_eq!(cdc, pairs(&[("keys", "id")]));
+    }
+}

@@ -1,0 +1,228 @@
+//! APPLY CHANGES into an SCD type 1 table: Databricks' worked examples (lakeflow.md §1),
+//! fed in one batch and one record per batch in shuffled orders, and SIGKILLs at random
+//! moments, each giving exactly the documented table.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use crate::common::{self, Scratch, ok, run, stderr};
+
+/// Databricks' example records: userId, name, city, operation, sequenceNum.
+const RECORDS: &[&str] = &[
+    r#"{"userId": 124, "name": "Raul", "city": "Oaxaca", "operation": "INSERT", "sequenceNum": 1}"#,
+    r#"{"userId": 123, "name": "Isabel", "city": "Monterrey", "operation": "INSERT", "sequenceNum": 1}"#,
+    r#"{"userId": 125, "name": "Mercedes", "city": "Tijuana", "operation": "INSERT", "sequenceNum": 2}"#,
+    r#"{"userId": 126, "name": "Lily", "city": "Cancun", "operation": "INSERT", "sequenceNum": 2}"#,
+    r#"{"userId": 123, "name": null, "city": null, "operation": "DELETE", "sequenceNum": 6}"#,
+    r#"{"userId": 125, "name": "Mercedes", "city": "Guadalajara", "operation": "UPDATE", "sequenceNum": 6}"#,
+    r#"{"userId": 125, "name": "Mercedes", "city": "Mexicali", "operation": "UPDATE", "sequenceNum": 5}"#,
+    r#"{"userId": 123, "name": "Isabel", "city": "Chihuahua", "operation": "UPDATE", "sequenceNum": 5}"#,
+];
+
+const TRUNCATE: &str =
+    r#"{"userId": null, "name": null, "city": null, "operation": "TRUNCATE", "sequenceNum": 3}"#;
+
+/// The CDC options of the examples (`except (operation, sequenceNum)`).
+fn cdc_options(truncates: bool) -> Vec<String> {
+    let mut o: Vec<String> = [
+        "cloudFiles.inferColumnTypes=true",
+        "cloudFiles.includeMetadata=false",
+        "cdc.keys=userId",
+        "cdc.sequence_by=sequenceNum",
+        "cdc.apply_as_deletes=operation = 'DELETE'",
+        "cdc.except_column_list=operation,sequenceNum,_rescued_data",
+    ]
+    .map(String::from)
+    .to_vec();
+    if truncates {
+        o.push("cdc.apply_as_truncates=operation = 'TRUNCATE'".into());
+    }
+    o
+}
+
+fn ingest(s: &Scratch, options: &[String], extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<String> = vec![
+        "ingest".into(),
+        s.landing().display().to_string(),
+        s.table().display().to_string(),
+        "--once".into(),
+    ];
+    for o in options.iter().map(String::as_str).chain(extra.iter().copied()) {
+        args.push("-o".into());
+        args.push(o.to_string());
+    }
+    run(&args, &[])
+}
+
+/// The table's rows as `userId name city`, sorted, read by Python deltalake.
+fn rows(table: &Path) -> Vec<String> {
+    let py = common::read_with_python(table, "userId");
+    let mut out: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |v: &serde_json::Value| match v {
+                serde_json::Value::Null => "null".to_string(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!("{} {} {}", text(&r["userId"]), text(&r["name"]), text(&r["city"]))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn columns(table: &Path) -> Vec<String> {
+    let py = common::read_with_python(table, "userId");
+    py["types"].as_object().unwrap().keys().cloned().collect()
+}
+
+const EXAMPLE_A: [&str; 3] = ["124 Raul Oaxaca", "125 Mercedes Guadalajara", "126 Lily Cancun"];
+
+#[test]
+fn scd1_example_in_one_batch_gives_the_documented_table() {
+    let s = Scratch::new();
+    s.land("changes.json", RECORDS.join("\n") + "\n");
+    let out = ok(&ingest(&s, &cdc_options(false), &[]));
+    assert_eq!(rows(&s.table()), EXAMPLE_A, "{out}");
+    assert_eq!(columns(&s.table()), ["userId", "name", "city"]);
+    // Run again: nothing new, nothing changes.
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    assert_eq!(rows(&s.table()), EXAMPLE_A);
+}
+
+#[test]
+fn scd1_example_one_record_per_batch_in_shuffled_orders() {
+    // A few fixed permutations (deterministic), including the reverse order.
+    let orders: [[usize; 8]; 4] = [
+        [0, 1, 2, 3, 4, 5, 6, 7],
+        [7, 6, 5, 4, 3, 2, 1, 0],
+        [4, 7, 0, 5, 2, 6, 1, 3],
+        [5, 3, 6, 1, 7, 0, 4, 2],
+    ];
+    for order in orders {
+        let s = Scratch::new();
+        for (pos, &i) in order.iter().enumerate() {
+            s.land(&format!("{pos:02}.json"), format!("{}\n", RECORDS[i]));
+        }
+        ok(&ingest(&s, &cdc_options(false), &["cloudFiles.maxFilesPerTrigger=1"]));
+        assert_eq!(rows(&s.table()), EXAMPLE_A, "order {order:?}");
+    }
+}
+
+#[test]
+fn scd1_with_a_truncate_keeps_only_what_is_sequenced_after_it() {
+    let s = Scratch::new();
+    let mut all: Vec<&str> = RECORDS.to_vec();
+    all.push(TRUNCATE);
+    s.land("changes.json", all.join("\n") + "\n");
+    ok(&ingest(&s, &cdc_options(true), &[]));
+    assert_eq!(rows(&s.table()), ["125 Mercedes Guadalajara"]);
+}
+
+#[test]
+fn a_null_key_stops_the_batch_naming_the_file() {
+    let s = Scratch::new();
+    s.land("good.json", format!("{}\n", RECORDS[0]));
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    let bad = s.land(
+        "bad.json",
+        r#"{"userId": null, "name": "X", "city": "Y", "operation": "INSERT", "sequenceNum": 9}"#,
+    );
+    let out = ingest(
+        &s,
+        &[cdc_options(false), vec!["cloudFiles.includeMetadata=true".into()]].concat(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("NULL_KEY") && err.contains("bad.json"), "{err} {bad:?}");
+    assert_eq!(rows(&s.table()), ["124 Raul Oaxaca"], "nothing of the batch applied");
+}
+
+#[test]
+fn random_sigkills_of_a_cdc_flow_give_the_uninterrupted_table() {
+    // A longer stream: keys 0..40, each updated several times, deletes and late records.
+    let mut lines = Vec::new();
+    for round in 0..6u64 {
+        for key in 0..40u64 {
+            let seq = round * 100 + (key * 7919 + round * 31) % 97;
+            let op = if (key + round) % 11 == 0 { "DELETE" } else { "UPSERT" };
+            lines.push(format!(
+                r#"{{"userId": {key}, "name": "n{round}", "city": "c{}", "operation": "{op}", "sequenceNum": {seq}}}"#,
+                (key * round) % 13
+            ));
+        }
+    }
+    let write_files = |s: &Scratch| {
+        for (i, chunk) in lines.chunks(20).enumerate() {
+            s.land(&format!("{i:03}.json"), chunk.join("\n") + "\n");
+        }
+    };
+    let opts = [cdc_options(false), vec!["cloudFiles.maxFilesPerTrigger=1".into()]].concat();
+    let calm = Scratch::new();
+    write_files(&calm);
+    ok(&ingest(&calm, &opts, &[]));
+    let expected = rows(&calm.table());
+    assert!(expected.len() > 10, "{expected:?}");
+
+    let s = Scratch::new();
+    write_files(&s);
+    let mut args: Vec<String> = vec![
+        "ingest".into(),
+        s.landing().display().to_string(),
+        s.table().display().to_string(),
+        "--once".into(),
+    ];
+    for o in &opts {
+        args.push("-o".into());
+        args.push(o.clone());
+    }
+    for round in 0..8u64 {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&args)
+            .env_remove("AUTOLOADER_FAILPOINT")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(40 + (round * 53) % 150));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    ok(&run(&args, &[]));
+    assert_eq!(rows(&s.table()), expected, "after random kills");
+}
+
+#[test]
+fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
+    let s = Scratch::new();
+    for (i, r) in RECORDS.iter().enumerate() {
+        s.land(&format!("{i:02}.json"), format!("{r}\n"));
+    }
+    let opts = [cdc_options(false), vec!["cloudFiles.maxFilesPerTrigger=1".into()]].concat();
+    for n in 1..=RECORDS.len() {
+        let mut args: Vec<String> = vec![
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+        ];
+        for o in &opts {
+            args.push("-o".into());
+            args.push(o.clone());
+        }
+        let crashed = run(
+            &args,
+            &[("AUTOLOADER_FAILPOINT", &format!("after-cdc-target-commit@{n}"))],
+        );
+        if crashed.status.signal() != Some(9) {
+            ok(&crashed);
+        }
+    }
+    ok(&ingest(&s, &opts, &[]));
+    assert_eq!(rows(&s.table()), EXAMPLE_A);
+}
