@@ -75,7 +75,8 @@ impl FlowSpec {
     }
 
     /// Binds the flow to a decoded schema whose last columns are `trailing` (always
-    /// kept). Names match exactly, else by a unique case-insensitive match.
+    /// kept; the first of them may be the rescued data, named by [`BoundFlow::rescued`]).
+    /// Names match exactly, else by a unique case-insensitive match.
     pub fn bind(
         &self,
         decoded: &SchemaRef,
@@ -127,6 +128,7 @@ impl FlowSpec {
             predicate,
             projection,
             schema,
+            rescued: None,
         })
     }
 
@@ -197,34 +199,60 @@ pub struct BoundFlow {
     predicate: Option<Predicate>,
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
+    /// The decoded schema's rescued-data column, whose filtered rows are counted apart.
+    rescued: Option<usize>,
+}
+
+/// What [`BoundFlow::apply`] left out of a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filtered {
+    pub rows: u64,
+    /// Of those, rows that had rescued data.
+    pub rescued_rows: u64,
 }
 
 impl BoundFlow {
+    /// Counts filtered rows that had rescued data in column `name` of the decoded schema
+    /// (they leave the rescued count, and are reported, not lost unseen).
+    pub fn rescued(mut self, name: Option<&str>, decoded: &SchemaRef) -> Self {
+        self.rescued = name.and_then(|n| decoded.index_of(n).ok());
+        self
+    }
+
     /// The columns of the batches [`BoundFlow::apply`] returns: the table's.
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
-    /// The rows the condition keeps, projected; and how many rows it left out.
-    pub fn apply(&self, batch: RecordBatch) -> Result<(RecordBatch, u64), FlowError> {
+    /// The rows the condition keeps, projected; and what it left out.
+    pub fn apply(&self, batch: RecordBatch) -> Result<(RecordBatch, Filtered), FlowError> {
         let (batch, filtered) = match &self.predicate {
             Some(p) => {
                 let keep = p.evaluate(&batch)?;
                 let kept = keep.true_count();
-                let filtered = (batch.num_rows() - kept) as u64;
-                if filtered == 0 {
-                    (batch, 0)
+                if kept == batch.num_rows() {
+                    (batch, Filtered::default())
                 } else {
+                    let rescued_rows = self.rescued.map_or(0, |i| {
+                        let rescued = batch.column(i);
+                        (0..batch.num_rows())
+                            .filter(|r| !keep.value(*r) && rescued.is_valid(*r))
+                            .count() as u64
+                    });
                     let out = arrow_select::filter::filter_record_batch(&batch, &keep).map_err(
                         |source| PredicateError::Evaluate {
                             text: p.text().to_string(),
                             source,
                         },
                     )?;
+                    let filtered = Filtered {
+                        rows: (batch.num_rows() - kept) as u64,
+                        rescued_rows,
+                    };
                     (out, filtered)
                 }
             }
-            None => (batch, 0),
+            None => (batch, Filtered::default()),
         };
         let batch = match &self.projection {
             Some(indices) => batch.project(indices).map_err(|e| FlowError::Columns {
@@ -311,19 +339,29 @@ mod tests {
     fn apply_filters_then_projects_and_counts() {
         // The condition reads a column the projection leaves out.
         let flow = spec(None, Some(&["note"]), Some("note != 'skip'")).unwrap();
-        let bound = flow.bind(&decoded(), &trailing(), Tz::UTC).unwrap();
+        let bound = flow
+            .bind(&decoded(), &trailing(), Tz::UTC)
+            .unwrap()
+            .rescued(Some("_rescued_data"), &decoded());
         let batch = RecordBatch::try_new(
             decoded(),
             vec![
                 Arc::new(Int64Array::from(vec![1, 2, 3])),
                 Arc::new(StringArray::from(vec!["eu", "us", "eu"])),
                 Arc::new(StringArray::from(vec![Some("keep"), Some("skip"), None])),
-                Arc::new(StringArray::from(vec![None::<&str>, None, None])),
+                Arc::new(StringArray::from(vec![None, Some("{}"), None])),
             ],
         )
         .unwrap();
         let (out, filtered) = bound.apply(batch).unwrap();
-        assert_eq!(filtered, 2, "the null note is unknown, so filtered too");
+        let expected = Filtered {
+            rows: 2,
+            rescued_rows: 1,
+        };
+        assert_eq!(
+            filtered, expected,
+            "the null note is unknown, so filtered too"
+        );
         assert_eq!(out.schema(), *bound.schema());
         let ids = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(ids.values(), &[1]);
