@@ -10,6 +10,7 @@ mod config;
 mod crash;
 mod evolution;
 mod faults;
+mod flows;
 mod fuzz_smoke;
 mod ingest_once;
 mod layout;
