@@ -4,7 +4,7 @@
 //!
 //! The language: comparisons (`= == != <> < <= > >=`) of a column with a literal (either
 //! side), `[NOT] IN (...)`, `[NOT] BETWEEN a AND b`, `IS [NOT] NULL`, `AND`, `OR`, `NOT`,
-//! parentheses. Literals: numbers, strings, `TRUE`/`FALSE`, `DATE '...'`,
+//! parentheses, and a BOOLEAN column alone. Literals: numbers, strings, `TRUE`/`FALSE`, `DATE '...'`,
 //! `TIMESTAMP '...'`. A string compared with a DATE or TIMESTAMP column is read as one,
 //! as Spark casts it; a literal that cannot be read as its column's type is an error at
 //! bind time, with its position, so a typo never silently filters everything.
@@ -102,6 +102,8 @@ enum Node {
         column: Name,
         negated: bool,
     },
+    /// A BOOLEAN column alone (`is_test`, `NOT is_test`).
+    Truth(Name),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -238,7 +240,8 @@ impl Node {
             Node::Not(a) => a.columns(out),
             Node::Compare { column, .. }
             | Node::In { column, .. }
-            | Node::IsNull { column, .. } => {
+            | Node::IsNull { column, .. }
+            | Node::Truth(column) => {
                 if !out.contains(&column.text.as_str()) {
                     out.push(&column.text);
                 }
@@ -376,6 +379,7 @@ fn node(text: &str, expr: &ast::Expr, depth: usize) -> Result<Node, PredicateErr
                 range
             }
         }
+        ast::Expr::Identifier(_) => Node::Truth(column(expr)?),
         ast::Expr::IsNull(e) => Node::IsNull {
             column: column(e)?,
             negated: false,
@@ -676,6 +680,25 @@ impl Binder<'_> {
                 index: self.column(column)?,
                 negated: *negated,
             },
+            Node::Truth(column) => {
+                let index = self.column(column)?;
+                let field = &self.schema.fields()[index];
+                if field.data_type() != &ArrowType::Boolean {
+                    return Err(self.invalid(
+                        column.at,
+                        format!(
+                            "column {} is {}, not BOOLEAN: compare it with a value",
+                            field.name(),
+                            sql_type(field.data_type())
+                        ),
+                    ));
+                }
+                Bound::Compare {
+                    operand: Operand { index, cast: None },
+                    op: Op::Eq,
+                    value: Arc::new(BooleanArray::from(vec![true])),
+                }
+            }
         })
     }
 
@@ -1026,10 +1049,9 @@ mod tests {
         assert_eq!(kept("id >= 1 AND name != 'b'"), [1, 3]);
         assert_eq!(kept("NOT id = 1"), [2, 3]);
         assert_eq!(kept("NOT (id = 1 OR id = 2) AND ok = true"), [3]);
-        assert!(
-            error("ok").contains("not supported"),
-            "a bare column is not a condition"
-        );
+        assert_eq!(kept("ok"), [1, 3], "a BOOLEAN column alone is a condition");
+        assert_eq!(kept("NOT ok AND id > 0"), [2]);
+        assert!(error("id AND ok").contains("column id is INT, not BOOLEAN"));
     }
 
     #[test]

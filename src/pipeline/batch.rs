@@ -254,6 +254,7 @@ pub(crate) async fn execute_counted(
         json!({
             "batch": plan.batch, "files": files_done, "rows": rows, "bytes": bytes,
             "rescuedRows": rescued_rows, "skippedFiles": skipped, "seconds": seconds,
+            "filteredRows": filtered_rows,
             "tableVersion": table_version, "schemaVersion": state.version.version,
         }),
     );

@@ -131,6 +131,19 @@ where = "order_date < '2025-01-01'"
     assert_eq!(infos.len(), 1, "{infos:?}");
     assert_eq!(infos[0]["rows"], 2);
     assert_eq!(infos[0]["filteredRows"], 4);
+    let events = std::fs::read_to_string(table.join("_autoloader/backfill/events.jsonl")).unwrap();
+    let committed: serde_json::Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "batch_committed")
+        .expect("a batch_committed event");
+    assert_eq!(
+        (
+            committed["rows"].as_u64(),
+            committed["filteredRows"].as_u64()
+        ),
+        (Some(2), Some(4))
+    );
     // An outside reader sees the same: the DATE column, two rows, no `note`.
     let read = common::read_with_python(&table, "order_id");
     assert_eq!(read["num_rows"], 2, "{read}");
