@@ -1273,6 +1273,12 @@ fn print_dry_run(plan: &pipeline::DryRun) {
             if !schema.partition_columns.is_empty() {
                 println!("  partitioned by {}", schema.partition_columns.join(", "));
             }
+            if !schema.left_out.is_empty() {
+                println!("  not in the table (flow): {}", schema.left_out.join(", "));
+            }
+            if let Some(condition) = &schema.condition {
+                println!("  only rows where: {condition}");
+            }
         }
         None => println!("Schema: none yet (no file to infer it from)."),
     }

@@ -236,6 +236,9 @@ fn new_columns_follow_except_columns_but_not_columns() {
             common::ok(&out);
         }
         assert_eq!(ids(&s.table()), [1, 2, 7], "{flow}");
+        // The stream's schema has the new column either way (`_schemas/1`).
+        let evolved = std::fs::read_to_string(s.table().join("_autoloader/_schemas/1")).unwrap();
+        assert!(evolved.contains("coupon"), "{flow}: {evolved}");
         let columns = columns_of(&s.table());
         assert_eq!(
             columns.contains(&"coupon".to_string()),
@@ -420,4 +423,47 @@ fn shell_words(line: &str) -> Vec<String> {
         words.push(word);
     }
     words
+}
+
+/// `ingest --dry-run` checks the flow against the schema it would read with and shows it;
+/// nothing is written either way.
+#[test]
+fn a_dry_run_checks_and_shows_the_flow() {
+    let s = Scratch::new();
+    s.land("1.json", ORDERS);
+    let dry = |condition: &str| {
+        common::run(
+            &[
+                "ingest".into(),
+                s.landing().display().to_string(),
+                s.table().display().to_string(),
+                "--dry-run".into(),
+                "--json".into(),
+                "-o".into(),
+                "cloudFiles.schemaHints=order_date DATE".into(),
+                "--except-columns=note".into(),
+                format!("--where={condition}"),
+            ],
+            &[],
+        )
+    };
+    let plan: serde_json::Value =
+        serde_json::from_str(&common::ok(&dry("order_date < '2025-01-01'"))).unwrap();
+    assert_eq!(
+        plan["schema"]["leftOut"],
+        serde_json::json!(["note"]),
+        "{plan}"
+    );
+    assert_eq!(
+        plan["schema"]["where"], "order_date < '2025-01-01'",
+        "{plan}"
+    );
+    let out = dry("order_date < 2025");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("at column 14: column order_date is DATE"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert!(!s.table().exists(), "a dry run writes nothing");
 }
