@@ -9,6 +9,7 @@
 //! source = "landing/orders"       # relative paths are relative to this file
 //! table = "bronze/orders"
 //! # checkpoint = "..."           # default: <table>/_autoloader/<name>
+//! # columns = ["order_id"]       # or except_columns; where = "amount > 0" (crate::flow)
 //! [stream.options]
 //! "cloudFiles.format" = "json"
 //!

@@ -467,3 +467,36 @@ fn a_dry_run_checks_and_shows_the_flow() {
     );
     assert!(!s.table().exists(), "a dry run writes nothing");
 }
+
+/// Parquet files go through the same flow: a TIMESTAMP column compared with a string, a
+/// DOUBLE with an integer, and `columns` keeping two columns.
+#[test]
+fn parquet_rows_are_filtered_too() {
+    let s = Scratch::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/orders/parquet");
+    for f in std::fs::read_dir(&fixtures).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, s.landing().join(f.file_name().unwrap())).unwrap();
+    }
+    let out = common::run(
+        &[
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "--json".into(),
+            "-o".into(),
+            "cloudFiles.format=parquet".into(),
+            "--columns=order_id,amount".into(),
+            "--where=order_date >= '2026-03-13 12:00:00' AND amount < 1300".into(),
+        ],
+        &[],
+    );
+    let summary = json_summary(&out);
+    assert_eq!(ids(&s.table()), [3, 4, 5, 6, 7, 8], "{summary}");
+    assert_eq!(summary["filteredRows"], 4, "{summary}");
+    assert_eq!(
+        columns_of(&s.table()),
+        ["order_id", "amount", "_rescued_data", "_metadata"]
+    );
+}
