@@ -545,7 +545,7 @@ impl Predicate {
         })?;
         // Unknown is not true: nulls become false.
         Ok(match result.nulls() {
-            Some(_) => BooleanArray::from_iter(result.iter().map(|v| Some(v == Some(true)))),
+            Some(_) => arrow_select::filter::prep_null_mask_filter(&result),
             None => result,
         })
     }
@@ -1150,5 +1150,45 @@ mod tests {
             p.evaluate(&other),
             Err(PredicateError::Mismatch { .. })
         ));
+    }
+
+    /// Column names that are SQL keywords still read as columns where unambiguous.
+    #[test]
+    fn keyword_like_column_names() {
+        let names = [
+            "date",
+            "timestamp",
+            "value",
+            "user",
+            "year",
+            "month",
+            "order",
+        ];
+        let schema = Arc::new(ArrowSchema::new(
+            names
+                .iter()
+                .map(|n| Field::new(*n, ArrowType::Int64, true))
+                .collect::<Vec<_>>(),
+        ));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            names
+                .iter()
+                .map(|_| Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)
+                .collect(),
+        )
+        .unwrap();
+        for text in [
+            "date = 1",
+            "timestamp = 1",
+            "value = 1",
+            "user = 1",
+            "year = 1 and month in (1, 3)",
+            "`order` = 1",
+        ] {
+            let p = Predicate::parse(text, &schema).unwrap_or_else(|e| panic!("{e}"));
+            let mask = p.evaluate(&batch).unwrap();
+            assert_eq!(mask.true_count(), 1, "{text}");
+        }
     }
 }
