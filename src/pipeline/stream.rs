@@ -513,7 +513,10 @@ impl<'a> StreamRun<'a> {
         let existed = self.sink.exists();
         let created = self
             .sink
-            .ensure_created(&layout.arrow_schema(), self.checkpoint.stream_id())
+            .ensure_created(
+                &self.req.table_schema(&layout)?,
+                self.checkpoint.stream_id(),
+            )
             .await?;
         // Another writer created the table meanwhile: read its types. (A table that
         // existed was read above.)

@@ -11,6 +11,7 @@ mod crash;
 mod delta_source;
 mod evolution;
 mod faults;
+mod flows;
 mod fuzz_smoke;
 mod ingest_once;
 mod layout;
