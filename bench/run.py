@@ -8,6 +8,8 @@ One command:  python3 bench/run.py            (full sizes, about 1 GiB per big s
 It builds the release binary, generates deterministic data (cached under
 /tmp/autoloader-bench/data/<set>-<size>), then for each data set runs autoloader and,
 when installed, DuckDB -> Delta and Polars -> Delta, one measured process at a time.
+The `silver` set reads a Delta table instead (bronze -> silver), against Python
+`deltalake` copying the table (and, after one small commit, its `load_cdf`).
 Each run gets a fresh table directory; every table is read back with Python `deltalake`
 in a separate process and its row count and sum(order_id) are checked against what was
 generated, so a fast wrong answer cannot win. Prints one table of figures and the
@@ -48,7 +50,13 @@ MIB = 1 << 20
 LOADS = []  # 1-minute load average just before each measured process
 OUR_TIMEOUT = 1800
 
-SETS = ["bulk", "csv", "drift", "small", "restart", "wide"]
+SETS = ["bulk", "csv", "drift", "small", "restart", "wide", "silver"]
+# `silver`: a Delta table as the source (bronze -> silver). The bronze table is the bulk
+# data set ingested by autoloader in up to SILVER_COMMITS commits (cached); then a first
+# catch-up into a fresh silver table, and an incremental run after one small commit.
+SILVER_COMMITS = 20
+SILVER_EXTRA_ROWS = 1_000       # rows of the small commit appended to (a copy of) bronze
+SILVER_EXTRA_ID_OFFSET = 100_000_000  # added to their order_id, so every id stays unique
 # `wide`: each file holds one order whose note is ~48 MB of text among ordinary orders,
 # for the memory target ("whatever the line sizes"); only autoloader is run on it.
 WIDE_NOTE_BYTES = 36_000_000  # random bytes, base64-encoded to 48 MB
@@ -471,6 +479,158 @@ def run_competitor(tool, name, path, m, args):
     return res
 
 
+def table_parquet(table):
+    """(count, bytes) of the Parquet files below a table, `_` folders left out."""
+    n = b = 0
+    for root, dirs, names in os.walk(table):
+        dirs[:] = [d for d in dirs if not d.startswith("_")]
+        for x in names:
+            if x.endswith(".parquet"):
+                n += 1
+                b += os.path.getsize(os.path.join(root, x))
+    return n, b
+
+
+def bronze_table(size):
+    """The bronze Delta table of the `silver` set: the bulk data set ingested by
+    autoloader in up to SILVER_COMMITS commits (cloudFiles.maxFilesPerTrigger), cached in
+    data/silver-<size>/bronze with a manifest of what it holds."""
+    bulk_path, bm = dataset("bulk", size)
+    path = os.path.join(DATA, "silver-%s" % size)
+    mpath = os.path.join(path, "manifest.json")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            m = json.load(f)
+        if m.get("gen_version") == GEN_VERSION:
+            return os.path.join(path, "bronze"), m
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    per = -(-bm["files"] // SILVER_COMMITS)
+    bronze = os.path.join(tmp, "bronze")
+    cmd = autoloader_cmd(os.path.join(bulk_path, "landing"), bronze,
+                         ("-o", "cloudFiles.maxFilesPerTrigger=%d" % per))
+    print("building the bronze table into %s (%d files per commit)" % (bronze, per), flush=True)
+    rc, wall, rss, out, err = measure(cmd, os.path.join(tmp, "build"), OUR_TIMEOUT)
+    if rc != 0:
+        sys.exit("building the bronze table failed (exit %s): %s\n  %s" % (
+            rc, short(err or out), " ".join(cmd)))
+    check = readback(bronze, "silver-bronze")
+    if check.get("rows") != bm["rows"] or check.get("order_id_sum") != bm["order_id_sum"]:
+        sys.exit("the bronze table does not hold the bulk data set: %s" % check)
+    files, nbytes = table_parquet(bronze)
+    m = {k: bm[k] for k in ("rows", "order_id_sum", "note_count", "gift_message_count")}
+    m.update({"set": "silver", "size": size, "gen_version": GEN_VERSION,
+              "files": files, "bytes": nbytes, "version": check["version"],
+              "commits": check["version"] + 1, "landing_bytes": bm["bytes"]})
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump(m, f)
+    shutil.rmtree(path, ignore_errors=True)
+    os.rename(tmp, path)
+    return os.path.join(path, "bronze"), m
+
+
+def silver_python(tool, spec, log, args):
+    spec = dict(spec, tool=tool)
+    spec_path = log + "-spec.json"
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    LOADS.append(os.getloadavg()[0])
+    rc, wall, rss, out, err = measure(
+        [sys.executable, os.path.abspath(__file__), "--worker", spec_path], log, args.timeout)
+    res = {"tool": tool, "wall": wall, "rss": rss}
+    r = last_json(out)
+    if rc == "timeout":
+        res["error"] = "timeout: capped at %d s" % args.timeout
+    elif r is None:
+        res["error"] = "exit %s: %s" % (rc, short(err or out))
+    elif not r.get("ok"):
+        res["error"] = r.get("error", "failed")[:160]
+    else:
+        res["work"] = r["work_s"]
+        res["out"] = r
+    return res
+
+
+def run_silver_try(bronze, m, args, python):
+    """One try of the `silver` set, every step its own process, one at a time, on a
+    hard-linked copy of the cached bronze table (a commit only adds files, so the cache is
+    never written): the first catch-up by each tool into a fresh silver table, then one
+    small commit appended to the copy, then each tool's incremental run. Returns
+    {(phase, tool): result} and what the small commit holds (rows, sums, Parquet bytes)."""
+    base = os.path.join(RUNS, "silver")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    src = os.path.join(base, "bronze")
+    subprocess.run(["cp", "-al", bronze, src], check=True)
+    shutil.rmtree(os.path.join(src, "_autoloader"))  # the bronze stream's, not needed
+    ours_t, py_t = os.path.join(base, "autoloader"), os.path.join(base, "deltalake")
+    parquet = [os.path.join(r, x) for r, _, ns in os.walk(src) for x in ns if x.endswith(".parquet")]
+    out = {}
+
+    def ours(phase):
+        warm(parquet)
+        LOADS.append(os.getloadavg()[0])
+        cmd = [BIN, "ingest", src, ours_t, "--once", "--json"]
+        rc, wall, rss, o, err = measure(cmd, os.path.join(base, "autoloader-" + phase), OUR_TIMEOUT)
+        res = {"tool": "autoloader", "wall": wall, "rss": rss}
+        s = summary(o)
+        if rc != 0 or not s or s.get("status") != "done":
+            res["error"] = "exit %s: %s" % (rc, short(err or o))
+            res["cmd"] = " ".join(cmd)
+        else:
+            res["files"] = s.get("files")
+            res["batches"] = s.get("batches")
+            res["check"] = readback(ours_t, "silver/autoloader-" + phase)
+            res["parquet_files"], res["commits"] = count_table_files(ours_t)
+        out[(phase, "autoloader")] = res
+
+    def theirs(phase, tool, **kw):
+        warm(parquet)
+        res = silver_python(tool, {"source": src, "table": py_t, **kw},
+                            os.path.join(base, "%s-%s" % (tool, phase)), args)
+        if "error" not in res:
+            res["check"] = readback(py_t, "silver/%s-%s" % (tool, phase))
+        out[(phase, tool)] = res
+
+    ours("catchup")
+    if python:
+        theirs("catchup", "deltalake-copy")
+    # the small commit (not measured)
+    r = silver_python("append", {"source": src, "rows": SILVER_EXTRA_ROWS,
+                                 "id_offset": SILVER_EXTRA_ID_OFFSET},
+                      os.path.join(base, "append"), args)
+    if "error" in r:
+        sys.exit("appending the small commit to %s failed: %s" % (src, r["error"]))
+    extra = r["out"]
+    extra["bytes"] = table_parquet(src)[1] - m["bytes"]  # the new commit's Parquet
+    parquet[:] = [os.path.join(rt, x) for rt, _, ns in os.walk(src) for x in ns if x.endswith(".parquet")]
+    ours("incremental")
+    if python:
+        # load_cdf first: it appends to the silver table the copy above left
+        theirs("incremental", "deltalake-cdf", after_version=m["version"])
+        theirs("incremental", "deltalake-copy")
+    return out, extra
+
+
+def run_silver(size, args, python):
+    bronze, m = bronze_table(size)
+    tries = [run_silver_try(bronze, m, args, python) for _ in range(args.repeat)]
+    extra = tries[0][1]
+    after = {k: m[k] + extra[k] for k in ("rows", "order_id_sum", "note_count", "gift_message_count")}
+    after.update(bytes=extra["bytes"], files=1)
+    best = {}
+    for key in tries[0][0]:
+        rs = [t[0][key] for t in tries]
+        good = [r for r in rs if "error" not in r]
+        b = min(good, key=lambda r: r.get("work", r["wall"])) if good else rs[-1]
+        b["rss"] = max(r["rss"] for r in rs)
+        if len(rs) > 1:
+            b["tries"] = [round(r.get("work", r["wall"]), 2) for r in rs]
+        best[key] = b
+    return {"bronze": bronze, "m": m, "after": after, "extra": extra, "best": best}
+
+
 def best_of(n, run):
     """Runs a measurement n times; keeps the fastest successful one (a failure if all
     fail), with the highest peak RSS seen over all of them."""
@@ -565,6 +725,8 @@ def sample_lines(glob_pattern, n):
 def worker(spec_path):
     with open(spec_path) as f:
         spec = json.load(f)
+    if spec["tool"].startswith("deltalake") or spec["tool"] == "append":
+        silver_worker(spec)
     code = 0
     phase = 0
     try:
@@ -610,6 +772,63 @@ def worker(spec_path):
         if len(spec["phases"]) > 1:
             msg = "phase %d of %d: %s" % (phase, len(spec["phases"]), msg)
         res = {"ok": False, "error": msg}
+        code = 1
+    sys.stdout.write(json.dumps(res) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # deltalake + pyarrow may abort at interpreter exit (delta-rs#2184)
+
+
+def silver_worker(spec):
+    """Python deltalake, bronze -> silver, as a user without a streaming reader would:
+    `copy`: the whole table as of its latest version, streamed into write_deltalake
+    (overwrite); `cdf`: the rows of the commits after `after_version`, from load_cdf,
+    appended; `append`: the small commit added to the bronze copy (not measured)."""
+    code = 0
+    try:
+        t_imports = time.perf_counter()
+        import pyarrow as pa
+        from deltalake import DeltaTable, write_deltalake
+        t0 = time.perf_counter()
+        res = {"ok": True}
+        src = DeltaTable(spec["source"])
+        if spec["tool"] == "append":
+            import pyarrow.compute as pc
+            t = src.to_pyarrow_dataset().head(spec["rows"])
+            i = t.schema.get_field_index("order_id")
+            ids = pc.add(t["order_id"], pa.scalar(spec["id_offset"], t["order_id"].type))
+            t = t.set_column(i, t.schema.field(i), ids)
+            write_deltalake(spec["source"], t, mode="append")
+            res.update(rows=t.num_rows, order_id_sum=int(pc.sum(ids).as_py()),
+                       note_count=t.num_rows - t["note"].null_count,
+                       gift_message_count=(t.num_rows - t["gift_message"].null_count)
+                       if "gift_message" in t.schema.names else 0,
+                       version=DeltaTable(spec["source"]).version())
+        elif spec["tool"] == "deltalake-copy":
+            reader = src.to_pyarrow_dataset().scanner(batch_size=131_072).to_reader()
+            write_deltalake(spec["table"], reader, mode="overwrite")
+            res["source_version"] = src.version()
+        else:  # deltalake-cdf: the changes since the version the last run read
+            cdf = pa.RecordBatchReader.from_stream(
+                src.load_cdf(starting_version=spec["after_version"] + 1))
+            keep = [n for n in cdf.schema.names
+                    if n not in ("_change_type", "_commit_version", "_commit_timestamp")]
+            schema = pa.schema([cdf.schema.field(n) for n in keep])
+            rows = [0]
+
+            def batches():
+                for b in cdf:
+                    rows[0] += b.num_rows
+                    yield b.select(keep)
+            write_deltalake(spec["table"], pa.RecordBatchReader.from_batches(schema, batches()),
+                            mode="append")
+            res["rows_read"] = rows[0]
+            res["source_version"] = src.version()
+        res["work_s"] = time.perf_counter() - t0
+        res["import_s"] = t0 - t_imports
+    except BaseException as e:  # noqa: BLE001 - report any failure as a result
+        res = {"ok": False, "error": "%s: %s" % (
+            type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")}
         code = 1
     sys.stdout.write(json.dumps(res) + "\n")
     sys.stdout.flush()
@@ -666,13 +885,74 @@ def check_ok(res, m):
     return not bad, ", ".join(bad)
 
 
+SILVER_LABELS = {"deltalake-copy": "deltalake: whole table", "deltalake-cdf": "deltalake: load_cdf"}
+
+
+def silver_table_rows(silver):
+    """The silver set's rows of the report table, and whether every table checked out.
+    MB/s, rows/s and files/s are of what the run had to deliver: the bronze table's Parquet
+    for the catch-up, the small commit for the incremental runs (also for the whole-table
+    copy, which reads everything again to deliver it)."""
+    m, after = silver["m"], silver["after"]
+    rows, all_ok = [], True
+    for phase in ("catchup", "incremental"):
+        deliver = m if phase == "catchup" else after
+        work = m if phase == "catchup" else {"rows": silver["extra"]["rows"],
+                                              "bytes": silver["extra"]["bytes"], "files": 1}
+        if phase == "catchup":
+            label = "silver first catch-up (bronze: %d versions, %d parquet, %.0f MB, %d rows)" % (
+                m["commits"], m["files"], m["bytes"] / 1e6, m["rows"])
+        else:
+            label = "silver incremental (+1 commit: 1 parquet, %.2f MB, %d rows)" % (
+                work["bytes"] / 1e6, work["rows"])
+        ours_secs = None
+        for tool in ("autoloader", "deltalake-cdf", "deltalake-copy"):
+            r = silver["best"].get((phase, tool))
+            if r is None:
+                continue
+            name = SILVER_LABELS.get(tool, tool)
+            if "error" in r:
+                all_ok = False
+                rows.append([label, name, fmt_num(r["wall"], 2), "failed", "", "", "",
+                             fmt_num(r["rss"], 0), "—", "—", r["error"]])
+                continue
+            secs = r["wall"] if tool == "autoloader" else r["work"]
+            ok, why = check_ok(r, deliver)
+            all_ok = all_ok and ok
+            notes = []
+            if tool == "autoloader":
+                ours_secs = secs if ok else None
+                ratio = "—"
+                notes.append("%s files in %s batch(es); silver now %d parquet, %d commits" % (
+                    r.get("files"), r.get("batches"), r["parquet_files"], r["commits"]))
+            else:
+                ratio = "%.2fx" % (secs / ours_secs) if ours_secs and ok else "—"
+                if tool == "deltalake-copy":
+                    notes.append("to_pyarrow_dataset() streamed into write_deltalake, overwrite"
+                                 + ("; reads all %d rows again" % after["rows"]
+                                    if phase == "incremental" else ""))
+                else:
+                    notes.append("load_cdf(starting_version=%d), %s rows, appended" % (
+                        m["version"] + 1, r["out"].get("rows_read")))
+            if r.get("tries"):
+                notes.append("tries %s s" % "/".join(str(x) for x in r["tries"]))
+            if why:
+                notes.append(why)
+            rows.append([label, name, fmt_num(r["wall"], 2), fmt_num(secs, 2),
+                         fmt_num(work["bytes"] / secs / 1e6), fmt_num(work["rows"] / secs),
+                         fmt_num(work["files"] / secs), fmt_num(r["rss"], 0),
+                         "yes" if ok else "NO", ratio, "; ".join(notes)])
+    return rows, all_ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="about 1/20 of the sizes")
     ap.add_argument("--only", default=",".join(SETS),
                     help="comma-separated data sets: %s" % ",".join(SETS))
-    ap.add_argument("--tools", default="autoloader,duckdb,polars",
-                    help="comma-separated tools (autoloader always runs)")
+    ap.add_argument("--tools", default="autoloader,duckdb,polars,deltalake",
+                    help="comma-separated tools (autoloader always runs; deltalake is the "
+                    "Python bronze -> silver copy of the silver set)")
     ap.add_argument("--timeout", type=int, default=300,
                     help="cap per competitor process, seconds (default 300)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -712,7 +992,20 @@ def main():
     rows = []     # table rows
     results = {}  # set -> {tool -> res}
     restart = {}
+    silver = None
     for name in only:
+        if name == "silver":
+            print("\n== silver-%s: a Delta table as the source" % size, flush=True)
+            silver = run_silver(size, args, "deltalake" in tools)
+            sm = silver["m"]
+            print("  bronze: %d versions, %d parquet files, %.1f MB, %d rows; small commit %d rows"
+                  % (sm["commits"], sm["files"], sm["bytes"] / 1e6, sm["rows"],
+                     silver["extra"]["rows"]), flush=True)
+            for (phase, tool), r in silver["best"].items():
+                print("  %s %s: %.2f s (work %s s), %.0f MiB%s" % (
+                    phase, tool, r["wall"], fmt_num(r.get("work", r["wall"]), 2), r["rss"],
+                    (", " + r["error"]) if "error" in r else ""), flush=True)
+            continue
         path, m = dataset(name, size)
         results[name] = {}
         print("\n== %s-%s: %d files, %d rows, %.1f MB" % (name, size, m["files"], m["rows"],
@@ -753,6 +1046,8 @@ def main():
     header = ["set", "tool", "wall s", "timed s", "MB/s", "rows/s", "files/s", "peak RSS MiB",
               "rows ok?", "ratio ours/theirs", "notes"]
     for name in only:
+        if name == "silver":
+            continue
         m = dataset(name, size)[1]
         ours = results[name]["autoloader"]
         our_thr = None
@@ -804,6 +1099,10 @@ def main():
                      "yes" if not bad else "NO", "—",
                      "3 reruns" + ("" if not bad else "; %s" % bad[0])])
 
+    silver_ok = None
+    if silver:
+        srows, silver_ok = silver_table_rows(silver)
+        rows += srows
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
 
@@ -847,6 +1146,9 @@ def main():
             target("drift at most 30% slower than clean bulk", "%+.0f%% (%.2f s vs %.2f s)" % (
                 slow * 100, d["wall"], b["wall"]), slow <= 0.30)
     peaks = [(n, results[n]["autoloader"]["rss"]) for n in results]
+    if silver:
+        peaks += [("silver " + ph, r["rss"]) for (ph, t), r in silver["best"].items()
+                  if t == "autoloader"]
     if peaks:
         worst = max(peaks, key=lambda p: p[1])
         target("peak RSS < 512 MiB for every data set (ours)",
@@ -868,6 +1170,10 @@ def main():
         target("drift: rescued rows = generated type mismatches",
                "%s of %d" % (got, md["rescued_expected"]), got == md["rescued_expected"])
 
+    if silver:
+        target("silver: every silver table holds bronze's rows and sum(order_id), "
+               "after the catch-up and after the small commit",
+               "all correct" if silver_ok else "wrong/failed (see the table)", silver_ok)
     now = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     head = ("%s run%s, %s, autoloader built from %s, %d cores; duckdb %s, polars %s, deltalake %s, pyarrow %s; MB = 10^6 bytes; "
             "1-min load average before the measured runs: %.1f to %.1f"
@@ -879,8 +1185,10 @@ def main():
     with open(os.path.join(ROOT, "results-%s.md" % size), "w") as f:
         f.write(report + "\n")
     with open(os.path.join(ROOT, "results-%s.json" % size), "w") as f:
-        json.dump({"results": results, "restart": restart, "versions": versions}, f, indent=1,
-                  default=str)
+        json.dump({"results": results, "restart": restart, "versions": versions,
+                   "silver": silver and dict(silver, best={"%s/%s" % k: v for k, v in
+                                                          silver["best"].items()})},
+                  f, indent=1, default=str)
     print("\n(written to %s/results-%s.md and .json)" % (ROOT, size))
 
 

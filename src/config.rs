@@ -9,6 +9,7 @@
 //! source = "landing/orders"       # relative paths are relative to this file
 //! table = "bronze/orders"
 //! # checkpoint = "..."           # default: <table>/_autoloader/<name>
+//! # columns = ["order_id"]       # or except_columns; where = "amount > 0" (crate::flow)
 //! [stream.options]
 //! "cloudFiles.format" = "json"
 //!
@@ -31,6 +32,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::flow::FlowSpec;
 use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::pipeline::{FirstWriter, IngestRequest};
@@ -136,6 +138,18 @@ struct StreamConfig {
     #[serde(default)]
     #[schemars(inner(url))]
     alert_webhooks: Vec<String>,
+    /// Only these columns reach the table, plus the rescued data, partition columns and
+    /// _metadata; a column the schema gains later does not. Not with except_columns.
+    #[schemars(length(min = 1))]
+    columns: Option<Vec<String>>,
+    /// Every column but these reaches the table. Not with columns.
+    #[schemars(length(min = 1))]
+    except_columns: Option<Vec<String>>,
+    /// Only rows for which this condition is true reach the table; the others are counted
+    /// as filtered. E.g. "order_date < '2025-01-01' AND region IN ('eu', 'us')" (README
+    /// "Flows": comparisons, IN, BETWEEN, IS NULL, AND, OR, NOT).
+    #[serde(rename = "where")]
+    condition: Option<String>,
     /// APPLY CHANGES into the table (Databricks' create_auto_cdc_flow names: keys,
     /// sequence_by, apply_as_deletes, apply_as_truncates, column_list, except_column_list,
     /// stored_as_scd_type, ignore_null_updates) instead of appending.
@@ -325,6 +339,12 @@ pub fn load(
         )
         .and_then(|source| source.fix_format(&mut settings).map(|()| source))
         .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+        let flow = FlowSpec::new(
+            s.columns.clone(),
+            s.except_columns.clone(),
+            s.condition.as_deref(),
+        )
+        .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         out.push(NamedStream {
             name: s.name.clone(),
             request: IngestRequest {
@@ -336,6 +356,7 @@ pub fn load(
                 storage: state.clone(),
                 first_writer: FirstWriter::Alone,
                 table_properties: Vec::new(),
+                flow,
                 cdc,
             },
             alert_webhooks: parsed
@@ -382,7 +403,11 @@ pub fn load(
             if a.request.table.normalized() == b.request.table.normalized()
                 && (a.request.cdc.is_some() || b.request.cdc.is_some())
             {
-                let cdc = if a.request.cdc.is_some() { &a.name } else { &b.name };
+                let cdc = if a.request.cdc.is_some() {
+                    &a.name
+                } else {
+                    &b.name
+                };
                 return Err(invalid(format!(
                     "streams \"{}\" and \"{}\" write into {}, which stream \"{cdc}\" applies changes to: a CDC target has one writer",
                     a.name, b.name, a.request.table

@@ -114,7 +114,8 @@ impl IngestError {
             | IngestError::Format(_)
             | IngestError::OwnOutput(_)
             | IngestError::SchemaLocationChanged { .. }
-            | IngestError::TableTypeClash(_) => ErrorClass::Usage,
+            | IngestError::TableTypeClash(_)
+            | IngestError::Flow(_) => ErrorClass::Usage,
             IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
             IngestError::Checkpoint(e) => e.class(),
             IngestError::Discovery(e) => e.class(),

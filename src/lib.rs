@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod flow;
 pub mod formats;
 pub mod location;
 pub mod memory;

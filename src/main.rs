@@ -149,6 +149,38 @@ struct Reporting {
     metrics_addr: Option<String>,
 }
 
+/// `ingest`'s flow: which columns and rows reach the table (README "Flows").
+#[derive(Args, Clone)]
+struct FlowArgs {
+    /// Only these columns reach the table, plus the rescued data, partition columns and
+    /// _metadata: --columns order_id,amount (a column the schema gains later does not).
+    #[arg(
+        long,
+        value_name = "A,B",
+        value_delimiter = ',',
+        conflicts_with = "except_columns"
+    )]
+    columns: Option<Vec<String>>,
+    /// Every column but these reaches the table: --except-columns note,debug
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    except_columns: Option<Vec<String>>,
+    /// Only rows for which this condition is true reach the table (others are counted as
+    /// filtered): --where "order_date < '2025-01-01' AND region IN ('eu', 'us')"
+    #[arg(long = "where", value_name = "CONDITION")]
+    condition: Option<String>,
+}
+
+impl FlowArgs {
+    fn spec(self) -> Result<autoloader::flow::FlowSpec, Error> {
+        autoloader::flow::FlowSpec::new(
+            self.columns,
+            self.except_columns,
+            self.condition.as_deref(),
+        )
+        .map_err(|e| Error::Ingest(e.into()))
+    }
+}
+
 impl Reporting {
     fn alert_settings(&self, extra: &[String]) -> Result<AlertSettings, Error> {
         let webhooks = self
@@ -198,6 +230,8 @@ enum Command {
         /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true
         #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
         options: Vec<String>,
+        #[command(flatten)]
+        flow: FlowArgs,
         /// Where the stream keeps its progress [default: TABLE/_autoloader].
         #[arg(long, value_name = "DIR", value_parser = location)]
         checkpoint: Option<Location>,
@@ -637,6 +671,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             once,
             poll_interval,
             options: raw,
+            flow,
             checkpoint,
             name,
             json,
@@ -674,6 +709,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     storage: state.clone(),
                     first_writer: pipeline::FirstWriter::Alone,
                     table_properties: Vec::new(),
+                    flow: flow.spec()?,
                     cdc,
                 };
                 if dry_run {
@@ -1255,6 +1291,12 @@ fn print_dry_run(plan: &pipeline::DryRun) {
             if !schema.partition_columns.is_empty() {
                 println!("  partitioned by {}", schema.partition_columns.join(", "));
             }
+            if !schema.left_out.is_empty() {
+                println!("  not in the table (flow): {}", schema.left_out.join(", "));
+            }
+            if let Some(condition) = &schema.condition {
+                println!("  only rows where: {condition}");
+            }
         }
         None => println!("Schema: none yet (no file to infer it from)."),
     }
@@ -1345,6 +1387,14 @@ fn summary_line(s: &Summary) -> String {
     } else {
         String::new()
     };
+    if s.filtered_rows > 0 {
+        // Rows the flow's `where` left out: read, counted, not in the table.
+        skipped += &format!(
+            ", {} filtered {}",
+            s.filtered_rows,
+            plural(s.filtered_rows, "row")
+        );
+    }
     if s.quarantined_files > 0 {
         skipped += &format!(
             ", {} quarantined {}",

@@ -1325,7 +1325,8 @@ fn suggest(key: &str) -> Option<String> {
     (distance <= 3.max(key.len() / 5)).then(|| best.to_string())
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance, for suggesting the closest of known names.
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -108,14 +108,16 @@ impl CdcSpec {
             map.insert(key, v.trim().to_string());
         }
         let get = |k: &str| map.get(k).map(String::as_str);
-        let keys = names(get("keys").ok_or_else(|| invalid("keys", "required: the business key columns"))?);
+        let keys = names(
+            get("keys").ok_or_else(|| invalid("keys", "required: the business key columns"))?,
+        );
         if keys.is_empty() {
             return Err(invalid("keys", "give at least one column"));
         }
-        let sequence_by = names(
-            get("sequence_by")
-                .ok_or_else(|| invalid("sequence_by", "required: the column(s) that order changes"))?,
-        );
+        let sequence_by =
+            names(get("sequence_by").ok_or_else(|| {
+                invalid("sequence_by", "required: the column(s) that order changes")
+            })?);
         if sequence_by.is_empty() {
             return Err(invalid("sequence_by", "give at least one column"));
         }
@@ -155,9 +157,17 @@ impl CdcSpec {
                      keep their history in the appended table",
                 ));
             }
-            other => return Err(invalid("stored_as_scd_type", format!("{other}: expected 1 or 2"))),
+            other => {
+                return Err(invalid(
+                    "stored_as_scd_type",
+                    format!("{other}: expected 1 or 2"),
+                ));
+            }
         };
-        for k in ["track_history_column_list", "track_history_except_column_list"] {
+        for k in [
+            "track_history_column_list",
+            "track_history_except_column_list",
+        ] {
             if get(k).is_some() {
                 return Err(invalid(k, "applies to stored_as_scd_type = 2 only"));
             }
@@ -165,7 +175,12 @@ impl CdcSpec {
         let ignore_null_updates = match get("ignore_null_updates").unwrap_or("false") {
             v if v.eq_ignore_ascii_case("true") => true,
             v if v.eq_ignore_ascii_case("false") => false,
-            other => return Err(invalid("ignore_null_updates", format!("{other}: expected true or false"))),
+            other => {
+                return Err(invalid(
+                    "ignore_null_updates",
+                    format!("{other}: expected true or false"),
+                ));
+            }
         };
         Ok(Some(CdcSpec {
             keys,
@@ -179,7 +194,9 @@ impl CdcSpec {
     }
 
     /// Splits `-o cdc.KEY=VALUE` pairs off an option list.
-    pub fn split_options(raw: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    pub fn split_options(
+        raw: Vec<(String, String)>,
+    ) -> (Vec<(String, String)>, Vec<(String, String)>) {
         let (cdc, rest): (Vec<_>, Vec<_>) = raw
             .into_iter()
             .partition(|(k, _)| k.trim().starts_with(OPTION_PREFIX));
@@ -194,6 +211,59 @@ impl CdcSpec {
     pub fn keeps(&self, name: &str) -> bool {
         self.columns.keeps(name)
     }
+
+    /// Checks the settings against the change records' columns (`schema`), before anything
+    /// runs: keys, sequence and selected columns exist, and the conditions bind.
+    pub fn check(
+        &self,
+        schema: &arrow_schema::Schema,
+        zone: chrono_tz::Tz,
+    ) -> Result<(), CdcError> {
+        let has = |c: &str| schema.field_with_name(c).is_ok();
+        for (what, names) in [("keys", &self.keys), ("sequence_by", &self.sequence_by)] {
+            if let Some(c) = names.iter().find(|c| !has(c)) {
+                return Err(invalid(
+                    what,
+                    format!("the change records have no column {c}"),
+                ));
+            }
+        }
+        if let ColumnSelection::Only(names) | ColumnSelection::Except(names) = &self.columns
+            && let Some(c) = names.iter().find(|c| !has(c))
+        {
+            return Err(invalid(
+                "column_list",
+                format!("the change records have no column {c}"),
+            ));
+        }
+        for (what, text) in [
+            ("apply_as_deletes", &self.apply_as_deletes),
+            ("apply_as_truncates", &self.apply_as_truncates),
+        ] {
+            if let Some(text) = text {
+                crate::flow::predicate::Condition::parse(text)
+                    .and_then(|c| c.bind(schema, zone))
+                    .map_err(|e| invalid(what, e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The delete and truncate conditions, bound to each batch's columns as it comes.
+    pub fn conditions(&self, zone: chrono_tz::Tz) -> (Option<RowCondition>, Option<RowCondition>) {
+        let make = |text: &Option<String>| {
+            text.clone().map(|text| -> RowCondition {
+                std::sync::Arc::new(move |batch: &arrow_array::RecordBatch| {
+                    let bound = crate::flow::predicate::Condition::parse(&text)
+                        .and_then(|c| c.bind(&batch.schema(), zone))
+                        .map_err(|e| e.to_string())?;
+                    let holds = bound.evaluate(batch).map_err(|e| e.to_string())?;
+                    Ok(holds.values().iter().collect())
+                })
+            })
+        };
+        (make(&self.apply_as_deletes), make(&self.apply_as_truncates))
+    }
 }
 
 #[cfg(test)]
@@ -201,7 +271,9 @@ mod tests {
     use super::*;
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -225,21 +297,40 @@ mod tests {
         let err = |p: &[(&str, &str)]| CdcSpec::from_pairs(&pairs(p)).unwrap_err().to_string();
         assert!(err(&[("sequence_by", "s")]).contains("keys"));
         assert!(err(&[("keys", "k")]).contains("sequence_by"));
-        assert!(err(&[("keys", "k"), ("sequence_by", "s"), ("colum_list", "a")]).contains("unknown"));
         assert!(
-            err(&[("keys", "k"), ("sequence_by", "s"), ("column_list", "a"), ("except_column_list", "b")])
-                .contains("cannot both")
+            err(&[("keys", "k"), ("sequence_by", "s"), ("colum_list", "a")]).contains("unknown")
         );
-        assert!(err(&[("keys", "k"), ("sequence_by", "s"), ("except_column_list", "k")]).contains("key column k"));
-        assert!(err(&[("keys", "k"), ("sequence_by", "s"), ("stored_as_scd_type", "2")]).contains("not supported yet"));
+        assert!(
+            err(&[
+                ("keys", "k"),
+                ("sequence_by", "s"),
+                ("column_list", "a"),
+                ("except_column_list", "b")
+            ])
+            .contains("cannot both")
+        );
+        assert!(
+            err(&[
+                ("keys", "k"),
+                ("sequence_by", "s"),
+                ("except_column_list", "k")
+            ])
+            .contains("key column k")
+        );
+        assert!(
+            err(&[
+                ("keys", "k"),
+                ("sequence_by", "s"),
+                ("stored_as_scd_type", "2")
+            ])
+            .contains("not supported yet")
+        );
     }
 
     #[test]
     fn options_split_off_the_cdc_ones() {
-        let (rest, cdc) = CdcSpec::split_options(pairs(&[
-            ("cdc.keys", "id"),
-            ("cloudFiles.format", "json"),
-        ]));
+        let (rest, cdc) =
+            CdcSpec::split_options(pairs(&[("cdc.keys", "id"), ("cloudFiles.format", "json")]));
         assert_eq!(rest, pairs(&[("cloudFiles.format", "json")]));
         assert_eq!(cdc, pairs(&[("keys", "id")]));
     }

@@ -167,13 +167,15 @@ pub fn upserted_rows(
             changes
                 .column_by_name(field.name())
                 .cloned()
-                .unwrap_or_else(|| arrow_array::new_null_array(field.data_type(), changes.num_rows())),
+                .unwrap_or_else(|| {
+                    arrow_array::new_null_array(field.data_type(), changes.num_rows())
+                }),
         );
         for b in current {
             sources.push(
-                b.column_by_name(field.name())
-                    .cloned()
-                    .unwrap_or_else(|| arrow_array::new_null_array(field.data_type(), b.num_rows())),
+                b.column_by_name(field.name()).cloned().unwrap_or_else(|| {
+                    arrow_array::new_null_array(field.data_type(), b.num_rows())
+                }),
             );
         }
         for s in &mut sources {
@@ -183,7 +185,11 @@ pub fn upserted_rows(
         }
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(upserts.len());
         for (change, existing) in upserts {
-            let RowChange::Upsert { records, on_existing } = change else {
+            let RowChange::Upsert {
+                records,
+                on_existing,
+            } = change
+            else {
                 continue;
             };
             let chosen = records
@@ -220,7 +226,12 @@ mod tests {
 
     #[test]
     fn the_greatest_sequence_wins_and_stale_changes_are_ignored() {
-        let changes = [ch(1, 5, false), ch(1, 3, false), ch(2, 2, false), ch(3, 1, false)];
+        let changes = [
+            ch(1, 5, false),
+            ch(1, 3, false),
+            ch(2, 2, false),
+            ch(3, 1, false),
+        ];
         let state = HashMap::from([(
             vec![3],
             StateEntry {
@@ -244,7 +255,13 @@ mod tests {
 
     #[test]
     fn a_delete_leaves_a_tombstone_and_a_late_upsert_stays_out() {
-        let r = reduce(&[ch(1, 6, true), ch(1, 5, false)], &HashMap::new(), None, false, 9);
+        let r = reduce(
+            &[ch(1, 6, true), ch(1, 5, false)],
+            &HashMap::new(),
+            None,
+            false,
+            9,
+        );
         assert!(!r.rows.contains_key(&vec![1]), "no row to delete");
         assert!(r.state[&vec![1]].deleted);
         let later = reduce(&[ch(1, 4, false)], &r.state, None, false, 10);

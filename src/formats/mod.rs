@@ -109,6 +109,8 @@ pub struct SourceFile {
 pub struct FileStats {
     pub rows: u64,
     pub rescued_rows: u64,
+    /// Rows of `rows` (and of `rescued_rows`) the flow's `where` left out of the table.
+    pub filtered: crate::flow::Filtered,
     /// Values that did not fit and had no rescued-data column to go to.
     pub dropped_values: u64,
     /// Top-level names in the data that the schema does not have.

@@ -136,9 +136,14 @@ pub fn decode(
         }
         for (idx, f) in in_schema.fields().iter().enumerate() {
             if !used[idx] {
-                push_unknown_name(&mut stats.unknown_names, f.name(), &value_fields);
+                // A column the schema lacks: maybe a new one (the evolution check reads
+                // the footers); named in the warning only when it held a value to rescue.
+                stats.new_fields = true;
                 let source = batch.column(idx);
                 let present: Vec<usize> = (0..n).filter(|&r| source.is_valid(r)).collect();
+                if !present.is_empty() {
+                    push_unknown_name(&mut stats.unknown_names, f.name(), &value_fields);
+                }
                 rescue_values(f, source, &present, &mut rescued, path)?;
             }
         }

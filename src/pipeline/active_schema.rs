@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tracing::warn;
+use tracing::info;
 
 use crate::options::Settings;
 use crate::record::{METADATA_COLUMN, TableLayout};
@@ -47,7 +47,8 @@ pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> TableL
     let include_metadata =
         settings.include_metadata && version.data.field(METADATA_COLUMN).is_none();
     if settings.include_metadata && !include_metadata {
-        warn!("The data has its own _metadata column; it wins over the lineage column.");
+        // Documented, and what a Delta source's rows (their landing file's lineage) need.
+        info!("The data has its own _metadata column; it wins over the lineage column.");
     }
     TableLayout {
         data: version.data.clone(),

@@ -158,8 +158,19 @@ pub(crate) async fn execute_counted(
             }
         }
     };
-    let rows: u64 = stats.iter().map(|s| s.rows).sum();
-    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum();
+    // Rows the flow's `where` left out were read, not written: counted apart.
+    let filtered_rows: u64 = stats.iter().map(|s| s.filtered.rows).sum();
+    let filtered_rescued: u64 = stats.iter().map(|s| s.filtered.rescued_rows).sum();
+    let rows: u64 = stats.iter().map(|s| s.rows).sum::<u64>() - filtered_rows;
+    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum::<u64>() - filtered_rescued;
+    if filtered_rescued > 0 {
+        warn!(
+            batch = plan.batch,
+            rows = filtered_rescued,
+            "Rows with rescued data were left out by the where condition (counted as \
+             filtered); add `OR <column> IS NULL` to keep rows whose value did not fit."
+        );
+    }
     let dropped: u64 = stats.iter().map(|s| s.dropped_values).sum();
     let bytes: u64 = plan
         .files
@@ -190,6 +201,7 @@ pub(crate) async fn execute_counted(
         "schemaVersion": state.version.version,
         "rows": rows,
         "rescuedRows": rescued_rows,
+        "filteredRows": filtered_rows,
         "files": plan.files.iter().zip(&attempt.skip).map(|(f, s)| json!({
             "path": f.key, "size": f.size, "mtimeMs": f.mtime_ms, "skipped": *s,
         })).collect::<Vec<_>>(),
@@ -220,6 +232,7 @@ pub(crate) async fn execute_counted(
         files = plan.files.len(),
         rows,
         rescued_rows,
+        filtered_rows,
         skipped,
         version = table_version,
         seconds = started.elapsed().as_secs_f64(),
@@ -247,6 +260,7 @@ pub(crate) async fn execute_counted(
         json!({
             "batch": plan.batch, "files": files_done, "rows": rows, "bytes": bytes,
             "rescuedRows": rescued_rows, "skippedFiles": skipped, "seconds": seconds,
+            "filteredRows": filtered_rows,
             "tableVersion": table_version, "schemaVersion": state.version.version,
         }),
     );
@@ -258,6 +272,7 @@ pub(crate) async fn execute_counted(
     summary.rows += rows;
     summary.bytes += bytes;
     summary.rescued_rows += rescued_rows;
+    summary.filtered_rows += filtered_rows;
     Ok(())
 }
 

@@ -59,6 +59,12 @@ pub struct DrySchema {
     /// `name TYPE`, in table order.
     pub columns: Vec<String>,
     pub partition_columns: Vec<String>,
+    /// Columns the flow keeps out of the table (`columns`, `except_columns`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    /// The flow's `where`: only rows for which it is true would land.
+    #[serde(rename = "where", skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 /// Plans a run of `req` without writing anything.
@@ -233,7 +239,20 @@ async fn dry_schema(
             align_to_current_table(&mut version.data, &mut table, req, format).await?;
         }
     }
+    // Binding the flow checks it against this schema, as a run would (exit 2 if it does
+    // not fit).
+    let layout = super::active_schema::layout_for(&version, settings);
+    let table = req.table_schema(&layout)?;
+    let left_out = layout
+        .arrow_schema()
+        .fields()
+        .iter()
+        .filter(|f| table.field_with_name(f.name()).is_err())
+        .map(|f| f.name().clone())
+        .collect();
     Ok(Some(DrySchema {
+        left_out,
+        condition: req.flow.condition.as_ref().map(|c| c.text().to_string()),
         origin,
         columns: version
             .data

@@ -32,11 +32,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use arrow_schema::SchemaRef;
+
 use crate::checkpoint::CheckpointError;
+use crate::flow::{FlowError, FlowSpec};
 use crate::formats::DecodeError;
 use crate::formats::detect::FormatChoiceError;
 use crate::location::Location;
 use crate::options::Settings;
+use crate::record::TableLayout;
 use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;
 use crate::source::{DiscoveryError, Source};
@@ -94,6 +98,9 @@ pub enum IngestError {
     },
     #[error(transparent)]
     TableTypeClash(Box<TableTypeClash>),
+    /// The flow's `columns`, `except_columns` or `where` do not fit the stream's schema.
+    #[error(transparent)]
+    Flow(#[from] FlowError),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -129,6 +136,8 @@ pub struct IngestRequest {
     pub first_writer: FirstWriter,
     /// Delta table properties declared for the table (`[[table]]`), applied each run.
     pub table_properties: Vec<(String, String)>,
+    /// Which columns and rows reach the table (default: all).
+    pub flow: FlowSpec,
     /// APPLY CHANGES settings: the batches are applied to the table by key, not appended.
     pub cdc: Option<crate::cdc::CdcSpec>,
 }
@@ -143,6 +152,22 @@ impl IngestRequest {
             Some(name) => base.join(name),
             None => base,
         }
+    }
+
+    /// The columns a table written with `layout` holds: the layout's, projected by the
+    /// flow. Binding the flow here is what checks it against the schema, before a table
+    /// is created or a batch read.
+    pub(crate) fn table_schema(&self, layout: &TableLayout) -> Result<SchemaRef, IngestError> {
+        let schema = self.flow.table_schema(
+            &layout.arrow_schema(),
+            &layout.trailing_names(),
+            self.settings.time_zone,
+        )?;
+        if let Some(cdc) = &self.cdc {
+            cdc.check(&schema, self.settings.time_zone)
+                .map_err(|e| IngestError::Config(format!("stream {}: {e}", self.name)))?;
+        }
+        Ok(schema)
     }
 
     /// The name of the stream of `table` when none is given: the table's folder name.
@@ -160,6 +185,8 @@ pub struct Summary {
     pub rows: u64,
     pub bytes: u64,
     pub rescued_rows: u64,
+    /// Rows read but left out by the flow's `where` (not in `rows`).
+    pub filtered_rows: u64,
     pub skipped_files: u64,
     /// Files quarantined this run (they crashed the process every time they were read).
     pub quarantined_files: u64,

@@ -94,7 +94,7 @@ pub(crate) async fn settle_first_version(
         .store(v.version, Ordering::Relaxed);
     let layout = layout_for(&v, &ctx.req.settings);
     let created = sink
-        .ensure_created(&layout.arrow_schema(), ctx.checkpoint.stream_id())
+        .ensure_created(&ctx.req.table_schema(&layout)?, ctx.checkpoint.stream_id())
         .await?;
     Ok((v, created))
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
 
+use crate::flow::{BoundFlow, Filtered, FlowError};
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
 use crate::record::{FileMeta, TableLayout};
 use crate::source::{self as discovery, FileLocation, FileRef, Source};
@@ -30,6 +31,8 @@ pub(crate) enum Msg {
     },
     /// A decoding thread's own writer failed (a full disk): the batch cannot be written.
     WriteFailed(SinkError),
+    /// The flow could not be evaluated over a decoded batch (a bug: it was bound to it).
+    FlowFailed(FlowError),
 }
 
 /// What reading a batch's files gave: stats per file, or the first file that failed.
@@ -93,9 +96,24 @@ pub(crate) async fn read_files(
         .map(|(f, _)| f.meta.size)
         .sum();
     let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
-    let schema = layout.arrow_schema();
+    let decoded = layout.arrow_schema();
     let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
     let keep_last = layout.trailing_names();
+    // The flow, bound to this read's layout (an evolved schema moves the columns); the
+    // writers take the table's columns.
+    let flow: Option<Arc<BoundFlow>> = if ctx.req.flow.is_everything() {
+        None
+    } else {
+        let bound = ctx
+            .req
+            .flow
+            .bind(&decoded, &keep_last, ctx.req.settings.time_zone)?
+            .rescued(layout.rescued.as_deref(), &decoded);
+        Some(Arc::new(bound))
+    };
+    let schema = flow
+        .as_ref()
+        .map_or_else(|| Arc::clone(&decoded), |f| Arc::clone(f.schema()));
     let mut shared = sink.writer(&schema, &partition_columns, &keep_last)?;
     let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
     let stop = PoolStop::default();
@@ -136,36 +154,61 @@ pub(crate) async fn read_files(
                 failpoint::hit(&failpoint::read_point(&file.meta.name));
             }
             let mut write_error = None;
-            let mut emit = |b: RecordBatch| match own.as_mut() {
-                // A blocking thread may wait on the runtime: the write encodes here, and
-                // only its file I/O goes through the runtime.
-                Some(w) => match runtime.block_on(w.write(b)) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        write_error = Some(e);
-                        false
-                    }
-                },
-                None => {
-                    // Decoded batches wait for the writer within a memory budget, so a
-                    // file of huge records does not queue several of them.
-                    let mib = (b.get_array_memory_size() >> 20).clamp(1, IN_FLIGHT_MIB);
-                    match runtime.block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32)) {
-                        Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
-                        Err(_) => false,
+            let mut flow_error = None;
+            let mut filtered = Filtered::default();
+            let mut emit = |b: RecordBatch| {
+                let b = match flow.as_deref() {
+                    None => b,
+                    Some(flow) => match flow.apply(b) {
+                        Ok((b, out)) => {
+                            filtered.rows += out.rows;
+                            filtered.rescued_rows += out.rescued_rows;
+                            if b.num_rows() == 0 {
+                                return true;
+                            }
+                            b
+                        }
+                        Err(e) => {
+                            flow_error = Some(e);
+                            return false;
+                        }
+                    },
+                };
+                match own.as_mut() {
+                    // A blocking thread may wait on the runtime: the write encodes here, and
+                    // only its file I/O goes through the runtime.
+                    Some(w) => match runtime.block_on(w.write(b)) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            write_error = Some(e);
+                            false
+                        }
+                    },
+                    None => {
+                        // Decoded batches wait for the writer within a memory budget, so a
+                        // file of huge records does not queue several of them.
+                        let mib = (b.get_array_memory_size() >> 20).clamp(1, IN_FLIGHT_MIB);
+                        match runtime
+                            .block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32))
+                        {
+                            Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
+                            Err(_) => false,
+                        }
                     }
                 }
             };
             let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
-            let msg = match (decoded, write_error) {
-                (_, Some(error)) => Msg::WriteFailed(error),
-                (Ok(stats), None) => {
+            let msg = match (decoded, write_error, flow_error) {
+                (_, Some(error), _) => Msg::WriteFailed(error),
+                (_, None, Some(error)) => Msg::FlowFailed(error),
+                (Ok(mut stats), None, None) => {
+                    stats.filtered = filtered;
                     if stop_at_new_fields && stats.new_fields {
                         worker_stop.stop();
                     }
                     Msg::Done { index, stats }
                 }
-                (Err(error), None) => Msg::Failed { index, error },
+                (Err(error), None, None) => Msg::Failed { index, error },
             };
             tx.blocking_send(msg).is_ok()
         },
@@ -173,11 +216,12 @@ pub(crate) async fn read_files(
     let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
     let mut failure: Option<(usize, DecodeError)> = None;
     let mut write_failure: Option<SinkError> = None;
+    let mut flow_failure: Option<FlowError> = None;
     let mut written_batches = 0u64;
     while let Some(msg) = rx.recv().await {
         match msg {
             Msg::Batch(b, _permit) => {
-                if failure.is_none() && write_failure.is_none() {
+                if failure.is_none() && write_failure.is_none() && flow_failure.is_none() {
                     if let Err(e) = shared.write(b).await {
                         write_failure = Some(e);
                         stop.stop();
@@ -205,6 +249,12 @@ pub(crate) async fn read_files(
                     stop.stop();
                 }
             }
+            Msg::FlowFailed(e) => {
+                if flow_failure.is_none() {
+                    flow_failure = Some(e);
+                    stop.stop();
+                }
+            }
         }
     }
     let mut writers = BatchWriters(vec![shared]);
@@ -217,6 +267,10 @@ pub(crate) async fn read_files(
     if let Some(e) = write_failure {
         writers.abort();
         return Err(e.into());
+    }
+    if let Some(e) = flow_failure {
+        writers.abort();
+        return Err(IngestError::Internal(e.to_string()));
     }
     if encode_in_workers {
         // The rows are in the writers' files, not committed: what "mid-read" tests.

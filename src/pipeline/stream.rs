@@ -16,7 +16,7 @@ use crate::schema::evolution::{self};
 use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};
 use crate::source::incremental::{self, ListingState};
 use crate::source::{FileRef, Source};
-use crate::target::{DeltaAppend, Target};
+use crate::target::{CdcTarget, DeltaAppend, Target};
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
 use crate::testing::failpoint;
@@ -91,8 +91,24 @@ impl<'a> StreamRun<'a> {
         let source = own_output::source_without_own_output(req)?;
         let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
-        // The Delta append target; a CDC or snapshot flow will choose its own here.
-        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
+        // The Delta append target, or the CDC target applying changes by key.
+        let sink: Box<dyn Target> = match &req.cdc {
+            None => Box::new(DeltaAppend::open(&req.table, &req.storage).await?),
+            Some(spec) => {
+                let (deletes, truncates) = spec.conditions(settings.time_zone);
+                Box::new(
+                    CdcTarget::open(
+                        &req.table,
+                        &req.checkpoint,
+                        &req.storage,
+                        spec.clone(),
+                        deletes,
+                        truncates,
+                    )
+                    .await?,
+                )
+            }
+        };
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
@@ -513,7 +529,10 @@ impl<'a> StreamRun<'a> {
         let existed = self.sink.exists();
         let created = self
             .sink
-            .ensure_created(&layout.arrow_schema(), self.checkpoint.stream_id())
+            .ensure_created(
+                &self.req.table_schema(&layout)?,
+                self.checkpoint.stream_id(),
+            )
             .await?;
         // Another writer created the table meanwhile: read its types. (A table that
         // existed was read above.)

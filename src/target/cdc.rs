@@ -3,7 +3,8 @@
 //!
 //! What the flow remembers of each key (the sequence last applied, tombstones, the
 //! truncate mark) lives in a state table of its own, a Delta table in the flow's checkpoint
-//! (`cdc_state`): one row per key, `key` and `seq` as comparable bytes (`cdc::keys`). A
+//! (`cdc_state`): one row per key, `key` and `seq` as comparable bytes (`cdc::keys`) in hex,
+//! which keeps their order. A
 //! batch commits the target first, then the state, each carrying `txn(app_id, batch)`; the
 //! batch counts as committed once the state has it. After a crash between the two, the
 //! batch is read again and only the state is committed, computed from the state as it was
@@ -12,18 +13,16 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow_array::{
-    Array, BinaryArray, BooleanArray, Int64Array, RecordBatch,
-};
+use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::Target;
 use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 use super::rewrite::take_rows;
-use super::Target;
 use crate::cdc::keys::RowEncoder;
 use crate::cdc::scd1::{self, Change, RowChange, StateEntry};
 use crate::cdc::{CdcSpec, RowCondition};
@@ -46,8 +45,8 @@ pub struct CdcTarget {
 
 fn state_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Binary, false),
-        Field::new("seq", DataType::Binary, false),
+        Field::new("key", DataType::Utf8, false),
+        Field::new("seq", DataType::Utf8, false),
         Field::new("deleted", DataType::Boolean, false),
         Field::new("at_ms", DataType::Int64, false),
     ]))
@@ -99,7 +98,10 @@ impl CdcTarget {
         self.target
             .properties()
             .ok()
-            .and_then(|p| p.get(TOMBSTONE_GC_PROPERTY).and_then(|v| v.trim().parse::<i64>().ok()))
+            .and_then(|p| {
+                p.get(TOMBSTONE_GC_PROPERTY)
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+            })
             .unwrap_or(TOMBSTONE_GC_DEFAULT_SECS)
             .saturating_mul(1000)
     }
@@ -117,17 +119,22 @@ impl CdcTarget {
     fn encode(&self, changes: &RecordBatch) -> Result<Vec<Change>, SinkError> {
         let loc = self.target.location();
         let schema = changes.schema();
-        let keys = RowEncoder::new(&self.spec.keys, &schema).map_err(|e| data_err(loc, e.to_string()))?;
-        let seqs =
-            RowEncoder::new(&self.spec.sequence_by, &schema).map_err(|e| data_err(loc, e.to_string()))?;
+        let keys =
+            RowEncoder::new(&self.spec.keys, &schema).map_err(|e| data_err(loc, e.to_string()))?;
+        let seqs = RowEncoder::new(&self.spec.sequence_by, &schema)
+            .map_err(|e| data_err(loc, e.to_string()))?;
         let deletes = Self::flags(self.deletes.as_ref(), changes).map_err(|e| data_err(loc, e))?;
-        let truncates = Self::flags(self.truncates.as_ref(), changes).map_err(|e| data_err(loc, e))?;
+        let truncates =
+            Self::flags(self.truncates.as_ref(), changes).map_err(|e| data_err(loc, e))?;
         let where_is = |row: usize| record_place(changes, row);
         for row in 0..changes.num_rows() {
             if let Some(c) = seqs.first_null(changes, row) {
                 return Err(data_err(
                     loc,
-                    format!("NULL_SEQUENCE: sequence column {c} is null in {}; nothing of this batch was applied", where_is(row)),
+                    format!(
+                        "NULL_SEQUENCE: sequence column {c} is null in {}; nothing of this batch was applied",
+                        where_is(row)
+                    ),
                 ));
             }
             if !truncates[row]
@@ -135,18 +142,29 @@ impl CdcTarget {
             {
                 return Err(data_err(
                     loc,
-                    format!("NULL_KEY: key column {c} is null in {}; nothing of this batch was applied", where_is(row)),
+                    format!(
+                        "NULL_KEY: key column {c} is null in {}; nothing of this batch was applied",
+                        where_is(row)
+                    ),
                 ));
             }
         }
-        let key_bytes = keys.encode(changes).map_err(|e| data_err(loc, e.to_string()))?;
-        let seq_bytes = seqs.encode(changes).map_err(|e| data_err(loc, e.to_string()))?;
+        let key_bytes = keys
+            .encode(changes)
+            .map_err(|e| data_err(loc, e.to_string()))?;
+        let seq_bytes = seqs
+            .encode(changes)
+            .map_err(|e| data_err(loc, e.to_string()))?;
         Ok(key_bytes
             .into_iter()
             .zip(seq_bytes)
             .enumerate()
             .map(|(i, (key, seq))| Change {
-                key: if truncates[i] { TRUNCATE_KEY.to_vec() } else { key },
+                key: if truncates[i] {
+                    TRUNCATE_KEY.to_vec()
+                } else {
+                    key
+                },
                 seq,
                 delete: deletes[i] && !truncates[i],
                 truncate: truncates[i],
@@ -164,7 +182,10 @@ impl CdcTarget {
         let loc = self.target.location().to_string();
         let collected = writers.collected();
         let Some(first) = collected.first() else {
-            return Err(data_err(&loc, "internal: a CDC batch with no rows was committed"));
+            return Err(data_err(
+                &loc,
+                "internal: a CDC batch with no rows was committed",
+            ));
         };
         let layout = first.schema();
         let changes = arrow_select::concat::concat_batches(&layout, &collected)
@@ -187,17 +208,23 @@ impl CdcTarget {
             .map(|c| c.key.clone())
             .collect();
         let raises_truncate = encoded.iter().any(|c| c.truncate);
-        let new_mark_hint = encoded.iter().filter(|c| c.truncate).map(|c| c.seq.clone()).max();
+        let new_mark_hint = encoded
+            .iter()
+            .filter(|c| c.truncate)
+            .map(|c| c.seq.clone())
+            .max();
         let mut state_writer = self.state.writer(&state_schema(), &[], &[])?;
+        let batch_hex: HashSet<String> = batch_keys.iter().map(hex::encode).collect();
+        let mark_hex = new_mark_hint.as_ref().map(hex::encode);
         let selector = |b: &RecordBatch| -> Result<Vec<bool>, String> {
-            let key = binary_column(b, "key")?;
-            let seq = binary_column(b, "seq")?;
+            let key = text_column(b, "key")?;
+            let seq = text_column(b, "seq")?;
             Ok((0..b.num_rows())
                 .map(|i| {
                     let k = key.value(i);
-                    k == TRUNCATE_KEY
-                        || batch_keys.contains(k)
-                        || new_mark_hint.as_deref().is_some_and(|m| seq.value(i) < m)
+                    k.is_empty()
+                        || batch_hex.contains(k)
+                        || mark_hex.as_deref().is_some_and(|m| seq.value(i) < m)
                 })
                 .collect())
         };
@@ -235,7 +262,11 @@ impl CdcTarget {
         // Keys the truncate empties (not in the batch): their rows go, their state too.
         let emptied: Vec<&Vec<u8>> = truncated_keys
             .iter()
-            .filter(|(_, e)| effective_mark.as_deref().is_some_and(|m| e.seq.as_slice() < m))
+            .filter(|(_, e)| {
+                effective_mark
+                    .as_deref()
+                    .is_some_and(|m| e.seq.as_slice() < m)
+            })
             .filter(|(_, e)| !e.deleted)
             .map(|(k, _)| k)
             .collect();
@@ -246,7 +277,9 @@ impl CdcTarget {
             .filter(|(_, e)| {
                 raises_truncate
                     && !e.deleted
-                    && effective_mark.as_deref().is_some_and(|m| e.seq.as_slice() < m)
+                    && effective_mark
+                        .as_deref()
+                        .is_some_and(|m| e.seq.as_slice() < m)
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -279,7 +312,10 @@ impl CdcTarget {
             let key_columns: Vec<&str> = self.spec.keys.iter().map(String::as_str).collect();
             let select = |b: &RecordBatch| -> Result<Vec<bool>, String> {
                 let keys = key_encoder.encode(b).map_err(|e| e.to_string())?;
-                Ok(keys.iter().map(|k| touched.contains(k.as_slice())).collect())
+                Ok(keys
+                    .iter()
+                    .map(|k| touched.contains(k.as_slice()))
+                    .collect())
             };
             let mut target_writer = self.target.writer(&target_schema, &[], &[])?;
             let taken = take_rows(
@@ -385,7 +421,9 @@ impl CdcTarget {
             }
         }
         for (k, e) in truncated_keys {
-            let below = effective_mark.as_deref().is_some_and(|m| e.seq.as_slice() < m);
+            let below = effective_mark
+                .as_deref()
+                .is_some_and(|m| e.seq.as_slice() < m);
             if !below && !(e.deleted && e.at_ms < gc_before) {
                 entries.push((k, e));
             }
@@ -405,7 +443,11 @@ impl CdcTarget {
             state_writer.write(state_batch(&entries)).await?;
         }
         let state_created = self.state.ensure_created(&state_schema(), app_id).await?;
-        let removes = if state_created { Vec::new() } else { taken_state.removes };
+        let removes = if state_created {
+            Vec::new()
+        } else {
+            taken_state.removes
+        };
         self.state
             .commit_with(
                 BatchWriters(vec![state_writer]),
@@ -435,15 +477,15 @@ fn record_place(changes: &RecordBatch, row: usize) -> String {
     }
 }
 
-fn binary_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a BinaryArray, String> {
+fn text_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray, String> {
     b.column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<BinaryArray>())
-        .ok_or_else(|| format!("the CDC state has no binary column {name}"))
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| format!("the CDC state has no text column {name}"))
 }
 
 fn state_entries(b: &RecordBatch) -> Result<Vec<(Vec<u8>, StateEntry)>, String> {
-    let key = binary_column(b, "key")?;
-    let seq = binary_column(b, "seq")?;
+    let key = text_column(b, "key")?;
+    let seq = text_column(b, "seq")?;
     let deleted = b
         .column_by_name("deleted")
         .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
@@ -452,30 +494,35 @@ fn state_entries(b: &RecordBatch) -> Result<Vec<(Vec<u8>, StateEntry)>, String> 
         .column_by_name("at_ms")
         .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
         .ok_or("the CDC state has no at_ms column")?;
-    Ok((0..b.num_rows())
+    let bytes = |s: &str| hex::decode(s).map_err(|e| format!("the CDC state is damaged: {e}"));
+    (0..b.num_rows())
         .map(|i| {
-            (
-                key.value(i).to_vec(),
+            Ok((
+                bytes(key.value(i))?,
                 StateEntry {
-                    seq: seq.value(i).to_vec(),
+                    seq: bytes(seq.value(i))?,
                     deleted: deleted.value(i),
                     at_ms: at.value(i),
                 },
-            )
+            ))
         })
-        .collect())
+        .collect()
 }
 
 fn state_batch(entries: &[(Vec<u8>, StateEntry)]) -> RecordBatch {
-    let keys: Vec<&[u8]> = entries.iter().map(|(k, _)| k.as_slice()).collect();
-    let seqs: Vec<&[u8]> = entries.iter().map(|(_, e)| e.seq.as_slice()).collect();
+    let keys: Vec<String> = entries.iter().map(|(k, _)| hex::encode(k)).collect();
+    let seqs: Vec<String> = entries.iter().map(|(_, e)| hex::encode(&e.seq)).collect();
     RecordBatch::try_new(
         state_schema(),
         vec![
-            Arc::new(BinaryArray::from(keys)),
-            Arc::new(BinaryArray::from(seqs)),
-            Arc::new(BooleanArray::from(entries.iter().map(|(_, e)| e.deleted).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(entries.iter().map(|(_, e)| e.at_ms).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(keys)),
+            Arc::new(StringArray::from(seqs)),
+            Arc::new(BooleanArray::from(
+                entries.iter().map(|(_, e)| e.deleted).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                entries.iter().map(|(_, e)| e.at_ms).collect::<Vec<_>>(),
+            )),
         ],
     )
     .expect("the state batch matches its schema")

@@ -12,8 +12,8 @@ use arrow_array::{BooleanArray, RecordBatch};
 use deltalake::DeltaTable;
 use deltalake::kernel::Action;
 use futures::TryStreamExt;
-use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 
 use super::delta::{BatchWriter, SinkError};
 
@@ -74,7 +74,8 @@ pub async fn take_rows(
         };
         // First the selecting columns only: does the file hold a selected row at all?
         let builder = open().await?;
-        let mask = ProjectionMask::columns(builder.parquet_schema(), select_columns.iter().copied());
+        let mask =
+            ProjectionMask::columns(builder.parquet_schema(), select_columns.iter().copied());
         let keys: Vec<RecordBatch> = builder
             .with_projection(mask)
             .build()
@@ -84,7 +85,10 @@ pub async fn take_rows(
             .map_err(|e| err(format!("{path}: {e}")))?;
         let mut holds = false;
         for b in &keys {
-            if select(b).map_err(|e| err(format!("{path}: {e}")))?.contains(&true) {
+            if select(b)
+                .map_err(|e| err(format!("{path}: {e}")))?
+                .contains(&true)
+            {
                 holds = true;
                 break;
             }
@@ -96,7 +100,11 @@ pub async fn take_rows(
             .await?
             .build()
             .map_err(|e| err(format!("{path}: {e}")))?;
-        while let Some(batch) = stream.try_next().await.map_err(|e| err(format!("{path}: {e}")))? {
+        while let Some(batch) = stream
+            .try_next()
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?
+        {
             let chosen = select(&batch).map_err(|e| err(format!("{path}: {e}")))?;
             let keep = BooleanArray::from(chosen.iter().map(|c| !c).collect::<Vec<_>>());
             let mask = BooleanArray::from(chosen);

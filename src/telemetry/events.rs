@@ -196,6 +196,8 @@ pub struct EventFields {
     pub rescued_rows: u64,
     /// batch_committed: files skipped (`ignoreCorruptFiles`, `ignoreMissingFiles`).
     pub skipped_files: u64,
+    /// batch_committed: rows read but left out by the stream's `where` (not in `rows`).
+    pub filtered_rows: u64,
     /// rescued_data_seen: rescued rows / rows of the batch.
     pub share: f64,
     /// rescued_data_seen: rescued keys.

@@ -47,7 +47,11 @@ fn ingest(s: &Scratch, options: &[String], extra: &[&str]) -> std::process::Outp
         s.table().display().to_string(),
         "--once".into(),
     ];
-    for o in options.iter().map(String::as_str).chain(extra.iter().copied()) {
+    for o in options
+        .iter()
+        .map(String::as_str)
+        .chain(extra.iter().copied())
+    {
         args.push("-o".into());
         args.push(o.to_string());
     }
@@ -67,7 +71,12 @@ fn rows(table: &Path) -> Vec<String> {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            format!("{} {} {}", text(&r["userId"]), text(&r["name"]), text(&r["city"]))
+            format!(
+                "{} {} {}",
+                text(&r["userId"]),
+                text(&r["name"]),
+                text(&r["city"])
+            )
         })
         .collect();
     out.sort();
@@ -79,7 +88,11 @@ fn columns(table: &Path) -> Vec<String> {
     py["types"].as_object().unwrap().keys().cloned().collect()
 }
 
-const EXAMPLE_A: [&str; 3] = ["124 Raul Oaxaca", "125 Mercedes Guadalajara", "126 Lily Cancun"];
+const EXAMPLE_A: [&str; 3] = [
+    "124 Raul Oaxaca",
+    "125 Mercedes Guadalajara",
+    "126 Lily Cancun",
+];
 
 #[test]
 fn scd1_example_in_one_batch_gives_the_documented_table() {
@@ -107,7 +120,11 @@ fn scd1_example_one_record_per_batch_in_shuffled_orders() {
         for (pos, &i) in order.iter().enumerate() {
             s.land(&format!("{pos:02}.json"), format!("{}\n", RECORDS[i]));
         }
-        ok(&ingest(&s, &cdc_options(false), &["cloudFiles.maxFilesPerTrigger=1"]));
+        ok(&ingest(
+            &s,
+            &cdc_options(false),
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        ));
         assert_eq!(rows(&s.table()), EXAMPLE_A, "order {order:?}");
     }
 }
@@ -133,13 +150,24 @@ fn a_null_key_stops_the_batch_naming_the_file() {
     );
     let out = ingest(
         &s,
-        &[cdc_options(false), vec!["cloudFiles.includeMetadata=true".into()]].concat(),
+        &[
+            cdc_options(false),
+            vec!["cloudFiles.includeMetadata=true".into()],
+        ]
+        .concat(),
         &[],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("NULL_KEY") && err.contains("bad.json"), "{err} {bad:?}");
-    assert_eq!(rows(&s.table()), ["124 Raul Oaxaca"], "nothing of the batch applied");
+    assert!(
+        err.contains("NULL_KEY") && err.contains("bad.json"),
+        "{err} {bad:?}"
+    );
+    assert_eq!(
+        rows(&s.table()),
+        ["124 Raul Oaxaca"],
+        "nothing of the batch applied"
+    );
 }
 
 #[test]
@@ -149,7 +177,11 @@ fn random_sigkills_of_a_cdc_flow_give_the_uninterrupted_table() {
     for round in 0..6u64 {
         for key in 0..40u64 {
             let seq = round * 100 + (key * 7919 + round * 31) % 97;
-            let op = if (key + round) % 11 == 0 { "DELETE" } else { "UPSERT" };
+            let op = if (key + round) % 11 == 0 {
+                "DELETE"
+            } else {
+                "UPSERT"
+            };
             lines.push(format!(
                 r#"{{"userId": {key}, "name": "n{round}", "city": "c{}", "operation": "{op}", "sequenceNum": {seq}}}"#,
                 (key * round) % 13
@@ -161,7 +193,11 @@ fn random_sigkills_of_a_cdc_flow_give_the_uninterrupted_table() {
             s.land(&format!("{i:03}.json"), chunk.join("\n") + "\n");
         }
     };
-    let opts = [cdc_options(false), vec!["cloudFiles.maxFilesPerTrigger=1".into()]].concat();
+    let opts = [
+        cdc_options(false),
+        vec!["cloudFiles.maxFilesPerTrigger=1".into()],
+    ]
+    .concat();
     let calm = Scratch::new();
     write_files(&calm);
     ok(&ingest(&calm, &opts, &[]));
@@ -203,7 +239,11 @@ fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
     for (i, r) in RECORDS.iter().enumerate() {
         s.land(&format!("{i:02}.json"), format!("{r}\n"));
     }
-    let opts = [cdc_options(false), vec!["cloudFiles.maxFilesPerTrigger=1".into()]].concat();
+    let opts = [
+        cdc_options(false),
+        vec!["cloudFiles.maxFilesPerTrigger=1".into()],
+    ]
+    .concat();
     for n in 1..=RECORDS.len() {
         let mut args: Vec<String> = vec![
             "ingest".into(),
@@ -217,7 +257,10 @@ fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
         }
         let crashed = run(
             &args,
-            &[("AUTOLOADER_FAILPOINT", &format!("after-cdc-target-commit@{n}"))],
+            &[(
+                "AUTOLOADER_FAILPOINT",
+                &format!("after-cdc-target-commit@{n}"),
+            )],
         );
         if crashed.status.signal() != Some(9) {
             ok(&crashed);
@@ -225,4 +268,99 @@ fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
     }
     ok(&ingest(&s, &opts, &[]));
     assert_eq!(rows(&s.table()), EXAMPLE_A);
+}
+
+#[test]
+fn a_cdc_flow_killed_at_every_step_gives_the_uninterrupted_table() {
+    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
+        .iter()
+        .copied()
+        .filter(|n| *n != "after-schema-evolve")
+        .chain(["after-cdc-target-commit"])
+        .collect();
+    for name in names {
+        let s = Scratch::new();
+        for (i, r) in RECORDS.iter().enumerate() {
+            s.land(&format!("{i:02}.json"), format!("{r}\n"));
+        }
+        let opts = [
+            cdc_options(false),
+            vec!["cloudFiles.maxFilesPerTrigger=3".into()],
+        ]
+        .concat();
+        let mut args: Vec<String> = vec![
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+        ];
+        for o in &opts {
+            args.push("-o".into());
+            args.push(o.clone());
+        }
+        let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@2"))]);
+        let killed = crashed.status.signal() == Some(9);
+        // Every step but the schema write (once per stream) is reached a second time.
+        assert!(
+            killed || name == "after-schema-write",
+            "{name}: {}",
+            stderr(&crashed)
+        );
+        ok(&run(&args, &[]));
+        assert_eq!(rows(&s.table()), EXAMPLE_A, "{name}");
+    }
+}
+
+#[test]
+fn the_merge_commit_says_what_it_changed() {
+    let s = Scratch::new();
+    s.land("changes.json", RECORDS.join("\n") + "\n");
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    let log = s.table().join("_delta_log");
+    let mut commits: Vec<_> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    let last = std::fs::read_to_string(commits.last().unwrap()).unwrap();
+    assert!(last.contains("\"operation\":\"MERGE\""), "{last}");
+    assert!(last.contains("\"rowsInserted\":3"), "{last}");
+    assert!(last.contains("\"recordsStale\":0"), "{last}");
+}
+
+#[test]
+fn a_second_writer_into_a_cdc_target_is_refused() {
+    let s = Scratch::new();
+    let config = s.dir.path().join("streams.toml");
+    std::fs::create_dir_all(s.dir.path().join("a")).unwrap();
+    std::fs::create_dir_all(s.dir.path().join("b")).unwrap();
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "changes"
+source = "a"
+table = "silver/customers"
+[stream.cdc]
+keys = ["userId"]
+sequence_by = "sequenceNum"
+
+[[stream]]
+name = "appends"
+source = "b"
+table = "silver/customers"
+"#,
+    )
+    .unwrap();
+    let out = run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a CDC target has one writer"),
+        "{}",
+        stderr(&out)
+    );
 }

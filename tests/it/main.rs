@@ -4,6 +4,7 @@
 
 mod alerts;
 mod bad_inputs;
+mod cdc;
 mod cli;
 mod common;
 mod config;
@@ -11,6 +12,7 @@ mod crash;
 mod delta_source;
 mod evolution;
 mod faults;
+mod flows;
 mod fuzz_smoke;
 mod ingest_once;
 mod layout;

@@ -1,0 +1,502 @@
+//! Flows: `columns`/`except_columns` and `where` (README "Flows"). The real binary writes
+//! the table; it is read back with delta-rs and Python `deltalake`, and the filtered rows
+//! are counted in the summary and in the commit info.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::common::{self, Scratch, column_strings, read_table};
+
+/// The seed's orders: two before 2025, two after, one without a date and one whose date
+/// does not read as a DATE (rescued, so null in `order_date`).
+const ORDERS: &str = r#"{"order_id": 1, "product": "lamp", "amount": 10.5, "region": "eu", "order_date": "2024-12-30", "note": "gift"}
+{"order_id": 2, "product": "desk", "amount": 120, "region": "us", "order_date": "2025-01-01", "note": "rush"}
+{"order_id": 3, "product": "pen", "amount": 2, "region": "us", "order_date": "2024-06-01", "note": ""}
+{"order_id": 4, "product": "ink", "amount": 4, "region": "eu", "order_date": "2025-02-10"}
+{"order_id": 5, "product": "mug", "amount": 6, "region": "eu"}
+{"order_id": 6, "product": "cup", "amount": 7, "region": "us", "order_date": "soon"}
+"#;
+
+/// The columns of a table's batches, in order.
+fn columns_of(table: &Path) -> Vec<String> {
+    let batches = read_table(table);
+    batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+/// The sorted `order_id`s of a table.
+fn ids(table: &Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = column_strings(&read_table(table), "order_id")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The `autoloader` object of every batch commit of the table (table creation has none).
+fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
+    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    commits
+        .iter()
+        .flat_map(|c| {
+            std::fs::read_to_string(c)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
+                .filter(|info| info.get("batch").is_some())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn json_summary(out: &Output) -> serde_json::Value {
+    let stdout = common::ok(out);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+fn run_config(config: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run".to_string(),
+        config.display().to_string(),
+        "--once".into(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_string()));
+    common::run(&args, &[])
+}
+
+/// The seed's backfill (`SELECT order_id, product, amount, region, order_date ... WHERE
+/// order_date < '2025-01-01'`) as a stream of a config file: exactly the two old orders
+/// land, with exactly those columns (and the rescued data and `_metadata`, which a
+/// projection keeps); the four others are counted as filtered, in the summary and the
+/// commit, and the one with a rescued date is also warned about.
+#[test]
+fn the_seed_backfill_keeps_its_columns_and_old_rows() {
+    let s = Scratch::new();
+    s.land("orders/2024.json", ORDERS);
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "backfill"
+source = "landing/orders"
+table = "bronze/orders"
+columns = ["order_id", "product", "amount", "region", "order_date"]
+where = "order_date < '2025-01-01'"
+[stream.options]
+"cloudFiles.inferColumnTypes" = true
+"cloudFiles.schemaHints" = "order_date DATE"
+"#,
+    )
+    .unwrap();
+    let out = run_config(&config, &["--json"]);
+    let summary = json_summary(&out);
+    assert_eq!(summary["rows"], 2, "{summary}");
+    assert_eq!(summary["filteredRows"], 4, "{summary}");
+    assert_eq!(
+        summary["rescuedRows"], 0,
+        "the rescued row was filtered: {summary}"
+    );
+    assert!(
+        common::stderr(&out).contains("Rows with rescued data were left out"),
+        "{}",
+        common::stderr(&out)
+    );
+    let table = s.dir.path().join("bronze/orders");
+    assert_eq!(ids(&table), [1, 3]);
+    assert_eq!(
+        columns_of(&table),
+        [
+            "order_id",
+            "product",
+            "amount",
+            "region",
+            "order_date",
+            "_rescued_data",
+            "_metadata"
+        ]
+    );
+    let infos = commit_infos(&table);
+    assert_eq!(infos.len(), 1, "{infos:?}");
+    assert_eq!(infos[0]["rows"], 2);
+    assert_eq!(infos[0]["filteredRows"], 4);
+    let events = std::fs::read_to_string(table.join("_autoloader/backfill/events.jsonl")).unwrap();
+    let committed: serde_json::Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "batch_committed")
+        .expect("a batch_committed event");
+    assert_eq!(
+        (
+            committed["rows"].as_u64(),
+            committed["filteredRows"].as_u64()
+        ),
+        (Some(2), Some(4))
+    );
+    // An outside reader sees the same: the DATE column, two rows, no `note`.
+    let read = common::read_with_python(&table, "order_id");
+    assert_eq!(read["num_rows"], 2, "{read}");
+    assert_eq!(read["types"]["order_date"], "date32[day]", "{read}");
+    assert!(read["types"].get("note").is_none(), "{read}");
+    assert_eq!(read["rows"][0]["order_date"], "2024-12-30");
+    // A rerun filters nothing new and lands nothing twice.
+    let again = json_summary(&run_config(&config, &["--json"]));
+    assert_eq!(
+        (again["rows"].as_u64(), again["filteredRows"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(ids(&table), [1, 3]);
+}
+
+/// `ingest --where` with `--except-columns` on CSV: the condition may read a column the
+/// table leaves out, strings compare as strings and `IN` lists work; the summary line
+/// says how many rows were filtered.
+#[test]
+fn ingest_flags_filter_csv_rows_and_drop_columns() {
+    let s = Scratch::new();
+    s.land(
+        "a.csv",
+        "order_id,region,amount,internal\n1,eu,10,x\n2,us,20,y\n3,apac,30,x\n4,eu,,x\n",
+    );
+    let out = common::run(
+        &[
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "-o".into(),
+            "cloudFiles.format=csv".into(),
+            "-o".into(),
+            "cloudFiles.inferColumnTypes=true".into(),
+            "--except-columns".into(),
+            "internal".into(),
+            "--where".into(),
+            "internal = 'x' AND (region IN ('eu', 'apac') OR amount > 15)".into(),
+        ],
+        &[],
+    );
+    let stdout = common::ok(&out);
+    assert_eq!(common::summary_figure(&stdout, "rows"), 3, "{stdout}");
+    assert!(stdout.contains(", 1 filtered row,"), "{stdout}");
+    assert_eq!(ids(&s.table()), [1, 3, 4]);
+    assert_eq!(
+        columns_of(&s.table()),
+        ["order_id", "region", "amount", "_rescued_data", "_metadata"]
+    );
+    assert_eq!(commit_infos(&s.table())[0]["filteredRows"], 1);
+}
+
+/// With `columns`, a column the schema gains later does not reach the table; with
+/// `except_columns` it does, as without a flow.
+#[test]
+fn new_columns_follow_except_columns_but_not_columns() {
+    for (flow, new_column_lands) in [
+        ("--columns=order_id,amount", false),
+        ("--except-columns=user_id", true),
+    ] {
+        let s = Scratch::new();
+        s.land("1.json", common::orders_jsonl(0, 3));
+        let ingest = || {
+            common::run(
+                &[
+                    "ingest".into(),
+                    s.landing().display().to_string(),
+                    s.table().display().to_string(),
+                    "--once".into(),
+                    "-o".into(),
+                    "cloudFiles.inferColumnTypes=true".into(),
+                    flow.into(),
+                    "--where=amount >= 1001".into(),
+                ],
+                &[],
+            )
+        };
+        common::ok(&ingest());
+        s.land(
+            "2.json",
+            "{\"order_id\": 7, \"amount\": 1007, \"user_id\": \"u7\", \"coupon\": \"C7\"}\n",
+        );
+        let out = ingest();
+        // The new column evolved the schema (exit 3 under the default mode's stop) or not;
+        // either way a further run lands the file.
+        if out.status.code() == Some(3) {
+            common::ok(&ingest());
+        } else {
+            common::ok(&out);
+        }
+        assert_eq!(ids(&s.table()), [1, 2, 7], "{flow}");
+        // The stream's schema has the new column either way (`_schemas/1`).
+        let evolved = std::fs::read_to_string(s.table().join("_autoloader/_schemas/1")).unwrap();
+        assert!(evolved.contains("coupon"), "{flow}: {evolved}");
+        let columns = columns_of(&s.table());
+        assert_eq!(
+            columns.contains(&"coupon".to_string()),
+            new_column_lands,
+            "{flow}: {columns:?}"
+        );
+        assert!(
+            !columns.contains(&"user_id".to_string()),
+            "{flow}: {columns:?}"
+        );
+    }
+}
+
+/// A `where` that does not parse, names an unknown column, or compares a column with a
+/// literal of another type is refused with exit 2 and its position, and no table is
+/// written; so are `columns` with `except_columns`, and an unknown column in `columns`.
+#[test]
+fn a_bad_flow_is_refused_with_its_position() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--where", "amount >> 5"],
+            "where \"amount >> 5\" at column 8:",
+        ),
+        (
+            &["--where", "amount > 5 AND amont < 9"],
+            "at column 16: no column amont; did you mean amount?",
+        ),
+        (
+            &["--where", "order_date < 'soon'"],
+            "at column 14: column order_date is DATE; the string 'soon' is not a date",
+        ),
+        (
+            &["--where", "order_id = 'ten'"],
+            "at column 12: column order_id is BIGINT; the string 'ten' is not a number",
+        ),
+        (
+            &["--columns", "order_id,amout"],
+            "columns: no column amout; did you mean amount?",
+        ),
+        (
+            &["--except-columns", "_rescued_data"],
+            "_rescued_data cannot be left out",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let s = Scratch::new();
+        s.land("1.json", ORDERS);
+        let mut args: Vec<String> = vec![
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "-o".into(),
+            "cloudFiles.inferColumnTypes=true".into(),
+            "-o".into(),
+            "cloudFiles.schemaHints=order_date DATE".into(),
+        ];
+        args.extend(flags.iter().map(|f| (*f).to_string()));
+        let out = common::run(&args, &[]);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(expected), "{flags:?}: {err}");
+        assert!(
+            !s.table().join("_delta_log").exists(),
+            "{flags:?}: no table is written"
+        );
+    }
+    // In a config file too, before anything runs.
+    let s = Scratch::new();
+    s.land("1.json", ORDERS);
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"a\"\nsource = \"landing\"\ntable = \"t\"\n\
+         columns = [\"order_id\"]\nexcept_columns = [\"note\"]\n",
+    )
+    .unwrap();
+    let out = run_config(&config, &["--check"]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("give columns or except_columns, not both"),
+        "{err}"
+    );
+    std::fs::write(
+        &config,
+        "[[stream]]\nname = \"a\"\nsource = \"landing\"\ntable = \"t\"\nwhere = \"(a = 1\"\n",
+    )
+    .unwrap();
+    let out = run_config(&config, &[]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stream \"a\": where \"(a = 1\" at column"),
+        "{err}"
+    );
+    assert!(!s.dir.path().join("t").exists(), "nothing runs: {err}");
+}
+
+/// The README's flow examples, as written there, on the bundled fixtures.
+#[test]
+fn the_readme_flow_examples_run() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/orders/json");
+    let s = Scratch::new();
+    let landing = s.dir.path().join("landing/orders");
+    std::fs::create_dir_all(&landing).unwrap();
+    for f in std::fs::read_dir(&fixtures).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, landing.join(f.file_name().unwrap())).unwrap();
+    }
+    // The streams.toml block with the flow.
+    let block = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.contains("name = \"orders_early\""))
+        .expect("README has the flow example");
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(&config, block).unwrap();
+    let summary = json_summary(&run_config(&config, &["--json"]));
+    let table = s.dir.path().join("bronze/orders_early");
+    // Orders of 2026-03-13 only (ids 1 to 5 in the fixtures), with the listed columns.
+    assert_eq!(ids(&table), [1, 2, 3, 4, 5], "{summary}");
+    assert!(summary["filteredRows"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(
+        columns_of(&table),
+        [
+            "order_id",
+            "user_id",
+            "amount",
+            "order_date",
+            "_rescued_data",
+            "_metadata"
+        ]
+    );
+    // The `ingest` example, run from the scratch folder as the README's paths read.
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("autoloader ingest landing/orders bronze/big_orders"))
+        .expect("README has the ingest flow example");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"));
+    cmd.current_dir(s.dir.path())
+        .args(shell_words(line).into_iter().skip(1))
+        .env("RUST_LOG", "warn");
+    let stdout = common::ok(&cmd.output().unwrap());
+    assert!(stdout.contains("filtered"), "{stdout}");
+    let big = s.dir.path().join("bronze/big_orders");
+    let columns = columns_of(&big);
+    assert!(
+        !columns.iter().any(|c| c == "phone" || c == "address"),
+        "{columns:?}"
+    );
+    let amounts: Vec<u64> = column_strings(&read_table(&big), "amount")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(
+        !amounts.is_empty() && amounts.iter().all(|a| *a >= 1200),
+        "{amounts:?}"
+    );
+}
+
+/// Splits a one-line shell command on spaces, keeping double-quoted words whole.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// `ingest --dry-run` checks the flow against the schema it would read with and shows it;
+/// nothing is written either way.
+#[test]
+fn a_dry_run_checks_and_shows_the_flow() {
+    let s = Scratch::new();
+    s.land("1.json", ORDERS);
+    let dry = |condition: &str| {
+        common::run(
+            &[
+                "ingest".into(),
+                s.landing().display().to_string(),
+                s.table().display().to_string(),
+                "--dry-run".into(),
+                "--json".into(),
+                "-o".into(),
+                "cloudFiles.schemaHints=order_date DATE".into(),
+                "--except-columns=note".into(),
+                format!("--where={condition}"),
+            ],
+            &[],
+        )
+    };
+    let plan: serde_json::Value =
+        serde_json::from_str(&common::ok(&dry("order_date < '2025-01-01'"))).unwrap();
+    assert_eq!(
+        plan["schema"]["leftOut"],
+        serde_json::json!(["note"]),
+        "{plan}"
+    );
+    assert_eq!(
+        plan["schema"]["where"], "order_date < '2025-01-01'",
+        "{plan}"
+    );
+    let out = dry("order_date < 2025");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("at column 14: column order_date is DATE"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert!(!s.table().exists(), "a dry run writes nothing");
+}
+
+/// Parquet files go through the same flow: a TIMESTAMP column compared with a string, a
+/// DOUBLE with an integer, and `columns` keeping two columns.
+#[test]
+fn parquet_rows_are_filtered_too() {
+    let s = Scratch::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/orders/parquet");
+    for f in std::fs::read_dir(&fixtures).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, s.landing().join(f.file_name().unwrap())).unwrap();
+    }
+    let out = common::run(
+        &[
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "--json".into(),
+            "-o".into(),
+            "cloudFiles.format=parquet".into(),
+            "--columns=order_id,amount".into(),
+            "--where=order_date >= '2026-03-13 12:00:00' AND amount < 1300".into(),
+        ],
+        &[],
+    );
+    let summary = json_summary(&out);
+    assert_eq!(ids(&s.table()), [3, 4, 5, 6, 7, 8], "{summary}");
+    assert_eq!(summary["filteredRows"], 4, "{summary}");
+    assert_eq!(
+        columns_of(&s.table()),
+        ["order_id", "amount", "_rescued_data", "_metadata"]
+    );
+}
