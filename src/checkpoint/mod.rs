@@ -27,6 +27,7 @@ use crate::source::FileRef;
 use crate::storage::StorageSettings;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
+pub mod aside;
 pub mod crash;
 pub mod lease;
 pub mod listing;
@@ -70,6 +71,9 @@ pub enum CheckpointError {
     },
     #[error("checkpoint {0}")]
     Remote(#[from] RemoteError),
+    /// Something this checkpoint's backend cannot do yet.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// The files of one batch, fixed before any of them is read.

@@ -11,6 +11,7 @@ mod active_schema;
 mod batch;
 mod dry_run;
 mod first_version;
+mod generation;
 mod infer;
 mod one_pass;
 mod own_output;

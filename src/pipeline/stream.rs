@@ -89,10 +89,12 @@ impl<'a> StreamRun<'a> {
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
         let source = own_output::source_without_own_output(req)?;
-        let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
-        keep_one_schema_location(&checkpoint, &settings.schema_location)?;
+        let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
-        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
+        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
+        let mut checkpoint = super::generation::current(checkpoint, &delta, req).await?;
+        keep_one_schema_location(&checkpoint, &settings.schema_location)?;
+        let sink: Box<dyn Target> = Box::new(delta);
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {

@@ -16,6 +16,7 @@ mod layout;
 mod locations;
 mod reader;
 mod reports;
+mod reset;
 mod s3;
 mod schemas;
 mod tables;
