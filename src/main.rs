@@ -233,6 +233,10 @@ enum Command {
         /// --list, instead of the table).
         #[arg(long)]
         json: bool,
+        /// Run this ONCE flow again although it completed (its rows land again);
+        /// repeatable.
+        #[arg(long, value_name = "NAME")]
+        rerun_once: Vec<String>,
         #[command(flatten)]
         reporting: Reporting,
     },
@@ -692,6 +696,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     storage: state.clone(),
                     first_writer: pipeline::FirstWriter::Alone,
                     table_properties: Vec::new(),
+                    once: None,
                 };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;
@@ -736,9 +741,23 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             check,
             list,
             json,
+            rerun_once,
             reporting,
         } => {
-            let streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+            let mut streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+            for name in &rerun_once {
+                let flow = streams
+                    .iter_mut()
+                    .find(|(s, _)| &s.name == name)
+                    .and_then(|(s, _)| s.request.once.as_mut())
+                    .ok_or_else(|| {
+                        OptionsError::Conflict(format!(
+                            "--rerun-once {name}: {} has no ONCE flow (once = true) named {name}",
+                            config.display()
+                        ))
+                    })?;
+                flow.rerun = true;
+            }
             if list {
                 list_streams(&streams, json);
                 Ok(())
@@ -1510,6 +1529,15 @@ fn human_bytes(bytes: f64) -> String {
 
 /// The one line printed at the end of a run.
 fn summary_line(s: &Summary) -> String {
+    match &s.once {
+        Some(note) if s.batches == 0 && s.files == 0 => return format!("ONCE flow: {note}"),
+        Some(note) => return format!("{}; ONCE flow: {note}", run_summary_line(s)),
+        None => {}
+    }
+    run_summary_line(s)
+}
+
+fn run_summary_line(s: &Summary) -> String {
     let rate = if s.seconds > 0.0 {
         format!(", {}/s", human_bytes(s.bytes as f64 / s.seconds))
     } else {

@@ -302,7 +302,7 @@ pub async fn execute(prepared: Prepared) -> Result<Vec<TablePlan>, ResetError> {
                 continue;
             }
             let kept = ck.set_aside(
-                generation,
+                &crate::checkpoint::aside::aside_name(generation),
                 options.keep_schema,
                 &flow.schema_location,
                 &|| failpoint::hit("reset-mid-aside"),

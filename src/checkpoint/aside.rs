@@ -50,7 +50,8 @@ impl Checkpoint {
         self.record.describe().is_some()
     }
 
-    /// Moves this checkpoint's progress into `_reset-<generation>/` under its folder, and
+    /// Moves this checkpoint's progress into `folder` (`_reset-<gen>`, `_rerun-<ms>`) under
+    /// its own folder, and
     /// the stream's schema versions with it unless `keep_schema`. `schema_location` is the
     /// stream's: when it is elsewhere than the checkpoint, its `_schemas` is moved aside
     /// there. Consumes the checkpoint; the caller opens it again, fresh. `step` is called
@@ -58,7 +59,7 @@ impl Checkpoint {
     /// progress is kept in.
     pub fn set_aside(
         self,
-        generation: u64,
+        folder: &str,
         keep_schema: bool,
         schema_location: &Location,
         step: &dyn Fn(),
@@ -72,19 +73,21 @@ impl Checkpoint {
         }
         let Checkpoint { dir, db, _lock, .. } = self;
         drop(db);
-        let aside = dir.join(aside_name(generation));
+        let aside = dir.join(folder);
         fs::create_dir_all(&aside).map_err(io_err(&aside))?;
         let entries = fs::read_dir(&dir).map_err(io_err(&dir))?;
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
             .filter(|n| {
-                n != LOCK_FILE
-                    && n != STATE_FILE
-                    && !n.starts_with("_reset-")
-                    && !(keep_schema && n == SCHEMAS_DIR)
+                let stays = n == LOCK_FILE
+                    || n == STATE_FILE
+                    || n.starts_with("_reset-")
+                    || n.starts_with("_rerun-")
+                    || (keep_schema && n == SCHEMAS_DIR)
                     // Another stream's checkpoint below this one (`TABLE/_autoloader/NAME`).
-                    && !dir.join(n).join(LOCK_FILE).exists()
+                    || dir.join(n).join(LOCK_FILE).exists();
+                !stays
             })
             .collect();
         names.sort();
@@ -98,7 +101,7 @@ impl Checkpoint {
         {
             let schemas = elsewhere.join(SCHEMAS_DIR);
             if schemas.exists() {
-                let to = elsewhere.join(format!("{}-{SCHEMAS_DIR}", aside_name(generation)));
+                let to = elsewhere.join(format!("{folder}-{SCHEMAS_DIR}"));
                 move_into(&schemas, &to)?;
             }
         }

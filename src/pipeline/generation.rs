@@ -26,7 +26,7 @@ pub(super) async fn current(
             .and_then(|r| r.get("keepSchema").and_then(serde_json::Value::as_bool))
             .unwrap_or(false);
         let aside = checkpoint.set_aside(
-            generation,
+            &crate::checkpoint::aside::aside_name(generation),
             keep_schema,
             &req.settings.schema_location,
             &|| {},

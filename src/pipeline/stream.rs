@@ -98,7 +98,7 @@ impl<'a> StreamRun<'a> {
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
-            let commits = sink.autoloader_commits().await?;
+            let commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
             checkpoint.recover_from_commits(
                 &commits,
                 latest.as_ref().map(|v| v.info.stream_id.as_str()),

@@ -270,7 +270,7 @@ impl DeltaAppend {
     }
 
     /// Every `autoloader` commit record, resets included, oldest first.
-    async fn all_autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
+    pub async fn all_autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
         use futures::TryStreamExt;
         if !self.exists() {
             return Ok(Vec::new());
@@ -381,6 +381,16 @@ impl DeltaAppend {
             .map_err(|e| delta_err(&self.location, e))?;
         self.table.state = Some(finalized.snapshot());
         Ok(generation)
+    }
+
+    /// A commit of no files carrying only `info` as its `autoloader` record (a ONCE
+    /// flow's rerun record).
+    pub async fn commit_record(&mut self, info: serde_json::Value) -> Result<u64, SinkError> {
+        let props = CommitProperties::default()
+            .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
+        self.commit_actions(&[], &props)
+            .await
+            .map_err(|e| delta_err(&self.location, e))
     }
 
     /// Records that a ONCE flow ran to completion: `txn(app_id, version)` with `info` in

@@ -58,6 +58,9 @@ pub const RESET_NAMES: &[&str] = &[
     "reset-after-aside",
 ];
 
+/// The failpoint a ONCE flow reaches after recording its completion (`pipeline/once.rs`).
+pub const ONCE_COMPLETE: &str = "after-once-complete";
+
 /// The failpoint hit when a file starts being read: `read:<file name>` arms a file that
 /// crashes the process every time it is read (the quarantine tests).
 pub fn read_point(file_name: &str) -> String {

@@ -14,6 +14,7 @@ mod fuzz_smoke;
 mod ingest_once;
 mod layout;
 mod locations;
+mod once;
 mod reader;
 mod reports;
 mod reset;
