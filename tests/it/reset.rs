@@ -397,7 +397,8 @@ fn a_running_stream_makes_reset_refuse_with_exit_75() {
     let mut held = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
         .args(["run", p.config.to_str().unwrap(), "--once", "-q"])
         .env("AUTOLOADER_FAILPOINT", "after-plan=sleep(4000)")
-        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let plans = p.orders().join("_autoloader/a");
@@ -458,5 +459,105 @@ fn a_reset_killed_at_each_step_is_finished_by_reset_or_by_run() {
             let again = ok(&p.run_once(&[]));
             assert!(again.contains("[a] ingested 0 files"), "{case}: {again}");
         }
+    }
+}
+
+#[test]
+fn keep_schema_keeps_the_flows_schema_versions_in_place() {
+    let p = Pipeline::new(false);
+    ok(&p.run_once(&[]));
+    let schemas = p.orders().join("_autoloader/a/_schemas");
+    let before = snapshot(&schemas);
+    ok(&p.reset(
+        &[&p.orders().display().to_string(), "--keep-schema", "--yes"],
+        &[],
+    ));
+    assert_same(&snapshot(&schemas), &before, "the schema versions stay");
+    let kept = p.orders().join("_autoloader/a/_reset-1");
+    assert!(kept.join("state.redb").is_file() && !kept.join("_schemas").exists());
+    ok(&p.run_once(&[]));
+    common::assert_table_ids_once(&p.orders(), 0..20, "after a reset keeping the schema");
+    assert!(
+        !schemas.join("1").exists(),
+        "no schema inferred again: still version 0 only"
+    );
+    // Without it, the schemas go aside with the checkpoint and are inferred again.
+    ok(&p.reset(&[&p.orders().display().to_string(), "--yes"], &[]));
+    assert!(
+        p.orders()
+            .join("_autoloader/a/_reset-2/_schemas/0")
+            .exists()
+    );
+    assert!(!schemas.exists());
+    ok(&p.run_once(&[]));
+    assert!(schemas.join("0").exists(), "inferred again");
+    common::assert_table_ids_once(&p.orders(), 0..20, "after a second reset");
+}
+
+/// `ingest`'s checkpoint `TABLE/_autoloader` is found under the table: no config needed.
+#[test]
+fn an_ingest_stream_is_reset_without_a_config() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 5));
+    s.land("b.json", common::orders_jsonl(5, 9));
+    ok(&s.ingest(&[]));
+    let table = s.table().display().to_string();
+    let out = ok(&run(
+        &["reset".into(), table.clone(), "--dry-run".into()],
+        &[],
+    ));
+    assert!(out.contains("flow table: checkpoint"), "{out}");
+    let out = ok(&run(
+        &[
+            "reset".into(),
+            table.clone(),
+            "--checkpoints-only".into(),
+            "--yes".into(),
+        ],
+        &[],
+    ));
+    assert!(
+        out.contains("give --config to count the files"),
+        "the count needs the source: {out}"
+    );
+    // The checkpoints-only reset set the progress aside; the full refresh right after
+    // finds a fresh checkpoint, with nothing to set aside.
+    assert!(s.table().join("_autoloader/_reset-1/state.redb").is_file());
+    ok(&run(&["reset".into(), table, "--yes".into()], &[]));
+    assert!(!s.table().join("_autoloader/_reset-2").exists());
+    ok(&s.ingest(&[]));
+    s.assert_ids_once(0..9, "after the reset");
+    // `status` still finds the one stream (the kept folders are not streams).
+    let status = ok(&run(
+        &[
+            "status".into(),
+            s.table().display().to_string(),
+            "--json".into(),
+        ],
+        &[],
+    ));
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status.is_object(), "one stream: {status}");
+}
+
+#[test]
+fn a_checkpoints_only_reset_killed_midway_is_finished_by_the_next_run() {
+    for point in ["reset-after-commit", "reset-mid-aside"] {
+        let p = Pipeline::new(false);
+        ok(&p.run_once(&[]));
+        let table = p.orders().display().to_string();
+        let killed = p.reset(
+            &[&table, "--checkpoints-only", "--yes"],
+            &[("AUTOLOADER_FAILPOINT", point)],
+        );
+        assert_eq!(killed.status.signal(), Some(9), "{point}");
+        ok(&p.run_once(&[]));
+        let mut twice: Vec<u64> = (0..20).chain(0..20).collect();
+        twice.sort_unstable();
+        assert_eq!(
+            ids(&p.orders()),
+            twice,
+            "{point}: rows kept, and landed again once"
+        );
     }
 }
