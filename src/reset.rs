@@ -230,13 +230,15 @@ pub async fn prepare(
             let exists = Checkpoint::exists(&checkpoint, storage)?;
             let lock = if exists && !options.dry_run {
                 let ck = Checkpoint::open(&checkpoint, storage)?;
+                // A schema location of its own on S3 (not the checkpoint's `_schemas`).
                 let s3_schemas = !options.keep_schema
                     && matches!(schema_location, Location::S3(_))
                     && schema_location.resolved() != checkpoint.resolved();
-                if ck.is_remote() || s3_schemas {
+                if s3_schemas {
                     return Err(ResetError::Usage(format!(
-                        "flow {}: resetting a checkpoint or schema location on S3 is not \
-                         supported yet; nothing was changed",
+                        "flow {}: resetting a schema location on S3 other than the \
+                         checkpoint's is not supported yet (give --keep-schema, or move its \
+                         _schemas by hand); nothing was changed",
                         name.as_deref().unwrap_or(&checkpoint.to_string())
                     )));
                 }
@@ -307,8 +309,8 @@ pub async fn execute(prepared: Prepared) -> Result<Vec<TablePlan>, ResetError> {
                 &flow.schema_location,
                 &|| failpoint::hit("reset-mid-aside"),
             )?;
-            info!(checkpoint = %flow.checkpoint, kept = %kept.display(), "Set the flow's checkpoint aside.");
-            plan.kept.push(kept.display().to_string());
+            info!(checkpoint = %flow.checkpoint, kept = %kept, "Set the flow's checkpoint aside.");
+            plan.kept.push(kept);
         }
         failpoint::hit("reset-after-aside");
         plan.generation = Some(generation);

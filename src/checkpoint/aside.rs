@@ -15,7 +15,7 @@ use crate::location::Location;
 use crate::schema::store::SCHEMAS_DIR;
 
 /// The checkpoint metadata key holding the table generation it was made in.
-const GENERATION: &str = "tableGeneration";
+pub(super) const GENERATION: &str = "tableGeneration";
 
 /// The folder a checkpoint of generation `gen` is moved into when the table's generation
 /// passes it.
@@ -40,9 +40,12 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Whether this checkpoint holds progress from before the table's last reset.
+    /// Whether this checkpoint predates the table's last reset: it holds progress, or a
+    /// stamp of an older generation (a set-aside on S3 cut short keeps its stamp and its
+    /// old stream id until the move is complete).
     pub fn is_stale(&self, table_generation: u64) -> Result<bool, CheckpointError> {
-        Ok(self.generation()? < table_generation && !self.is_fresh()?)
+        Ok(self.generation()? < table_generation
+            && (!self.is_fresh()? || self.meta(GENERATION)?.is_some()))
     }
 
     /// Whether the checkpoint lives on an object store (a reset cannot move it yet).
@@ -63,13 +66,15 @@ impl Checkpoint {
         keep_schema: bool,
         schema_location: &Location,
         step: &dyn Fn(),
-    ) -> Result<PathBuf, CheckpointError> {
+    ) -> Result<String, CheckpointError> {
+        // The stamp says "stale" until the move is complete.
+        if self.meta(GENERATION)?.is_none() {
+            self.set_meta(GENERATION, &self.generation()?.to_string())?;
+        }
         if self.is_remote() {
-            return Err(CheckpointError::Unsupported(format!(
-                "checkpoint {}: resetting a checkpoint on S3 is not supported yet; \
-                 give the stream a new checkpoint instead",
-                self.describe()
-            )));
+            let url = format!("{}/{folder}", self.describe());
+            self.record.set_aside(folder, keep_schema, step)?;
+            return Ok(url);
         }
         let Checkpoint { dir, db, _lock, .. } = self;
         drop(db);
@@ -111,7 +116,7 @@ impl Checkpoint {
             move_into(&state, &aside.join(STATE_FILE))?;
         }
         drop(_lock);
-        Ok(aside)
+        Ok(aside.display().to_string())
     }
 }
 

@@ -71,9 +71,6 @@ pub enum CheckpointError {
     },
     #[error("checkpoint {0}")]
     Remote(#[from] RemoteError),
-    /// Something this checkpoint's backend cannot do yet.
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 /// The files of one batch, fixed before any of them is read.
@@ -132,6 +129,17 @@ trait DurableRecord: Send + Sync {
     fn delete_plan(&self, batch: u64) -> Result<(), CheckpointError>;
     /// Files marked seen without being ingested.
     fn put_existing(&self, plan: &Plan) -> Result<(), CheckpointError>;
+    /// Moves the record's progress into `folder` under it (a reset), `_schemas` too unless
+    /// `keep_schema`, calling `step` after each move; the stream identity goes last.
+    /// Nothing for a local checkpoint, whose files are moved by `aside.rs`.
+    fn set_aside(
+        &self,
+        _folder: &str,
+        _keep_schema: bool,
+        _step: &dyn Fn(),
+    ) -> Result<(), CheckpointError> {
+        Ok(())
+    }
 }
 
 /// A local checkpoint: the redb store is the durable record itself.

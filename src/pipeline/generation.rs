@@ -32,7 +32,7 @@ pub(super) async fn current(
             &|| {},
         )?;
         warn!(
-            stream = %req.name, generation, kept = %aside.display(),
+            stream = %req.name, generation, kept = %aside,
             "The table was reset after this checkpoint was made; set it aside (finishing the reset) and starting afresh."
         );
         checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;

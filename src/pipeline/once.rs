@@ -133,7 +133,7 @@ pub async fn run(
                     "once": { "name": req.name, "rerun": flow.definition },
                 }))
                 .await?;
-            warn!(stream = %req.name, kept = %kept.display(), "Running this ONCE flow again (--rerun-once): its rows land again.");
+            warn!(stream = %req.name, kept = %kept, "Running this ONCE flow again (--rerun-once): its rows land again.");
         }
         State::Rerunning => {
             info!(stream = %req.name, "Continuing the rerun of this ONCE flow.");
