@@ -319,3 +319,35 @@ fn a_rerun_killed_midway_is_continued_by_the_next_run_not_restarted() {
         "{out}"
     );
 }
+
+/// A ONCE flow's source may be one file: only it is read, once.
+#[test]
+fn a_single_file_is_a_once_flow_source() {
+    let b = Backfill::new();
+    std::fs::write(
+        &b.config,
+        STREAMS.replace("source = \"archive\"", "source = \"archive/old1.json\""),
+    )
+    .unwrap();
+    let only = ["--stream", "backfill"];
+    let out = ok(&b.run(&only, &[]));
+    assert!(
+        line_of(&out, "backfill").contains("ingested 1 file")
+            && line_of(&out, "backfill").contains("ran to completion"),
+        "{out}"
+    );
+    assert_eq!(b.ids(), (510..520).collect::<Vec<u64>>());
+    let py = common::read_with_python(&b.table(), "order_id");
+    assert!(
+        py["rows"][0]["_metadata"]["file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/archive/old1.json"),
+        "{py}"
+    );
+    let out = ok(&b.run(&only, &[]));
+    assert!(
+        line_of(&out, "backfill").contains("ran already; skipped"),
+        "{out}"
+    );
+}
