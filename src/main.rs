@@ -1119,8 +1119,13 @@ fn print_reset_plan(plan: &autoloader::reset::TablePlan, dry_run: bool) {
             format!("schema at {} set aside, inferred again", f.schema_location)
         };
         let moved = if dry_run { "would be" } else { "is" };
+        let once = match (f.once, plan.full) {
+            (false, _) => "",
+            (true, true) => " (ONCE flow: it runs again)",
+            (true, false) => " (ONCE flow: it does not run again)",
+        };
         println!(
-            "  flow {name}: checkpoint {} {moved} set aside into _reset-N (kept); {schema}",
+            "  flow {name}{once}: checkpoint {} {moved} set aside into _reset-N (kept); {schema}",
             f.checkpoint
         );
     }

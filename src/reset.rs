@@ -80,6 +80,9 @@ pub struct FlowPlan {
     /// Source files its next run would read from the start (what `modifiedAfter` and the
     /// other filters let through); `None` for a flow not in `--config`.
     pub source_files: Option<usize>,
+    /// A ONCE flow of `--config` (it runs again after a full refresh, not after
+    /// `--checkpoints-only`).
+    pub once: bool,
 }
 
 /// What a reset of one table would do (`--dry-run` prints it) and, after it, did.
@@ -212,6 +215,7 @@ pub async fn prepare(
                 req.checkpoint.clone(),
                 req.settings.schema_location.clone(),
                 Some(source_files),
+                req.once.is_some(),
             ));
         }
         let found = match reports::checkpoints(Some(&table), None, None, storage) {
@@ -221,12 +225,12 @@ pub async fn prepare(
         };
         for c in found {
             let r = c.location.resolved();
-            if !flows.iter().any(|(_, ck, _, _)| ck.resolved() == r) {
-                flows.push((c.name, c.location.clone(), c.location, None));
+            if !flows.iter().any(|(_, ck, _, _, _)| ck.resolved() == r) {
+                flows.push((c.name, c.location.clone(), c.location, None, false));
             }
         }
         let mut locked = Vec::new();
-        for (name, checkpoint, schema_location, source_files) in flows {
+        for (name, checkpoint, schema_location, source_files, once) in flows {
             let exists = Checkpoint::exists(&checkpoint, storage)?;
             let lock = if exists && !options.dry_run {
                 let ck = Checkpoint::open(&checkpoint, storage)?;
@@ -252,6 +256,7 @@ pub async fn prepare(
                 schema_location: schema_location.to_string(),
                 exists,
                 source_files,
+                once,
             });
             locked.push(Flow {
                 checkpoint,

@@ -173,7 +173,11 @@ fn a_once_backfill_lands_once_across_runs_watch_mode_and_a_lost_checkpoint() {
 fn a_full_refresh_runs_a_once_flow_again_exactly_once_a_checkpoints_only_reset_does_not() {
     let b = Backfill::new();
     ok(&b.run(&[], &[]));
-    b.reset(&[]);
+    let said = b.reset(&[]);
+    assert!(
+        said.contains("flow backfill (ONCE flow: it runs again)"),
+        "{said}"
+    );
     assert!(b.ids().is_empty());
     let out = ok(&b.run(&[], &[]));
     assert!(
@@ -191,7 +195,11 @@ fn a_full_refresh_runs_a_once_flow_again_exactly_once_a_checkpoints_only_reset_d
         "{out}"
     );
     // Checkpoints only: the streaming flow lands its rows again, the ONCE flow does not.
-    b.reset(&["--checkpoints-only"]);
+    let said = b.reset(&["--checkpoints-only"]);
+    assert!(
+        said.contains("(ONCE flow: it does not run again)"),
+        "{said}"
+    );
     let out = ok(&b.run(&[], &[]));
     assert!(
         line_of(&out, "backfill").contains("ran already; skipped"),
