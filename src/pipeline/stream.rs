@@ -89,14 +89,16 @@ impl<'a> StreamRun<'a> {
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
         let source = own_output::source_without_own_output(req)?;
-        let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
-        keep_one_schema_location(&checkpoint, &settings.schema_location)?;
+        let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         // The Delta append target; a CDC or snapshot flow will choose its own here.
-        let sink: Box<dyn Target> = Box::new(DeltaAppend::open(&req.table, &req.storage).await?);
+        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
+        let mut checkpoint = super::generation::current(checkpoint, &delta, req).await?;
+        keep_one_schema_location(&checkpoint, &settings.schema_location)?;
+        let sink: Box<dyn Target> = Box::new(delta);
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
-            let commits = sink.autoloader_commits().await?;
+            let commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
             checkpoint.recover_from_commits(
                 &commits,
                 latest.as_ref().map(|v| v.info.stream_id.as_str()),
