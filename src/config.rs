@@ -35,7 +35,7 @@ use serde_json::json;
 use crate::flow::FlowSpec;
 use crate::location::Location;
 use crate::options::{self, OptionsError};
-use crate::pipeline::{FirstWriter, IngestRequest};
+use crate::pipeline::{FirstWriter, IngestRequest, OnceFlow};
 use crate::source::{Source, SourceFormat};
 use crate::storage::StorageSettings;
 
@@ -150,6 +150,10 @@ struct StreamConfig {
     /// "Flows": comparisons, IN, BETWEEN, IS NULL, AND, OR, NOT).
     #[serde(rename = "where")]
     condition: Option<String>,
+    /// A ONCE flow (one-time backfill): runs to completion once, then later runs skip it;
+    /// it runs again after a full refresh of its table (`autoloader reset`).
+    #[serde(default)]
+    once: bool,
     /// APPLY CHANGES into the table (Databricks' create_auto_cdc_flow names: keys,
     /// sequence_by, apply_as_deletes, apply_as_truncates, column_list, except_column_list,
     /// stored_as_scd_type, ignore_null_updates) instead of appending.
@@ -237,6 +241,27 @@ fn option_text(v: &toml::Value) -> String {
     }
 }
 
+/// A ONCE flow's definition: the keys of its `[[stream]]` entry that decide what it reads
+/// and lands (all but its name, `once`, checkpoint, webhooks and options), and its options
+/// with the defaults' (but the schema location), as sorted text: a change means it would
+/// land other rows.
+fn once_definition(entry: Option<&toml::Table>, options: &[(String, String)]) -> serde_json::Value {
+    const NOT_DEFINITION: [&str; 5] = ["name", "once", "checkpoint", "alert_webhooks", "options"];
+    let mut keys: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in entry.into_iter().flatten() {
+        if !NOT_DEFINITION.contains(&k.as_str()) {
+            let text = serde_json::to_string(v).unwrap_or_else(|_| format!("{v:?}"));
+            keys.insert(k.clone(), text);
+        }
+    }
+    let options: BTreeMap<String, String> = options
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("cloudFiles.schemaLocation"))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    json!({ "keys": keys, "options": options })
+}
+
 /// Whether `name` can name a stream (in events, alerts, metrics and checkpoint folders):
 /// letters, digits, `_` or `-`.
 pub fn valid_stream_name(name: &str) -> bool {
@@ -272,7 +297,14 @@ pub fn load(
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_default();
     let mut out: Vec<NamedStream> = Vec::new();
-    for s in &parsed.stream {
+    // The `[[stream]]` entries as written: a ONCE flow's definition is every key of its
+    // entry, whichever fields the stream config has.
+    let entries: Vec<toml::Table> = toml::from_str::<toml::Table>(&text)
+        .ok()
+        .and_then(|t| t.get("stream").cloned())
+        .and_then(|v| v.try_into::<Vec<toml::Table>>().ok())
+        .unwrap_or_default();
+    for (i, s) in parsed.stream.iter().enumerate() {
         if !valid_stream_name(&s.name) {
             return Err(invalid(format!(
                 "stream name \"{}\" must be letters, digits, _ or -",
@@ -358,6 +390,10 @@ pub fn load(
                 table_properties: Vec::new(),
                 flow,
                 cdc,
+                once: s.once.then(|| OnceFlow {
+                    definition: once_definition(entries.get(i), &raw),
+                    rerun: false,
+                }),
             },
             alert_webhooks: parsed
                 .defaults

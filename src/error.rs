@@ -21,6 +21,9 @@ pub enum ErrorClass {
     /// A new schema version was written and `cloudFiles.stopOnSchemaChange=true` asked to
     /// stop: run again to continue with it (exit 3).
     SchemaChanged,
+    /// A reset named a table with `pipelines.reset.allowed=false`: nothing was changed
+    /// (exit 4).
+    Guarded,
     /// Anything else: bad input, I/O, the table (exit 1). The error names the file.
     Failed,
 }
@@ -43,6 +46,8 @@ pub enum Error {
     Report(#[from] ReportError),
     #[error(transparent)]
     Table(#[from] crate::tables::TableError),
+    #[error(transparent)]
+    Reset(#[from] crate::reset::ResetError),
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     #[error(transparent)]
@@ -85,9 +90,22 @@ impl Error {
             Error::Table(crate::tables::TableError::Sink(_)) => ErrorClass::Failed,
             Error::Table(crate::tables::TableError::Report(e)) => report_class(e),
             Error::Table(_) => ErrorClass::Usage,
+            Error::Reset(e) => reset_class(e),
             Error::StreamsFailed { class, .. } => *class,
             Error::Io { .. } => ErrorClass::Failed,
         }
+    }
+}
+
+fn reset_class(e: &crate::reset::ResetError) -> ErrorClass {
+    use crate::reset::ResetError;
+    match e {
+        ResetError::Guarded { .. } => ErrorClass::Guarded,
+        ResetError::NotATable { .. } | ResetError::Usage(_) => ErrorClass::Usage,
+        ResetError::Checkpoint(e) => e.class(),
+        ResetError::Report(e) => report_class(e),
+        ResetError::Discovery(e) => e.class(),
+        ResetError::Sink(_) => ErrorClass::Failed,
     }
 }
 

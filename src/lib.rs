@@ -16,6 +16,7 @@ pub mod parse;
 pub mod pipeline;
 pub mod record;
 pub mod reports;
+pub mod reset;
 pub mod schema;
 pub mod source;
 pub mod storage;

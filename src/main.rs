@@ -26,6 +26,7 @@ fn exit_code(class: ErrorClass) -> u8 {
         ErrorClass::Failed => 1,
         ErrorClass::Usage => 2,
         ErrorClass::SchemaChanged => 3,
+        ErrorClass::Guarded => 4,
         ErrorClass::Locked => 75,
     }
 }
@@ -42,6 +43,7 @@ Exit codes:
        nothing was done
   3    a new schema version was written and cloudFiles.stopOnSchemaChange=true stopped
        the run: run again to continue with it
+  4    reset refused: a named table has pipelines.reset.allowed=false (nothing changed)
   75   another process holds the checkpoint
   130  a second SIGINT or SIGTERM: exited at once (still exactly once)";
 
@@ -276,6 +278,10 @@ enum Command {
         /// --list, instead of the table).
         #[arg(long)]
         json: bool,
+        /// Run this ONCE flow again although it completed (its rows land again);
+        /// repeatable.
+        #[arg(long, value_name = "NAME")]
+        rerun_once: Vec<String>,
         #[command(flatten)]
         reporting: Reporting,
     },
@@ -335,6 +341,39 @@ enum Command {
     Table {
         #[command(subcommand)]
         command: TableCommand,
+    },
+    /// Full refresh of tables: remove every row (one Delta commit; history and
+    /// properties stay) and start every flow writing into them afresh. Refused for a table
+    /// with pipelines.reset.allowed=false (exit 4).
+    #[command(after_help = EXIT_CODES)]
+    Reset {
+        /// The tables: local directories or s3://BUCKET/PATH.
+        #[arg(value_parser = location, required_unless_present = "all")]
+        tables: Vec<Location>,
+        /// The config file whose streams write into the tables (their checkpoints, schema
+        /// locations and sources); flows found under TABLE/_autoloader are reset too.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Every table of --config; a table with pipelines.reset.allowed=false is skipped
+        /// with a warning.
+        #[arg(long, requires = "config", conflicts_with = "tables")]
+        all: bool,
+        /// Reset the flows' progress but keep the rows: the next run re-reads the sources
+        /// from the start (as far as modifiedAfter lets it), so rows can land again.
+        #[arg(long)]
+        checkpoints_only: bool,
+        /// Keep the flows' schema versions (_schemas) instead of inferring them again.
+        #[arg(long)]
+        keep_schema: bool,
+        /// Say what would be removed and kept, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
@@ -711,6 +750,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     table_properties: Vec::new(),
                     flow: flow.spec()?,
                     cdc,
+                    once: None,
                 };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;
@@ -755,9 +795,23 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             check,
             list,
             json,
+            rerun_once,
             reporting,
         } => {
-            let streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+            let mut streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+            for name in &rerun_once {
+                let flow = streams
+                    .iter_mut()
+                    .find(|(s, _)| &s.name == name)
+                    .and_then(|(s, _)| s.request.once.as_mut())
+                    .ok_or_else(|| {
+                        OptionsError::Conflict(format!(
+                            "--rerun-once {name}: {} has no ONCE flow (once = true) named {name}",
+                            config.display()
+                        ))
+                    })?;
+                flow.rerun = true;
+            }
             if list {
                 list_streams(&streams, json);
                 Ok(())
@@ -940,6 +994,32 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             }
             Ok(())
         }
+        Command::Reset {
+            tables,
+            config,
+            all,
+            checkpoints_only,
+            keep_schema,
+            dry_run,
+            yes,
+            json,
+        } => reset(
+            ResetArgs {
+                tables,
+                config,
+                all,
+                options: autoloader::reset::ResetOptions {
+                    checkpoints_only,
+                    keep_schema,
+                    skip_guarded: all,
+                    dry_run,
+                },
+                dry_run,
+                yes,
+                json,
+            },
+            state,
+        ),
         Command::Options { json } => {
             print!("{}", options::describe(json));
             Ok(())
@@ -968,6 +1048,155 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             }
             Ok(())
         }
+    }
+}
+
+struct ResetArgs {
+    tables: Vec<Location>,
+    config: Option<PathBuf>,
+    all: bool,
+    options: autoloader::reset::ResetOptions,
+    dry_run: bool,
+    yes: bool,
+    json: bool,
+}
+
+/// `autoloader reset`: the precheck (guard, locks), the plan, the confirmation, the reset.
+fn reset(args: ResetArgs, state: &StorageSettings) -> Result<(), Error> {
+    use autoloader::reset;
+    let streams: Vec<IngestRequest> = match &args.config {
+        Some(path) => autoloader::config::load(path, None, state)?
+            .into_iter()
+            .map(|s| s.request)
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut tables = args.tables.clone();
+    if args.all {
+        for s in &streams {
+            if !tables.iter().any(|t| t.resolved() == s.table.resolved()) {
+                tables.push(s.table.clone());
+            }
+        }
+    }
+    check_s3(state, &tables)?;
+    // Refused before any lock is taken: nothing is touched.
+    if !args.yes && !args.dry_run && !std::io::stdin().is_terminal() {
+        return Err(OptionsError::Conflict(
+            "reset removes rows or progress and asks for confirmation: stdin is not a \
+             terminal, so give --yes to reset (or --dry-run to see what it would do)"
+                .into(),
+        )
+        .into());
+    }
+    let rt = runtime()?;
+    let prepared = rt.block_on(reset::prepare(&tables, &streams, args.options, state))?;
+    if args.json && args.dry_run {
+        print_json(&prepared.plans, true);
+    } else if !args.json {
+        for plan in &prepared.plans {
+            print_reset_plan(plan, args.dry_run);
+        }
+    }
+    if args.dry_run {
+        return Ok(());
+    }
+    if !args.yes {
+        eprint!("Reset these tables? [y/N] ");
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES") {
+            eprintln!("Nothing was changed.");
+            return Ok(());
+        }
+    }
+    let done = rt.block_on(reset::execute(prepared))?;
+    if args.json {
+        print_json(&done, true);
+    } else {
+        for plan in done.iter().filter(|p| !p.guarded) {
+            println!(
+                "{}: reset (generation {}, version {}); old progress kept in {}",
+                plan.table,
+                plan.generation.unwrap_or_default(),
+                plan.version,
+                if plan.kept.is_empty() {
+                    "nothing (no flow had progress)".to_string()
+                } else {
+                    plan.kept.join(", ")
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What a reset of one table removes and keeps.
+fn print_reset_plan(plan: &autoloader::reset::TablePlan, dry_run: bool) {
+    let would = if dry_run { "would " } else { "" };
+    if plan.guarded {
+        println!("{}: skipped (pipelines.reset.allowed=false)", plan.table);
+        return;
+    }
+    let rows = plan
+        .rows
+        .map_or_else(String::new, |r| format!(", {r} {}", plural(r, "row")));
+    if plan.full {
+        println!(
+            "{}: {would}remove {} data {}{rows} in one commit after version {} (history, \
+             properties and schema kept; time travel still reads them)",
+            plan.table,
+            plan.files,
+            plural(plan.files as u64, "file"),
+            plan.version
+        );
+    } else {
+        println!(
+            "{}: {would}keep its {} data {}{rows}; only the flows' progress is reset",
+            plan.table,
+            plan.files,
+            plural(plan.files as u64, "file")
+        );
+    }
+    for f in &plan.flows {
+        let name = f.name.as_deref().unwrap_or("(unnamed)");
+        if !f.exists {
+            println!(
+                "  flow {name}: no checkpoint yet at {}; nothing to reset",
+                f.checkpoint
+            );
+            continue;
+        }
+        let schema = if plan.keep_schema {
+            format!("schema kept at {}", f.schema_location)
+        } else {
+            format!("schema at {} set aside, inferred again", f.schema_location)
+        };
+        let moved = if dry_run { "would be" } else { "is" };
+        let once = match (f.once, plan.full) {
+            (false, _) => "",
+            (true, true) => " (ONCE flow: it runs again)",
+            (true, false) => " (ONCE flow: it does not run again)",
+        };
+        println!(
+            "  flow {name}{once}: checkpoint {} {moved} set aside into _reset-N (kept); {schema}",
+            f.checkpoint
+        );
+    }
+    match plan.source_files() {
+        Some(n) if !plan.full => println!(
+            "  the next run re-reads {n} source {} from the start (as modifiedAfter allows): \
+             rows already in the table can land again",
+            plural(n as u64, "file")
+        ),
+        Some(n) => println!(
+            "  the next run re-reads {n} source {} (as modifiedAfter allows)",
+            plural(n as u64, "file")
+        ),
+        None if !plan.full => println!(
+            "  the next run re-reads the sources from the start: rows already in the table can              land again (give --config to count the files)"
+        ),
+        None => {}
     }
 }
 
@@ -1365,6 +1594,15 @@ fn human_bytes(bytes: f64) -> String {
 
 /// The one line printed at the end of a run.
 fn summary_line(s: &Summary) -> String {
+    match &s.once {
+        Some(note) if s.batches == 0 && s.files == 0 => return format!("ONCE flow: {note}"),
+        Some(note) => return format!("{}; ONCE flow: {note}", run_summary_line(s)),
+        None => {}
+    }
+    run_summary_line(s)
+}
+
+fn run_summary_line(s: &Summary) -> String {
     let rate = if s.seconds > 0.0 {
         format!(", {}/s", human_bytes(s.bytes as f64 / s.seconds))
     } else {
@@ -1393,6 +1631,13 @@ fn summary_line(s: &Summary) -> String {
             ", {} filtered {}",
             s.filtered_rows,
             plural(s.filtered_rows, "row")
+        );
+    }
+    if let Some(c) = &s.changes {
+        // A CDC flow: what its changes did to the table.
+        skipped += &format!(
+            ", {} inserted, {} updated, {} deleted, {} stale",
+            c.inserted, c.updated, c.deleted, c.stale
         );
     }
     if s.quarantined_files > 0 {

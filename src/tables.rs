@@ -108,6 +108,12 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
     if key.is_empty() {
         return Err(refuse("the key is empty"));
     }
+    if key.to_ascii_lowercase().starts_with("autoloader.") {
+        return Err(refuse(
+            "autoloader.* properties are autoloader's own bookkeeping (the reset \
+             generations that `autoloader reset` writes); they are not set by hand",
+        ));
+    }
     if key.to_ascii_lowercase().starts_with("delta.") {
         return Err(refuse(
             "delta.* properties change how Delta readers and writers treat the table; \
@@ -144,6 +150,8 @@ mod tests {
         );
         assert!(parse_property("novalue").is_err());
         assert!(parse_property("=x").is_err());
+        let err = parse_property("autoloader.resetGeneration=0").unwrap_err();
+        assert!(err.to_string().contains("bookkeeping"), "{err}");
         let err = parse_property("delta.appendOnly=true").unwrap_err();
         assert!(err.to_string().contains("not supported here yet"), "{err}");
     }

@@ -13,6 +13,9 @@ pub mod scd1;
 pub type RowCondition =
     std::sync::Arc<dyn Fn(&arrow_array::RecordBatch) -> Result<Vec<bool>, String> + Send + Sync>;
 
+/// Settings as `key = value` pairs.
+pub type Pairs = Vec<(String, String)>;
+
 /// The prefix of CDC settings given as options (`-o cdc.keys=id`).
 pub const OPTION_PREFIX: &str = "cdc.";
 
@@ -194,9 +197,7 @@ impl CdcSpec {
     }
 
     /// Splits `-o cdc.KEY=VALUE` pairs off an option list.
-    pub fn split_options(
-        raw: Vec<(String, String)>,
-    ) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    pub fn split_options(raw: Pairs) -> (Pairs, Pairs) {
         let (cdc, rest): (Vec<_>, Vec<_>) = raw
             .into_iter()
             .partition(|(k, _)| k.trim().starts_with(OPTION_PREFIX));

@@ -27,6 +27,7 @@ use crate::source::FileRef;
 use crate::storage::StorageSettings;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
+pub mod aside;
 pub mod crash;
 pub mod lease;
 pub mod listing;
@@ -130,6 +131,17 @@ trait DurableRecord: Send + Sync {
     fn delete_plan(&self, batch: u64) -> Result<(), CheckpointError>;
     /// Files marked seen without being ingested.
     fn put_existing(&self, plan: &Plan) -> Result<(), CheckpointError>;
+    /// Moves the record's progress into `folder` under it (a reset), `_schemas` too unless
+    /// `keep_schema`, calling `step` after each move; the stream identity goes last.
+    /// Nothing for a local checkpoint, whose files are moved by `aside.rs`.
+    fn set_aside(
+        &self,
+        _folder: &str,
+        _keep_schema: bool,
+        _step: &dyn Fn(),
+    ) -> Result<(), CheckpointError> {
+        Ok(())
+    }
 }
 
 /// A local checkpoint: the redb store is the durable record itself.

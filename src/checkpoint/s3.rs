@@ -190,9 +190,49 @@ fn import(
     Ok(())
 }
 
+impl S3Record {
+    /// Copies object `from` to `to`, then deletes `from` (S3 has no rename).
+    fn move_object(&self, from: &str, to: &str) -> Result<(), CheckpointError> {
+        if let Some(bytes) = self.dir.get(from)? {
+            self.dir.put(to, bytes)?;
+        }
+        self.dir.delete(from)?;
+        Ok(())
+    }
+}
+
 impl DurableRecord for S3Record {
     fn describe(&self) -> Option<String> {
         Some(self.dir.url().to_string())
+    }
+
+    /// Progress first, then metadata, then the stream identity (the commit point: without
+    /// it the checkpoint opens as a new one with a new id), then the generation stamp,
+    /// which until then says the checkpoint is stale, so an interrupted move is redone.
+    fn set_aside(
+        &self,
+        folder: &str,
+        keep_schema: bool,
+        step: &dyn Fn(),
+    ) -> Result<(), CheckpointError> {
+        let mut dirs = vec!["plans", "commits", "existing"];
+        if !keep_schema {
+            dirs.push(crate::schema::store::SCHEMAS_DIR);
+        }
+        for d in dirs {
+            for key in self.dir.list(d, None)? {
+                self.move_object(&format!("{d}/{key}"), &format!("{folder}/{d}/{key}"))?;
+                step();
+            }
+        }
+        let stamp = super::aside::GENERATION;
+        for key in self.dir.list("meta", None)? {
+            if key != stamp {
+                self.move_object(&format!("meta/{key}"), &format!("{folder}/meta/{key}"))?;
+            }
+        }
+        self.move_object(STREAM_OBJECT, &format!("{folder}/{STREAM_OBJECT}"))?;
+        self.move_object(&format!("meta/{stamp}"), &format!("{folder}/meta/{stamp}"))
     }
 
     fn put_stream_id(&self, id: &str) -> Result<(), CheckpointError> {

@@ -273,6 +273,9 @@ pub(crate) async fn execute_counted(
     summary.bytes += bytes;
     summary.rescued_rows += rescued_rows;
     summary.filtered_rows += filtered_rows;
+    if let Some(changes) = sink.last_changes() {
+        *summary.changes.get_or_insert_default() += changes;
+    }
     Ok(())
 }
 

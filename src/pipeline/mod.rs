@@ -11,7 +11,9 @@ mod active_schema;
 mod batch;
 mod dry_run;
 mod first_version;
+mod generation;
 mod infer;
+mod once;
 mod one_pass;
 mod own_output;
 mod plan;
@@ -24,6 +26,7 @@ mod workers;
 
 pub use crate::telemetry::Hooks;
 pub use dry_run::{DryFile, DryRun, DrySchema, dry_run};
+pub use once::OnceFlow;
 pub use shared_table::FirstWriter;
 pub use stream::StreamRun;
 pub use supervisor::{RunMode, run_stream, run_streams};
@@ -140,6 +143,8 @@ pub struct IngestRequest {
     pub flow: FlowSpec,
     /// APPLY CHANGES settings: the batches are applied to the table by key, not appended.
     pub cdc: Option<crate::cdc::CdcSpec>,
+    /// `once = true`: a ONCE flow (`once.rs`), run to completion once.
+    pub once: Option<OnceFlow>,
 }
 
 impl IngestRequest {
@@ -195,6 +200,12 @@ pub struct Summary {
     pub table_version: Option<u64>,
     /// Schema versions this run wrote by evolution, described.
     pub evolutions: Vec<String>,
+    /// A ONCE flow: what became of it (ran, or skipped and why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub once: Option<String>,
+    /// A CDC flow: what its changes did to the table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::target::ChangeCounts>,
 }
 
 /// Table versions between fresh loads of the table state (see [`DeltaAppend::reload`]).

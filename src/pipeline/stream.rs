@@ -89,16 +89,19 @@ impl<'a> StreamRun<'a> {
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
         let source = own_output::source_without_own_output(req)?;
-        let mut checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
+        let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
+        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
+        let mut checkpoint = super::generation::current(checkpoint, &delta, req).await?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
-        // The Delta append target, or the CDC target applying changes by key.
+        // The Delta append target, or the CDC target applying changes by key (its state
+        // lives in the checkpoint, so a reset sets it aside with it).
         let sink: Box<dyn Target> = match &req.cdc {
-            None => Box::new(DeltaAppend::open(&req.table, &req.storage).await?),
+            None => Box::new(delta),
             Some(spec) => {
                 let (deletes, truncates) = spec.conditions(settings.time_zone);
                 Box::new(
                     CdcTarget::open(
-                        &req.table,
+                        delta,
                         &req.checkpoint,
                         &req.storage,
                         spec.clone(),
@@ -112,7 +115,7 @@ impl<'a> StreamRun<'a> {
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
-            let commits = sink.autoloader_commits().await?;
+            let commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
             checkpoint.recover_from_commits(
                 &commits,
                 latest.as_ref().map(|v| v.info.stream_id.as_str()),

@@ -38,6 +38,10 @@ pub async fn run_stream(
     mode: RunMode,
     hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
+    if let Some(flow) = &req.once {
+        // A ONCE flow runs to completion (or is skipped), in watch mode too.
+        return super::once::run(req, flow, progress, stop, hooks).await;
+    }
     match mode.timing(req) {
         None => run_once(req, progress, stop, hooks).await,
         Some(timing) => run_watch(req, progress, stop, timing, hooks).await,

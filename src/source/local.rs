@@ -1,4 +1,5 @@
-//! A local folder: every file below it, walked recursively; links are not followed.
+//! A local folder: every file below it, walked recursively; links are not followed. A
+//! single file is a source too (a ONCE flow's backfill file): its folder, listing only it.
 
 use std::path::{Path, PathBuf};
 
@@ -15,24 +16,38 @@ use crate::location::Location;
 #[derive(Debug, Clone)]
 pub struct LocalFolder {
     root: PathBuf,
+    /// A source that is one file: its name in `root`, the only file listed.
+    only: Option<String>,
 }
 
 impl LocalFolder {
-    /// Opens an existing folder.
+    /// Opens an existing folder, or a file (listed alone).
     pub fn open(path: &Path) -> Result<LocalFolder, DiscoveryError> {
         let root = std::fs::canonicalize(path).map_err(|_| DiscoveryError::NotADirectory {
             path: path.to_path_buf(),
         })?;
+        if root.is_file()
+            && let (Some(parent), Some(name)) = (root.parent(), root.file_name())
+            && let Some(name) = name.to_str()
+        {
+            return Ok(LocalFolder {
+                root: parent.to_path_buf(),
+                only: Some(name.to_string()),
+            });
+        }
         if !root.is_dir() {
             return Err(DiscoveryError::NotADirectory { path: root });
         }
-        Ok(LocalFolder { root })
+        Ok(LocalFolder { root, only: None })
     }
 }
 
 impl FileSource for LocalFolder {
     fn describe(&self) -> String {
-        self.root.display().to_string()
+        match &self.only {
+            Some(name) => self.root.join(name).display().to_string(),
+            None => self.root.display().to_string(),
+        }
     }
 
     fn uri(&self, key: &str) -> String {
@@ -48,7 +63,12 @@ impl FileSource for LocalFolder {
         &'a self,
         _after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
-        Box::pin(async move { list_local(&self.root) })
+        Box::pin(async move {
+            match &self.only {
+                Some(name) => Ok(list_one(&self.root, name)),
+                None => list_local(&self.root),
+            }
+        })
     }
 
     fn local_root(&self) -> Option<&Path> {
@@ -66,6 +86,25 @@ impl FileSource for LocalFolder {
         let slashed = |p: &str| p.replace(sep, "/").trim_end_matches('/').to_string();
         overlap_of_paths(&slashed(root), &slashed(other))
     }
+}
+
+/// The one file of a single-file source (none once it is gone).
+fn list_one(root: &Path, name: &str) -> Vec<FileRef> {
+    let Ok(meta) = std::fs::metadata(root.join(name)) else {
+        return Vec::new();
+    };
+    vec![FileRef {
+        key: name.to_string(),
+        size: meta.len(),
+        mtime_ms: mtime_ms(&meta),
+    }]
+}
+
+fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {
@@ -110,15 +149,10 @@ fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {
                 continue;
             }
         };
-        let mtime_ms = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         out.push(FileRef {
             key,
             size: meta.len(),
-            mtime_ms,
+            mtime_ms: mtime_ms(&meta),
         });
     }
     Ok(out)

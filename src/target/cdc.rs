@@ -20,9 +20,9 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::Target;
 use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 use super::rewrite::take_rows;
+use super::{ChangeCounts, Target};
 use crate::cdc::keys::RowEncoder;
 use crate::cdc::scd1::{self, Change, RowChange, StateEntry};
 use crate::cdc::{CdcSpec, RowCondition};
@@ -41,6 +41,8 @@ pub struct CdcTarget {
     spec: CdcSpec,
     deletes: Option<RowCondition>,
     truncates: Option<RowCondition>,
+    /// What the last batch did (none when only its state was committed, after a restart).
+    last: Option<ChangeCounts>,
 }
 
 fn state_schema() -> SchemaRef {
@@ -63,15 +65,15 @@ fn data_err(location: &str, reason: impl Into<String>) -> SinkError {
 }
 
 impl CdcTarget {
+    /// The CDC flow into `target`, its state in `checkpoint`.
     pub async fn open(
-        table: &Location,
+        target: DeltaAppend,
         checkpoint: &Location,
         storage: &StorageSettings,
         spec: CdcSpec,
         deletes: Option<RowCondition>,
         truncates: Option<RowCondition>,
     ) -> Result<CdcTarget, SinkError> {
-        let target = DeltaAppend::open(table, storage).await?;
         let state = DeltaAppend::open(&checkpoint.join("cdc_state"), storage).await?;
         Ok(CdcTarget {
             target,
@@ -79,6 +81,7 @@ impl CdcTarget {
             spec,
             deletes,
             truncates,
+            last: None,
         })
     }
 
@@ -127,7 +130,7 @@ impl CdcTarget {
         let truncates =
             Self::flags(self.truncates.as_ref(), changes).map_err(|e| data_err(loc, e))?;
         let where_is = |row: usize| record_place(changes, row);
-        for row in 0..changes.num_rows() {
+        for (row, &truncate) in truncates.iter().enumerate() {
             if let Some(c) = seqs.first_null(changes, row) {
                 return Err(data_err(
                     loc,
@@ -137,9 +140,7 @@ impl CdcTarget {
                     ),
                 ));
             }
-            if !truncates[row]
-                && let Some(c) = keys.first_null(changes, row)
-            {
+            if !truncate && let Some(c) = keys.first_null(changes, row) {
                 return Err(data_err(
                     loc,
                     format!(
@@ -180,6 +181,7 @@ impl CdcTarget {
         mut info: serde_json::Value,
     ) -> Result<u64, SinkError> {
         let loc = self.target.location().to_string();
+        self.last = None;
         let collected = writers.collected();
         let Some(first) = collected.first() else {
             return Err(data_err(
@@ -404,6 +406,12 @@ impl CdcTarget {
                 )
                 .await?;
             info!(table = %loc, batch, version = v, inserted, updated, deleted, stale = reduction.stale, "Applied changes.");
+            self.last = Some(ChangeCounts {
+                inserted,
+                updated,
+                deleted,
+                stale: reduction.stale + reduction.truncated,
+            });
             v
         };
         crate::testing::failpoint::hit("after-cdc-target-commit");
@@ -413,10 +421,9 @@ impl CdcTarget {
         let gc_before = now - self.gc_threshold_ms();
         let mut entries: Vec<(Vec<u8>, StateEntry)> = Vec::new();
         for (k, e) in prior {
-            if !reduction.state.contains_key(&k)
-                && !below_mark.contains(&k)
-                && !(e.deleted && e.at_ms < gc_before)
-            {
+            let replaced = reduction.state.contains_key(&k) || below_mark.contains(&k);
+            let collected = e.deleted && e.at_ms < gc_before;
+            if !replaced && !collected {
                 entries.push((k, e));
             }
         }
@@ -424,7 +431,8 @@ impl CdcTarget {
             let below = effective_mark
                 .as_deref()
                 .is_some_and(|m| e.seq.as_slice() < m);
-            if !below && !(e.deleted && e.at_ms < gc_before) {
+            let collected = e.deleted && e.at_ms < gc_before;
+            if !below && !collected {
                 entries.push((k, e));
             }
         }
@@ -640,6 +648,10 @@ impl Target for CdcTarget {
         _keep_last: &[String],
     ) -> Result<BatchWriter, SinkError> {
         Ok(BatchWriter::Collect(Vec::new()))
+    }
+
+    fn last_changes(&self) -> Option<ChangeCounts> {
+        self.last
     }
 
     fn commit<'a>(

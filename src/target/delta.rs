@@ -233,6 +233,40 @@ impl DeltaAppend {
     /// The `autoloader` commit info of every commit still in the table's log, with its
     /// commit time, oldest first: what a lost checkpoint is rebuilt from.
     pub async fn autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
+        Ok(since_last_reset(self.all_autoloader_commits().await?))
+    }
+
+    /// The record of the table's last reset commit (`{"generation", "full", "keepSchema"}`).
+    pub async fn last_reset(&self) -> Result<Option<serde_json::Value>, SinkError> {
+        Ok(self
+            .all_autoloader_commits()
+            .await?
+            .into_iter()
+            .rev()
+            .find_map(|(_, c)| c.get("reset").cloned()))
+    }
+
+    /// The reset record of the table's latest commit, when that commit is a reset.
+    pub async fn last_commit_reset(&self) -> Result<Option<serde_json::Value>, SinkError> {
+        use futures::TryStreamExt;
+        if !self.exists() {
+            return Ok(None);
+        }
+        let latest: Vec<_> = self
+            .table
+            .history(Some(1))
+            .try_collect()
+            .await
+            .map_err(|e| delta_err(&self.location, e))?;
+        Ok(latest
+            .first()
+            .and_then(|ci| ci.info.get("autoloader"))
+            .and_then(|a| a.get("reset"))
+            .cloned())
+    }
+
+    /// Every `autoloader` commit record, resets included, oldest first.
+    pub async fn all_autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
         use futures::TryStreamExt;
         if !self.exists() {
             return Ok(Vec::new());
@@ -243,8 +277,11 @@ impl DeltaAppend {
             .try_collect()
             .await
             .map_err(|e| delta_err(&self.location, e))?;
+        // History is newest first; reversed, a stable sort keeps commits of one
+        // millisecond in version order.
         let mut out: Vec<(u64, serde_json::Value)> = infos
             .into_iter()
+            .rev()
             .filter_map(|ci| {
                 let at = u64::try_from(ci.timestamp.unwrap_or(0)).unwrap_or(0);
                 ci.info.get("autoloader").cloned().map(|a| (at, a))
@@ -252,6 +289,125 @@ impl DeltaAppend {
             .collect();
         out.sort_by_key(|(v, _)| *v);
         Ok(out)
+    }
+
+    /// A table property as a number (0 when absent or not a number).
+    fn number_property(&self, key: &str) -> Result<u64, SinkError> {
+        if !self.exists() {
+            return Ok(0);
+        }
+        Ok(self
+            .properties()?
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// How many resets (full or checkpoints-only) the table has had: a checkpoint made
+    /// before the last one is stale (see `reset.rs`).
+    pub fn reset_generation(&self) -> Result<u64, SinkError> {
+        self.number_property(RESET_GENERATION)
+    }
+
+    /// The generation of the last full refresh: a ONCE flow completed before it runs again.
+    pub fn refresh_generation(&self) -> Result<u64, SinkError> {
+        self.number_property(REFRESH_GENERATION)
+    }
+
+    /// How many rows the current version holds, from the files' statistics (`None` when a
+    /// file has none).
+    pub fn row_count(&self) -> Result<Option<u64>, SinkError> {
+        let state = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        Ok(state
+            .log_data()
+            .into_iter()
+            .map(|f| f.num_records().map(|n| n as u64))
+            .sum())
+    }
+
+    /// The reset commit: one commit bumping `autoloader.resetGeneration` (and, for a full
+    /// refresh, `autoloader.refreshGeneration`) in the metadata, removing every data file
+    /// when `full` (with `dataChange=true`: the rows are gone from this version on; older
+    /// versions still read them). The schema, partitioning and other properties stay.
+    /// Returns the new generation.
+    pub async fn commit_reset(&mut self, full: bool, keep_schema: bool) -> Result<u64, SinkError> {
+        let generation = self.reset_generation()? + 1;
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        let mut metadata = snapshot
+            .metadata()
+            .clone()
+            .add_config_key(RESET_GENERATION.to_string(), generation.to_string())
+            .map_err(|e| delta_err(&self.location, e.into()))?;
+        if full {
+            metadata = metadata
+                .add_config_key(REFRESH_GENERATION.to_string(), generation.to_string())
+                .map_err(|e| delta_err(&self.location, e.into()))?;
+        }
+        let mut actions = vec![Action::Metadata(metadata)];
+        if full {
+            actions.extend(
+                snapshot
+                    .log_data()
+                    .into_iter()
+                    .map(|f| Action::Remove(f.remove_action(true))),
+            );
+        }
+        let info = serde_json::json!({
+            "reset": { "generation": generation, "full": full, "keepSchema": keep_schema }
+        });
+        let props = CommitProperties::default()
+            .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
+        let operation = if full {
+            DeltaOperation::Delete { predicate: None }
+        } else {
+            DeltaOperation::SetTableProperties {
+                properties: HashMap::from([(RESET_GENERATION.to_string(), generation.to_string())]),
+            }
+        };
+        let finalized = CommitBuilder::from(props)
+            .with_actions(actions)
+            .build(Some(snapshot), self.table.log_store(), operation)
+            .await
+            .map_err(|e| delta_err(&self.location, e))?;
+        self.table.state = Some(finalized.snapshot());
+        Ok(generation)
+    }
+
+    /// A commit of no files carrying only `info` as its `autoloader` record (a ONCE
+    /// flow's rerun record).
+    pub async fn commit_record(&mut self, info: serde_json::Value) -> Result<u64, SinkError> {
+        let props = CommitProperties::default()
+            .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
+        self.commit_actions(&[], &props, None)
+            .await
+            .map_err(|e| delta_err(&self.location, e))
+    }
+
+    /// Records that a ONCE flow ran to completion: `txn(app_id, version)` with `info` in
+    /// its commit record, in a commit of no files (after its last batch, whose own `txn`
+    /// already made the data exactly once).
+    pub async fn commit_marker(
+        &mut self,
+        app_id: &str,
+        version: u64,
+        info: serde_json::Value,
+    ) -> Result<u64, SinkError> {
+        let props = CommitProperties::default()
+            .with_application_transaction(Transaction::new_with_last_update(
+                app_id,
+                i64::try_from(version).unwrap_or(i64::MAX),
+                Some(chrono::Utc::now().timestamp_millis()),
+            ))
+            .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
+        self.commit_actions(&[], &props, None)
+            .await
+            .map_err(|e| delta_err(&self.location, e))
     }
 
     /// The table's properties (`metaData.configuration`), sorted by key.
@@ -386,12 +542,12 @@ impl DeltaAppend {
         .map_err(|e| delta_err(&self.location, e))?
         .with_writer_properties(props)
         .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(BatchWriter::Files(FileWriter {
+        Ok(BatchWriter::Files(Box::new(FileWriter {
             base_schema: writer.arrow_schema(),
             writer,
             keep_last: keep_last.to_vec(),
             location: self.location.clone(),
-        }))
+        })))
     }
 
     /// Commits what `writers` hold as batch `batch` of `app_id`, in one commit, exactly
@@ -547,10 +703,24 @@ impl DeltaAppend {
     }
 }
 
+/// The table property counting resets (full or checkpoints-only).
+pub const RESET_GENERATION: &str = "autoloader.resetGeneration";
+/// The table property holding the generation of the last full refresh.
+pub const REFRESH_GENERATION: &str = "autoloader.refreshGeneration";
+
+/// The generation rule: only commits made since the last reset count as progress, so a
+/// rebuilt checkpoint never resurrects what a reset cleared.
+fn since_last_reset(commits: Vec<(u64, serde_json::Value)>) -> Vec<(u64, serde_json::Value)> {
+    match commits.iter().rposition(|(_, c)| c.get("reset").is_some()) {
+        Some(at) => commits.into_iter().skip(at + 1).collect(),
+        None => commits,
+    }
+}
+
 /// Takes one stream batch's rows: into Parquet files committed by [`DeltaAppend::commit`],
 /// or, for a target that must see the whole batch before it writes (CDC), into memory.
 pub enum BatchWriter {
-    Files(FileWriter),
+    Files(Box<FileWriter>),
     /// The decoded rows, held for the target's commit (a batch is bounded by the
     /// trigger limits).
     Collect(Vec<RecordBatch>),

@@ -15,6 +15,27 @@ pub mod rewrite;
 pub use cdc::CdcTarget;
 pub use delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 
+/// What a CDC batch did to its target (summed over a run for the summary).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeCounts {
+    pub inserted: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    /// Change records ignored: not later than the key's applied sequence, or before a
+    /// truncate.
+    pub stale: u64,
+}
+
+impl std::ops::AddAssign for ChangeCounts {
+    fn add_assign(&mut self, o: ChangeCounts) {
+        self.inserted += o.inserted;
+        self.updated += o.updated;
+        self.deleted += o.deleted;
+        self.stale += o.stale;
+    }
+}
+
 /// A table a stream writes into.
 pub trait Target: Send + Sync {
     /// Whether the table exists yet (it is created with the first batch's schema).
@@ -66,6 +87,11 @@ pub trait Target: Send + Sync {
         partition_columns: &[String],
         keep_last: &[String],
     ) -> Result<BatchWriter, SinkError>;
+
+    /// What the last commit's changes did, for a target that applies changes by key.
+    fn last_changes(&self) -> Option<ChangeCounts> {
+        None
+    }
 
     /// Commits what `writers` hold as batch `batch` of `app_id`, exactly once; returns the
     /// table version.

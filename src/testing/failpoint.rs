@@ -50,6 +50,17 @@ pub const NAMES: &[&str] = &[
     "after-schema-evolve",
 ];
 
+/// Failpoints of `autoloader reset`, in the order it reaches them (`tests/it/reset.rs`).
+pub const RESET_NAMES: &[&str] = &[
+    "reset-after-lock",
+    "reset-after-commit",
+    "reset-mid-aside",
+    "reset-after-aside",
+];
+
+/// The failpoint a ONCE flow reaches after recording its completion (`pipeline/once.rs`).
+pub const ONCE_COMPLETE: &str = "after-once-complete";
+
 /// The failpoint hit when a file starts being read: `read:<file name>` arms a file that
 /// crashes the process every time it is read (the quarantine tests).
 pub fn read_point(file_name: &str) -> String {

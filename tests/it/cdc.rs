@@ -101,6 +101,10 @@ fn scd1_example_in_one_batch_gives_the_documented_table() {
     let out = ok(&ingest(&s, &cdc_options(false), &[]));
     assert_eq!(rows(&s.table()), EXAMPLE_A, "{out}");
     assert_eq!(columns(&s.table()), ["userId", "name", "city"]);
+    assert!(
+        out.contains("3 inserted, 0 updated, 0 deleted, 0 stale"),
+        "the summary says what the changes did: {out}"
+    );
     // Run again: nothing new, nothing changes.
     ok(&ingest(&s, &cdc_options(false), &[]));
     assert_eq!(rows(&s.table()), EXAMPLE_A);
@@ -363,4 +367,72 @@ table = "silver/customers"
         "{}",
         stderr(&out)
     );
+}
+
+/// The same flow from `streams.toml`, under Databricks' names with TOML lists, fed in two
+/// runs: the second run's late and stale records change nothing they should not.
+#[test]
+fn a_cdc_flow_from_streams_toml() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let landing = dir.join("landing/customers");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("1.json"), RECORDS[..4].join("\n") + "\n").unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "customers"
+source = "landing/customers"
+table = "silver/customers"
+[stream.options]
+"cloudFiles.inferColumnTypes" = true
+"cloudFiles.includeMetadata" = false
+[stream.cdc]
+keys = ["userId"]
+sequence_by = "sequenceNum"
+apply_as_deletes = "operation = 'DELETE'"
+except_column_list = ["operation", "sequenceNum", "_rescued_data"]
+stored_as_scd_type = 1
+"#,
+    )
+    .unwrap();
+    let run_once = || {
+        ok(&run(
+            &["run".into(), config.display().to_string(), "--once".into()],
+            &[],
+        ))
+    };
+    run_once();
+    std::fs::write(landing.join("2.json"), RECORDS[4..].join("\n") + "\n").unwrap();
+    let out = run_once();
+    assert!(out.contains("1 updated, 1 deleted"), "{out}");
+    assert_eq!(rows(&dir.join("silver/customers")), EXAMPLE_A);
+}
+
+/// The README's `[stream.cdc]` example, as printed there, on Databricks' records.
+#[test]
+fn the_readme_cdc_config_runs() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let toml = readme
+        .split("## APPLY CHANGES")
+        .nth(1)
+        .and_then(|s| s.split("```toml\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the README has the CDC example");
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let landing = dir.join("landing/customer_cdc");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("changes.json"), RECORDS.join("\n") + "\n").unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(&config, toml).unwrap();
+    ok(&run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    ));
+    let got = rows(&dir.join("silver/customers"));
+    assert_eq!(got, EXAMPLE_A);
 }

@@ -34,6 +34,7 @@ fn help_documents_sources_json_diff_arguments_and_exit_codes() {
     for line in [
         "Exit codes:",
         "  2    invalid arguments",
+        "  4    reset refused: a named table has pipelines.reset.allowed=false",
         "  75   another process holds the checkpoint",
         "  130  a second SIGINT or SIGTERM",
         "-vv its trace",
@@ -85,6 +86,7 @@ fn help_documents_sources_json_diff_arguments_and_exit_codes() {
         "| `1` |",
         "| `2` |",
         "| `3` |",
+        "| `4` |",
         "| `75` |",
         "| `130` |",
     ] {

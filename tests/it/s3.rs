@@ -892,3 +892,84 @@ table = "s3://lake/silver"
         (0..20).collect::<Vec<_>>()
     );
 }
+
+/// `reset` of an S3 table whose checkpoint is on S3 too: guarded (exit 4), then a full
+/// refresh (the checkpoint's objects set aside under `_reset-1/`), a re-ingest of every
+/// object once, and a reset killed midway through moving the objects that the next
+/// `ingest` finishes.
+#[test]
+fn an_s3_table_and_its_s3_checkpoint_are_reset_and_reingested_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    moto.put("lake", "landing/r/a.json", common::orders_jsonl(0, 10));
+    moto.put("lake", "landing/r/b.json", common::orders_jsonl(10, 20));
+    let s = Scratch::new();
+    let state = s.dir.path().join("state").display().to_string();
+    let table = "s3://lake/reset/orders".to_string();
+    let with_env = |args: &[&str], failpoint: Option<&str>| {
+        let mut env = moto.env();
+        env.push(("AUTOLOADER_STATE_DIR", state.clone()));
+        if let Some(f) = failpoint {
+            env.push(("AUTOLOADER_FAILPOINT", f.to_string()));
+        }
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+        common::run(&args, &env)
+    };
+    let ingest = || {
+        ok(&with_env(
+            &["ingest", "s3://lake/landing/r", &table, "--once"],
+            None,
+        ))
+    };
+    let ids = || {
+        let py = python_rows(&moto, &table);
+        let mut ids: Vec<u64> = py["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["order_id"].as_str().unwrap().parse().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    ingest();
+    ok(&with_env(
+        &["table", "set", &table, "pipelines.reset.allowed=false"],
+        None,
+    ));
+    let refused = with_env(&["reset", &table, "--yes"], None);
+    assert_eq!(
+        refused.status.code(),
+        Some(4),
+        "{}",
+        common::stderr(&refused)
+    );
+    ok(&with_env(
+        &["table", "set", &table, "pipelines.reset.allowed=true"],
+        None,
+    ));
+    ok(&with_env(&["reset", &table, "--yes"], None));
+    assert!(ids().is_empty(), "every row removed");
+    let kept = moto.keys("lake", "reset/orders/_autoloader/_reset-1");
+    assert!(
+        kept.iter().any(|k| k.ends_with("_reset-1/stream"))
+            && kept.iter().any(|k| k.contains("_reset-1/commits/")),
+        "{kept:?}"
+    );
+    ingest();
+    assert_eq!(ids(), (0..20).collect::<Vec<_>>(), "each object once");
+    assert!(ingest().contains("ingested 0 files"));
+    // Killed after the first object moved: the next ingest finishes the set-aside.
+    let killed = with_env(&["reset", &table, "--yes"], Some("reset-mid-aside"));
+    assert_eq!(
+        killed.status.signal(),
+        Some(9),
+        "{}",
+        common::stderr(&killed)
+    );
+    ingest();
+    assert_eq!(ids(), (0..20).collect::<Vec<_>>(), "after the killed reset");
+    assert!(ingest().contains("ingested 0 files"));
+}

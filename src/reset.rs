@@ -1,0 +1,335 @@
+//! `autoloader reset`: a full refresh of a table (Lakeflow's), or a reset of its flows'
+//! checkpoints only, guarded by the table property `pipelines.reset.allowed`.
+//!
+//! The steps, in a crash-safe order:
+//! 1. Precheck: the table's guard (as it is on the table now) before anything is touched,
+//!    then the lock of every flow's checkpoint (a running stream refuses the reset).
+//! 2. One Delta commit: `autoloader.resetGeneration` bumped in the metadata (and, for a full
+//!    refresh, `autoloader.refreshGeneration`, which ONCE flows compare against), every
+//!    data file removed for a full refresh. History, properties and schema stay.
+//! 3. Each flow's checkpoint (stamped with an older generation) is set aside into
+//!    `CHECKPOINT/_reset-<gen>/`, with its `_schemas` unless `--keep-schema`.
+//!
+//! A kill before 2 leaves the old state; after 2 the table's generation says every older
+//! checkpoint is stale, and whoever locks one next (`reset` again, or the next `run`) sets
+//! it aside. `reset` again right after a reset commit of the same kind reuses it (no
+//! second commit). The generation rule: checkpoint recovery reads only commits since the
+//! last reset (`target/delta.rs`).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use tracing::{info, warn};
+
+use crate::checkpoint::{Checkpoint, CheckpointError};
+use crate::location::Location;
+use crate::pipeline::IngestRequest;
+use crate::reports::{self, ReportError};
+use crate::source::DiscoveryError;
+use crate::storage::StorageSettings;
+use crate::target::{DeltaAppend, SinkError};
+use crate::testing::failpoint;
+
+/// The table property that protects a table from resets (Lakeflow's; default true).
+pub const RESET_ALLOWED: &str = "pipelines.reset.allowed";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResetError {
+    #[error(
+        "table {table} has {RESET_ALLOWED}=false: it cannot be reset; nothing was changed. \
+         To reset it once, lift the guard with `autoloader table set {table} \
+         {RESET_ALLOWED}=true` (the next run puts a declared value back)"
+    )]
+    Guarded { table: String },
+    #[error("{path} is not a Delta table (it has no _delta_log)")]
+    NotATable { path: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+}
+
+/// What to reset.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResetOptions {
+    /// Reset the flows' progress but keep the rows.
+    pub checkpoints_only: bool,
+    /// Keep the flows' schema versions (no inference again).
+    pub keep_schema: bool,
+    /// `--all`: a guarded table is skipped with a warning instead of failing the reset.
+    pub skip_guarded: bool,
+    /// Only say what would be done: no lock is taken, nothing is written.
+    pub dry_run: bool,
+}
+
+/// One flow writing into a table, as the reset sees it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlowPlan {
+    pub name: Option<String>,
+    pub checkpoint: String,
+    pub schema_location: String,
+    /// Whether its checkpoint exists (one that does not has nothing to reset).
+    pub exists: bool,
+    /// Source files its next run would read from the start (what `modifiedAfter` and the
+    /// other filters let through); `None` for a flow not in `--config`.
+    pub source_files: Option<usize>,
+    /// A ONCE flow of `--config` (it runs again after a full refresh, not after
+    /// `--checkpoints-only`).
+    pub once: bool,
+}
+
+/// What a reset of one table would do (`--dry-run` prints it) and, after it, did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TablePlan {
+    pub table: String,
+    pub version: u64,
+    /// Data files the current version holds (a full refresh removes them all).
+    pub files: usize,
+    pub rows: Option<u64>,
+    /// `pipelines.reset.allowed=false`: skipped (only with `--all`).
+    pub guarded: bool,
+    pub full: bool,
+    pub keep_schema: bool,
+    pub flows: Vec<FlowPlan>,
+    /// After the reset: its generation and the folders the old progress is kept in.
+    pub generation: Option<u64>,
+    pub kept: Vec<String>,
+}
+
+impl TablePlan {
+    /// Source files the flows would re-read (`None` when a flow's source is unknown).
+    pub fn source_files(&self) -> Option<usize> {
+        self.flows
+            .iter()
+            .filter(|f| f.exists)
+            .map(|f| f.source_files)
+            .sum()
+    }
+}
+
+struct Flow {
+    checkpoint: Location,
+    schema_location: Location,
+    /// Its lock, held from the precheck to the end of the reset.
+    locked: Option<Checkpoint>,
+}
+
+struct TableReset {
+    sink: DeltaAppend,
+    flows: Vec<Flow>,
+}
+
+/// The reset after its precheck: every flow's checkpoint locked, nothing changed yet.
+pub struct Prepared {
+    pub plans: Vec<TablePlan>,
+    tables: Vec<Option<TableReset>>,
+    options: ResetOptions,
+}
+
+/// Whether the table refuses resets (its property as it is now).
+fn guarded(sink: &DeltaAppend) -> Result<bool, SinkError> {
+    Ok(sink
+        .properties()?
+        .get(RESET_ALLOWED)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")))
+}
+
+async fn open_table(
+    table: &Location,
+    storage: &StorageSettings,
+) -> Result<DeltaAppend, ResetError> {
+    let not_a_table = || ResetError::NotATable {
+        path: table.to_string(),
+    };
+    if let Some(dir) = table.as_local()
+        && !dir.join("_delta_log").is_dir()
+    {
+        return Err(not_a_table());
+    }
+    let sink = DeltaAppend::open(table, storage).await?;
+    if !sink.exists() {
+        return Err(not_a_table());
+    }
+    Ok(sink)
+}
+
+/// The precheck: opens every table, refuses a guarded one (or marks it skipped), finds and
+/// locks the flows writing into each (`streams`: the config's; and the checkpoints under
+/// `TABLE/_autoloader`). Nothing is changed.
+pub async fn prepare(
+    tables: &[Location],
+    streams: &[IngestRequest],
+    options: ResetOptions,
+    storage: &StorageSettings,
+) -> Result<Prepared, ResetError> {
+    let mut sinks = Vec::new();
+    let mut seen = BTreeSet::new();
+    for table in tables {
+        if !seen.insert(table.resolved().to_string()) {
+            continue;
+        }
+        let sink = open_table(table, storage).await?;
+        let guard = guarded(&sink)?;
+        if guard && !options.skip_guarded {
+            return Err(ResetError::Guarded {
+                table: table.to_string(),
+            });
+        }
+        sinks.push((table.clone(), sink, guard));
+    }
+    let mut plans = Vec::new();
+    let mut prepared = Vec::new();
+    for (table, sink, guard) in sinks {
+        let mut plan = TablePlan {
+            table: table.to_string(),
+            version: sink.version().unwrap_or_default(),
+            files: sink.file_count()?,
+            rows: sink.row_count()?,
+            guarded: guard,
+            full: !options.checkpoints_only,
+            keep_schema: options.keep_schema,
+            flows: Vec::new(),
+            generation: None,
+            kept: Vec::new(),
+        };
+        if guard {
+            warn!(table = %table, "Skipping the reset of {table}: it has {RESET_ALLOWED}=false.");
+            plans.push(plan);
+            prepared.push(None);
+            continue;
+        }
+        let mut flows = Vec::new();
+        let resolved = table.resolved();
+        for req in streams.iter().filter(|r| r.table.resolved() == resolved) {
+            let source_files = req.source.list(&req.settings).await?.len();
+            flows.push((
+                Some(req.name.clone()),
+                req.checkpoint.clone(),
+                req.settings.schema_location.clone(),
+                Some(source_files),
+                req.once.is_some(),
+            ));
+        }
+        let found = match reports::checkpoints(Some(&table), None, None, storage) {
+            Ok(found) => found,
+            Err(ReportError::NoCheckpoint { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for c in found {
+            let r = c.location.resolved();
+            if !flows.iter().any(|(_, ck, _, _, _)| ck.resolved() == r) {
+                flows.push((c.name, c.location.clone(), c.location, None, false));
+            }
+        }
+        let mut locked = Vec::new();
+        for (name, checkpoint, schema_location, source_files, once) in flows {
+            let exists = Checkpoint::exists(&checkpoint, storage)?;
+            let lock = if exists && !options.dry_run {
+                let ck = Checkpoint::open(&checkpoint, storage)?;
+                // A schema location of its own on S3 (not the checkpoint's `_schemas`).
+                let s3_schemas = !options.keep_schema
+                    && matches!(schema_location, Location::S3(_))
+                    && schema_location.resolved() != checkpoint.resolved();
+                if s3_schemas {
+                    return Err(ResetError::Usage(format!(
+                        "flow {}: resetting a schema location on S3 other than the \
+                         checkpoint's is not supported yet (give --keep-schema, or move its \
+                         _schemas by hand); nothing was changed",
+                        name.as_deref().unwrap_or(&checkpoint.to_string())
+                    )));
+                }
+                Some(ck)
+            } else {
+                None
+            };
+            plan.flows.push(FlowPlan {
+                name,
+                checkpoint: checkpoint.to_string(),
+                schema_location: schema_location.to_string(),
+                exists,
+                source_files,
+                once,
+            });
+            locked.push(Flow {
+                checkpoint,
+                schema_location,
+                locked: lock,
+            });
+        }
+        plans.push(plan);
+        prepared.push(Some(TableReset {
+            sink,
+            flows: locked,
+        }));
+    }
+    Ok(Prepared {
+        plans,
+        tables: prepared,
+        options,
+    })
+}
+
+/// Resets every prepared table: the reset commit, then each flow's checkpoint set aside.
+pub async fn execute(prepared: Prepared) -> Result<Vec<TablePlan>, ResetError> {
+    let Prepared {
+        mut plans,
+        tables,
+        options,
+    } = prepared;
+    if options.dry_run {
+        return Ok(plans);
+    }
+    let full = !options.checkpoints_only;
+    for (plan, table) in plans.iter_mut().zip(tables) {
+        let Some(TableReset { mut sink, flows }) = table else {
+            continue;
+        };
+        failpoint::hit("reset-after-lock");
+        let generation = match last_commit_is_reset(&sink, full).await? {
+            // An interrupted reset of the same kind: finish it, without a second commit.
+            Some(generation) => {
+                info!(table = %plan.table, generation, "The table's last commit is this reset; finishing it.");
+                generation
+            }
+            None => sink.commit_reset(full, options.keep_schema).await?,
+        };
+        failpoint::hit("reset-after-commit");
+        for flow in flows {
+            let Some(ck) = flow.locked else { continue };
+            if !ck.is_stale(generation)? {
+                ck.stamp_generation(generation)?;
+                continue;
+            }
+            let kept = ck.set_aside(
+                &crate::checkpoint::aside::aside_name(generation),
+                options.keep_schema,
+                &flow.schema_location,
+                &|| failpoint::hit("reset-mid-aside"),
+            )?;
+            info!(checkpoint = %flow.checkpoint, kept = %kept, "Set the flow's checkpoint aside.");
+            plan.kept.push(kept);
+        }
+        failpoint::hit("reset-after-aside");
+        plan.generation = Some(generation);
+        plan.version = sink.version().unwrap_or_default();
+    }
+    Ok(plans)
+}
+
+/// The generation of the table's last commit when it is a reset of this kind.
+async fn last_commit_is_reset(sink: &DeltaAppend, full: bool) -> Result<Option<u64>, SinkError> {
+    let Some(reset) = sink.last_commit_reset().await? else {
+        return Ok(None);
+    };
+    let same_kind = reset.get("full").and_then(serde_json::Value::as_bool) == Some(full);
+    let generation = reset.get("generation").and_then(serde_json::Value::as_u64);
+    Ok(generation.filter(|g| same_kind && *g == sink.reset_generation().unwrap_or(0)))
+}
