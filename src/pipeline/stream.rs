@@ -291,6 +291,10 @@ impl<'a> StreamRun<'a> {
     /// that is most likely a wrong path or prefix (S3 lists a mistyped prefix as empty),
     /// so say so rather than finish with 0 files and no word.
     fn warn_if_nothing_there(&self) -> Result<(), IngestError> {
+        if self.req.source.reads_delta() {
+            // A table source says itself whether the table is there yet.
+            return Ok(());
+        }
         let (committed, _) = self.checkpoint.pending_plans()?;
         if committed.is_some() || !self.pending.is_empty() {
             return Ok(());

@@ -215,7 +215,7 @@ impl DeltaTableSource {
                 let Some(&(latest, _)) = versions.last() else {
                     let mut state = self.lock();
                     if !std::mem::replace(&mut state.waiting_said, true) {
-                        info!(table = %self.location, "The source Delta table does not exist yet; waiting for its first commit.");
+                        tracing::warn!(table = %self.location, "The source Delta table does not exist yet; waiting for its first commit (another stream may create it).");
                     }
                     return Ok(Vec::new());
                 };
@@ -339,6 +339,7 @@ impl DeltaTableSource {
         let mut adds = Vec::new();
         let mut removes = 0usize;
         let mut operation = None;
+        let mut full_refresh = false;
         for action in actions {
             match action {
                 Action::Add(add) if add.data_change => {
@@ -369,7 +370,16 @@ impl DeltaTableSource {
                     check_readable(m.configuration())
                         .map_err(|e| self.err(format!("version {v}: {e}")))?;
                 }
-                Action::CommitInfo(ci) => operation = ci.operation.clone(),
+                Action::CommitInfo(ci) => {
+                    operation = ci.operation.clone();
+                    full_refresh = ci
+                        .info
+                        .get("autoloader")
+                        .and_then(|a| a.get("reset"))
+                        .and_then(|r| r.get("full"))
+                        .and_then(serde_json::Value::as_bool)
+                        .unwrap_or(false);
+                }
                 _ => {}
             }
         }
@@ -385,6 +395,13 @@ impl DeltaTableSource {
             return Ok(CommitEffect::Skipped(
                 "only deletes rows (ignoreDeletes=true)",
             ));
+        }
+        if full_refresh {
+            return Err(self.err(format!(
+                "version {v} is a full refresh of the table (autoloader reset): reset the \
+                 tables that read it too (autoloader reset TABLE) to read it afresh, or set \
+                 skipChangeCommits=true to go on from its rows as they land again"
+            )));
         }
         let op = operation.unwrap_or_else(|| "an unnamed operation".into());
         Err(self.err(format!(

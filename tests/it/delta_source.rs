@@ -422,3 +422,38 @@ fn a_table_with_column_mapping_stops_the_flow_naming_the_feature() {
     );
     assert!(!silver.join("_delta_log").exists(), "nothing written");
 }
+
+#[test]
+fn a_full_refresh_of_the_source_says_to_reset_the_readers_too() {
+    let l = Layers::new();
+    l.append_bronze(0, 5);
+    ok(&l.run_silver(&[]));
+    ok(&run(
+        &[
+            "reset".into(),
+            l.bronze().display().to_string(),
+            "--yes".into(),
+        ],
+        &[],
+    ));
+    // The landing files land again in bronze (a new checkpoint).
+    ok(&l.s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    let out = l.run_silver(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("full refresh") && stderr(&out).contains("autoloader reset"),
+        "{}",
+        stderr(&out)
+    );
+    // Resetting silver reads bronze afresh: each row once.
+    ok(&run(
+        &[
+            "reset".into(),
+            l.silver.display().to_string(),
+            "--yes".into(),
+        ],
+        &[],
+    ));
+    ok(&l.run_silver(&[]));
+    assert_table_ids_once(&l.silver, 0..5, "silver read afresh");
+}
