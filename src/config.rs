@@ -296,6 +296,13 @@ pub fn load(
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_default();
+    // Every stream's table: a Delta source another stream creates is waited for.
+    let tables_written: Vec<Location> = parsed
+        .stream
+        .iter()
+        .filter_map(|s| Location::parse(&s.table).ok())
+        .map(|l| l.relative_to(&base).normalized())
+        .collect();
     let mut out: Vec<NamedStream> = Vec::new();
     // The `[[stream]]` entries as written: a ONCE flow's definition is every key of its
     // entry, whichever fields the stream config has.
@@ -363,14 +370,11 @@ pub fn load(
                 ))
             })?,
         };
-        let source = Source::open(
-            &location("source", &s.source)?,
-            state,
-            source_format,
-            &settings,
-        )
-        .and_then(|source| source.fix_format(&mut settings).map(|()| source))
-        .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+        let source_location = location("source", &s.source)?;
+        settings.delta.created_by_run = tables_written.contains(&source_location.normalized());
+        let source = Source::open(&source_location, state, source_format, &settings)
+            .and_then(|source| source.fix_format(&mut settings).map(|()| source))
+            .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         let flow = FlowSpec::new(
             s.columns.clone(),
             s.except_columns.clone(),

@@ -815,6 +815,9 @@ pub struct DeltaReadSettings {
     pub skip_change_commits: bool,
     /// `ignoreDeletes`: a commit that only removes rows is skipped.
     pub ignore_deletes: bool,
+    /// Not an option: another stream of the same run writes the table, so a missing one
+    /// is waited for rather than an error (set by the config).
+    pub created_by_run: bool,
 }
 
 /// `startingVersion` or `startingTimestamp`: commits from there on, no initial snapshot.
@@ -1007,6 +1010,7 @@ pub fn resolve(
         starting,
         skip_change_commits: bool_or("skipChangeCommits", false)?,
         ignore_deletes: bool_or("ignoreDeletes", false)?,
+        created_by_run: false,
     };
     let modified_after_ms = get("modifiedAfter")
         .map(|v| parse_instant("modifiedAfter", v))

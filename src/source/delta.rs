@@ -213,6 +213,12 @@ impl DeltaTableSource {
             Some(p) => p,
             None => {
                 let Some(&(latest, _)) = versions.last() else {
+                    if !self.read.created_by_run {
+                        return Err(self.err(
+                            "it does not exist (no commit in its _delta_log); check the path, \
+                             or declare the stream that creates it in the same streams.toml",
+                        ));
+                    }
                     let mut state = self.lock();
                     if !std::mem::replace(&mut state.waiting_said, true) {
                         tracing::warn!(table = %self.location, "The source Delta table does not exist yet; waiting for its first commit (another stream may create it).");

@@ -217,8 +217,10 @@ impl Source {
         if format == SourceFormat::Detect {
             tracing::info!(source = %location, "The source holds a _delta_log/: reading it as a Delta table.");
         }
-        if let Location::Local(path) = location {
-            // Another stream of the run may create the table.
+        if let Location::Local(path) = location
+            && settings.delta.created_by_run
+        {
+            // Another stream of the run creates the table.
             std::fs::create_dir_all(path).map_err(|source| DiscoveryError::List {
                 path: path.clone(),
                 source,

@@ -457,3 +457,33 @@ fn a_full_refresh_of_the_source_says_to_reset_the_readers_too() {
     ok(&l.run_silver(&[]));
     assert_table_ids_once(&l.silver, 0..5, "silver read afresh");
 }
+
+#[test]
+fn a_delta_source_that_does_not_exist_stops_naming_it() {
+    let s = Scratch::new();
+    let missing = s.dir.path().join("no-such-table");
+    let silver = s.dir.path().join("silver");
+    let args = |source: &Path| -> Vec<String> {
+        vec![
+            "ingest".into(),
+            source.display().to_string(),
+            silver.display().to_string(),
+            "--once".into(),
+            "--source-format".into(),
+            "delta".into(),
+        ]
+    };
+    let out = run(&args(&missing), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!missing.exists(), "nothing created at the mistyped path");
+    // A folder that is not a table (yet): named, exit 1, nothing written.
+    std::fs::create_dir_all(&missing).unwrap();
+    let out = run(&args(&missing), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not exist") && stderr(&out).contains("no-such-table"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!silver.join("_delta_log").exists());
+}
