@@ -973,3 +973,59 @@ fn an_s3_table_and_its_s3_checkpoint_are_reset_and_reingested_once() {
     assert_eq!(ids(), (0..20).collect::<Vec<_>>(), "after the killed reset");
     assert!(ingest().contains("ingested 0 files"));
 }
+
+/// A ONCE backfill of an S3 archive prefix, with a `where`, into an S3 table: it lands once
+/// across three runs and across its lost S3 checkpoint (the table records its completion).
+#[test]
+fn a_once_backfill_on_s3_lands_once_across_runs_and_a_lost_checkpoint() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let state = s.dir.path();
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[defaults.options]
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "live"
+source = "s3://lake/landing"
+table = "s3://lake/bronze"
+
+[[stream]]
+name = "archive"
+source = "s3://lake/archive"
+table = "s3://lake/bronze"
+once = true
+where = "order_id < 1005"
+"#,
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    moto.put("lake", "landing/1.json", common::orders_jsonl(0, 5));
+    moto.put("lake", "archive/old.json", common::orders_jsonl(1000, 1010));
+    let expected: Vec<i64> = (0..5).chain(1000..1005).collect();
+    for _ in 0..3 {
+        ok(&run_on(&moto, state, &["run", &config, "--once"]));
+        assert_eq!(
+            sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+            expected
+        );
+    }
+    // The ONCE flow's checkpoint is lost (objects and local cache): it does not run again.
+    use object_store::ObjectStore;
+    let store = moto.store("lake");
+    for key in moto.keys("lake", "bronze/_autoloader/archive") {
+        block_on(store.delete(&key.as_str().into())).unwrap();
+    }
+    let cache = state.join("cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let out = ok(&run_on(&moto, state, &["run", &config, "--once"]));
+    assert!(out.contains("ONCE flow: ran already"), "{out}");
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        expected
+    );
+}
