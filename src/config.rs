@@ -372,6 +372,11 @@ pub fn load(
         };
         let source_location = location("source", &s.source)?;
         settings.delta.created_by_run = tables_written.contains(&source_location.normalized());
+        // Another stream's table is a Delta table, even before its first commit.
+        let source_format = match source_format {
+            SourceFormat::Detect if settings.delta.created_by_run => SourceFormat::Delta,
+            other => other,
+        };
         let source = Source::open(&source_location, state, source_format, &settings)
             .and_then(|source| source.fix_format(&mut settings).map(|()| source))
             .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
@@ -391,6 +396,17 @@ pub fn load(
                 settings,
                 storage: state.clone(),
                 first_writer: FirstWriter::Alone,
+                upstream: parsed
+                    .stream
+                    .iter()
+                    .filter(|o| {
+                        o.name != s.name
+                            && Location::parse(&o.table).is_ok_and(|t| {
+                                t.relative_to(&base).normalized() == source_location.normalized()
+                            })
+                    })
+                    .map(|o| o.name.clone())
+                    .collect(),
                 table_properties: Vec::new(),
                 flow,
                 cdc,
@@ -434,6 +450,28 @@ pub fn load(
                 "no stream named \"{name}\" (streams: {})",
                 names.join(", ")
             )));
+        }
+    }
+    // Streams reading each other's tables would wait for each other forever with --once.
+    for start in &out {
+        let mut seen: Vec<&str> = vec![start.name.as_str()];
+        let mut frontier: Vec<&str> = start.request.upstream.iter().map(String::as_str).collect();
+        while let Some(name) = frontier.pop() {
+            if name == start.name {
+                return Err(invalid(format!(
+                    "stream \"{}\" reads a table that is made from its own (through {}): a \
+                     flow cannot feed itself",
+                    start.name,
+                    seen[1..].join(", ")
+                )));
+            }
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            if let Some(up) = out.iter().find(|o| o.name == name) {
+                frontier.extend(up.request.upstream.iter().map(String::as_str));
+            }
         }
     }
     // A CDC target has one writer: its rows are keyed, and another writer's rows would

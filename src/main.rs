@@ -637,14 +637,16 @@ fn error_text(err: &Error) -> String {
     text
 }
 
-/// Log levels: autoloader's own at info, the libraries' at warn; each `-v` opens
+/// Log levels: autoloader's own at info, the libraries' at warn (delta-rs's from -vv); each `-v` opens
 /// autoloader's detail first (`-v` debug, `-vv` trace with the libraries' info), then the
 /// libraries' (`-vvv` debug, `-vvvv` trace). `RUST_LOG` decides instead when set.
 fn log_filter(verbose: u8, quiet: bool) -> &'static str {
     match (quiet, verbose) {
         (true, _) => "error",
-        (false, 0) => "autoloader=info,warn",
-        (false, 1) => "autoloader=debug,warn",
+        // delta-rs logs the commit conflicts it retries (ERROR "conflict detected") and
+        // every failure it returns to us, which we report ourselves: heard from -vv on.
+        (false, 0) => "autoloader=info,deltalake_core=off,warn",
+        (false, 1) => "autoloader=debug,deltalake_core=off,warn",
         (false, 2) => "autoloader=trace,info",
         (false, 3) => "autoloader=trace,debug",
         (false, _) => "trace",
@@ -747,6 +749,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     settings,
                     storage: state.clone(),
                     first_writer: pipeline::FirstWriter::Alone,
+                    upstream: Vec::new(),
                     table_properties: Vec::new(),
                     flow: flow.spec()?,
                     cdc,

@@ -134,12 +134,14 @@ pub struct Prepared {
     options: ResetOptions,
 }
 
-/// Whether the table refuses resets (its property as it is now).
+/// Whether the table refuses resets (its property as it is now). Only `true` (or no
+/// value: Databricks' default) allows one: a value set by another tool that is not a
+/// boolean guards the table rather than lifting the guard.
 fn guarded(sink: &DeltaAppend) -> Result<bool, SinkError> {
     Ok(sink
         .properties()?
         .get(RESET_ALLOWED)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")))
+        .is_some_and(|v| !v.trim().eq_ignore_ascii_case("true")))
 }
 
 async fn open_table(

@@ -120,8 +120,31 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
              they are not supported here yet (set them with Spark or delta-rs)",
         ));
     }
-    Ok((key.to_string(), value.trim().to_string()))
+    let value = value.trim();
+    if key.eq_ignore_ascii_case(crate::reset::RESET_ALLOWED) {
+        // A typo here would lift the guard it was meant to set.
+        return match value.to_ascii_lowercase().as_str() {
+            v @ ("true" | "false") => Ok((crate::reset::RESET_ALLOWED.to_string(), v.to_string())),
+            _ => Err(refuse("pipelines.reset.allowed is true or false")),
+        };
+    }
+    if let Some(rest) = key.strip_prefix("pipelines.")
+        && !KNOWN_PIPELINES_PROPERTIES.contains(&rest)
+    {
+        return Err(refuse(&format!(
+            "unknown pipelines.* property (known: {})",
+            KNOWN_PIPELINES_PROPERTIES
+                .iter()
+                .map(|k| format!("pipelines.{k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok((key.to_string(), value.to_string()))
 }
+
+/// The `pipelines.*` table properties autoloader reads.
+const KNOWN_PIPELINES_PROPERTIES: &[&str] = &["reset.allowed", "cdc.tombstoneGCThresholdInSeconds"];
 
 /// `table set TABLE KEY=VALUE...`: one commit, or none when nothing changes. Returns the
 /// new version.

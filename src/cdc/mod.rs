@@ -229,6 +229,24 @@ impl CdcSpec {
                 ));
             }
         }
+        for c in &self.sequence_by {
+            let text = schema.field_with_name(c).is_ok_and(|f| {
+                matches!(
+                    f.data_type(),
+                    arrow_schema::DataType::Utf8 | arrow_schema::DataType::LargeUtf8
+                )
+            });
+            if text {
+                return Err(invalid(
+                    "sequence_by",
+                    format!(
+                        "column {c} is STRING, which orders as text (\"10\" before \"9\"): \
+                         read it as a number or timestamp with cloudFiles.inferColumnTypes=true \
+                         or a hint (cloudFiles.schemaHints = \"{c} BIGINT\")"
+                    ),
+                ));
+            }
+        }
         if let ColumnSelection::Only(names) | ColumnSelection::Except(names) = &self.columns
             && let Some(c) = names.iter().find(|c| !has(c))
         {

@@ -96,6 +96,9 @@ pub(crate) async fn create_first_version(
     if draft.info.sampled_records.is_some() {
         log_inferred(&draft, started);
     }
+    // A flow or CDC setting that does not fit the schema is refused before `_schemas/0`
+    // is written, so fixing it (a hint, the condition) starts from nothing.
+    req.table_schema(&layout_for(&draft, &req.settings))?;
     write_first_version(store, draft)
 }
 

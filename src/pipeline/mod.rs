@@ -141,6 +141,9 @@ pub struct IngestRequest {
     pub table_properties: Vec<(String, String)>,
     /// Which columns and rows reach the table (default: all).
     pub flow: FlowSpec,
+    /// Streams of the same run whose table this stream reads (a Delta source): with
+    /// `--once` it starts after they finish, so one run carries bronze into silver.
+    pub upstream: Vec<String>,
     /// APPLY CHANGES settings: the batches are applied to the table by key, not appended.
     pub cdc: Option<crate::cdc::CdcSpec>,
     /// `once = true`: a ONCE flow (`once.rs`), run to completion once.

@@ -85,6 +85,8 @@ pub(crate) async fn settle_first_version(
     // Another stream may have created the table meanwhile.
     align_to_current_table(&mut draft.data, sink, ctx.req, ctx.opts.format).await?;
     log_inferred(&draft, spec.started);
+    ctx.req
+        .table_schema(&layout_for(&draft, &ctx.req.settings))?;
     let v = write_first_version(ctx.store, draft)?;
     failpoint::hit("after-schema-write");
     announce_first_version(ctx.telemetry, &v);

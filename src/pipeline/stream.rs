@@ -99,17 +99,19 @@ impl<'a> StreamRun<'a> {
             None => Box::new(delta),
             Some(spec) => {
                 let (deletes, truncates) = spec.conditions(settings.time_zone);
-                Box::new(
-                    CdcTarget::open(
-                        delta,
-                        &req.checkpoint,
-                        &req.storage,
-                        spec.clone(),
-                        deletes,
-                        truncates,
-                    )
-                    .await?,
+                let cdc = CdcTarget::open(
+                    delta,
+                    &req.checkpoint,
+                    &req.storage,
+                    spec.clone(),
+                    deletes,
+                    truncates,
                 )
+                .await?;
+                if let Some(why) = cdc.lost_state(checkpoint.is_fresh()?).await? {
+                    return Err(IngestError::Config(why));
+                }
+                Box::new(cdc)
             }
         };
         let store = SchemaStore::open(&settings.schema_location, &req.storage)?;

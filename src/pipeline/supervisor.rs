@@ -54,12 +54,38 @@ pub async fn run_streams(
     stop: &StopFlag,
     mode: RunMode,
 ) -> Vec<(String, Result<Summary, IngestError>)> {
+    // Each stream says when it is done, for the streams reading its table.
+    let done: std::collections::HashMap<String, tokio::sync::watch::Receiver<bool>> =
+        std::collections::HashMap::new();
+    let (mut senders, mut done) = (Vec::new(), done);
+    for (req, _) in &streams {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        senders.push(tx);
+        done.insert(req.name.clone(), rx);
+    }
     let mut tasks = Vec::new();
-    for (req, hooks) in streams {
+    for ((req, hooks), finished) in streams.into_iter().zip(senders) {
         let stop = stop.clone();
+        // With --once, a stream reading another's table waits for it: one run carries
+        // bronze into silver. Watching, each polls the other anyway.
+        let waits: Vec<_> = match mode {
+            RunMode::Once => req
+                .upstream
+                .iter()
+                .filter_map(|name| done.get(name).cloned())
+                .collect(),
+            RunMode::Watch { .. } => Vec::new(),
+        };
         tasks.push((
             req.name.clone(),
-            tokio::spawn(async move { run_stream(&req, &NoProgress, &stop, mode, &hooks).await }),
+            tokio::spawn(async move {
+                for mut upstream in waits {
+                    let _ = upstream.wait_for(|finished| *finished).await;
+                }
+                let result = run_stream(&req, &NoProgress, &stop, mode, &hooks).await;
+                let _ = finished.send(true);
+                result
+            }),
         ));
     }
     let mut results = Vec::new();

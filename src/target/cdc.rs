@@ -184,10 +184,9 @@ impl CdcTarget {
         self.last = None;
         let collected = writers.collected();
         let Some(first) = collected.first() else {
-            return Err(data_err(
-                &loc,
-                "internal: a CDC batch with no rows was committed",
-            ));
+            // Every file of the batch was skipped (ignoreMissingFiles, ignoreCorruptFiles):
+            // nothing to apply, but the batch is done, in both tables.
+            return self.commit_nothing(app_id, batch, info).await;
         };
         let layout = first.schema();
         let changes = arrow_select::concat::concat_batches(&layout, &collected)
@@ -467,6 +466,79 @@ impl CdcTarget {
             )
             .await?;
         Ok(version)
+    }
+}
+
+impl CdcTarget {
+    /// Commits a batch that holds no change: its `txn` in the target, then in the state.
+    async fn commit_nothing(
+        &mut self,
+        app_id: &str,
+        batch: u64,
+        info: serde_json::Value,
+    ) -> Result<u64, SinkError> {
+        let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
+        self.target.refresh().await?;
+        self.state.refresh().await?;
+        let version = if self
+            .target
+            .committed_batch(app_id)
+            .await?
+            .is_some_and(|v| v >= batch_version)
+        {
+            self.target.version().unwrap_or_default()
+        } else {
+            self.target
+                .commit_with(
+                    BatchWriters(Vec::new()),
+                    Vec::new(),
+                    None,
+                    app_id,
+                    batch,
+                    info,
+                )
+                .await?
+        };
+        self.state.ensure_created(&state_schema(), app_id).await?;
+        self.state
+            .commit_with(
+                BatchWriters(Vec::new()),
+                Vec::new(),
+                None,
+                app_id,
+                batch,
+                json!({ "batch": batch }),
+            )
+            .await?;
+        self.last = Some(ChangeCounts::default());
+        Ok(version)
+    }
+
+    /// Why this flow cannot go on: its target holds changes it applied, but the state
+    /// that remembers their sequences and tombstones is gone (a lost checkpoint). Going
+    /// on would let older records overwrite newer rows.
+    /// (`fresh`: the checkpoint holds no progress; a checkpoint with a plan may be one
+    /// killed between its first target and state commits, which a replay completes.)
+    pub async fn lost_state(&self, fresh: bool) -> Result<Option<String>, SinkError> {
+        if !fresh || self.state.exists() || !self.target.exists() {
+            return Ok(None);
+        }
+        let applied = self
+            .target
+            .autoloader_commits()
+            .await?
+            .iter()
+            .any(|(_, c)| c.get("cdc").is_some());
+        Ok(applied.then(|| {
+            format!(
+                "the CDC flow into {} has lost its state (the applied sequences and tombstones \
+                 kept in its checkpoint, at {}): going on could let older records overwrite \
+                 newer rows. Reset the table to apply every change again (autoloader reset {})",
+                self.target.location(),
+                self.state.location(),
+                self.target.location()
+            )
+        }))
     }
 }
 

@@ -436,3 +436,58 @@ fn the_readme_cdc_config_runs() {
     let got = rows(&dir.join("silver/customers"));
     assert_eq!(got, EXAMPLE_A);
 }
+
+#[test]
+fn a_cdc_flow_that_lost_its_state_refuses_to_go_on() {
+    let s = Scratch::new();
+    s.land("a.json", format!("{}\n", RECORDS[5]));
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    std::fs::remove_dir_all(s.table().join("_autoloader")).unwrap();
+    // An older record for the key: without its state the flow would apply it.
+    s.land("b.json", format!("{}\n", RECORDS[2]));
+    let out = ingest(&s, &cdc_options(false), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lost its state") && stderr(&out).contains("autoloader reset"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(rows(&s.table()), ["125 Mercedes Guadalajara"]);
+}
+
+#[test]
+fn a_text_sequence_is_refused_before_anything_runs() {
+    let s = Scratch::new();
+    s.land("a.json", format!("{}\n", RECORDS[0]));
+    let opts: Vec<String> = cdc_options(false)
+        .into_iter()
+        .filter(|o| !o.starts_with("cloudFiles.inferColumnTypes"))
+        .collect();
+    let out = ingest(&s, &opts, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("sequenceNum is STRING") && stderr(&out).contains("inferColumnTypes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!s.table().join("_delta_log").exists());
+}
+
+#[test]
+fn a_batch_whose_files_were_all_skipped_lets_the_flow_go_on() {
+    let s = Scratch::new();
+    s.land("a.json", format!("{}\n", RECORDS[0]));
+    let opts = [cdc_options(false), vec!["ignoreMissingFiles=true".into()]].concat();
+    ok(&ingest(&s, &opts, &[]));
+    let bad = s.land(
+        "bad.json",
+        r#"{"userId": null, "name": "X", "city": "Y", "operation": "INSERT", "sequenceNum": 9}"#,
+    );
+    let out = ingest(&s, &opts, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // The file with the bad record is removed: its batch holds nothing now.
+    std::fs::remove_file(bad).unwrap();
+    s.land("c.json", format!("{}\n", RECORDS[3]));
+    ok(&ingest(&s, &opts, &[]));
+    assert_eq!(rows(&s.table()), ["124 Raul Oaxaca", "126 Lily Cancun"]);
+}

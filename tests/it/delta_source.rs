@@ -268,8 +268,8 @@ fn random_sigkills_of_a_silver_flow_lose_and_duplicate_nothing() {
     assert_table_ids_once(&l.silver, expected, "after random kills");
 }
 
-/// The README's bronze-to-silver `streams.toml`, as printed there, run twice with `--once`
-/// (both streams at once: silver may find bronze half-way the first time) and once more.
+/// The README's bronze-to-silver `streams.toml`, as printed there: each `run --once` carries
+/// new landing files into bronze and on into silver.
 #[test]
 fn the_readme_bronze_to_silver_config_runs() {
     let readme =
@@ -292,6 +292,8 @@ fn the_readme_bronze_to_silver_config_runs() {
     let config = config.display().to_string();
     let run_once = || ok(&run(&["run".into(), config.clone(), "--once".into()], &[]));
     run_once();
+    // One run carries the rows through: silver starts once bronze has finished.
+    assert_table_ids_once(&s.dir.path().join("silver/orders"), 0..20, "after one run");
     std::fs::write(landing.join("b.json"), common::orders_jsonl(20, 30)).unwrap();
     run_once();
     run_once();
@@ -486,4 +488,64 @@ fn a_delta_source_that_does_not_exist_stops_naming_it() {
         stderr(&out)
     );
     assert!(!silver.join("_delta_log").exists());
+}
+
+/// A stream whose source is another stream's table reads it as a Delta table without being
+/// told, even before that table exists; streams feeding each other are refused.
+#[test]
+fn another_streams_table_is_a_delta_source_and_cycles_are_refused() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    std::fs::create_dir_all(dir.join("landing")).unwrap();
+    std::fs::write(dir.join("landing/a.json"), common::orders_jsonl(0, 7)).unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "silver"
+source = "bronze"
+table = "silver"
+
+[[stream]]
+name = "bronze"
+source = "landing"
+table = "bronze"
+"#,
+    )
+    .unwrap();
+    ok(&run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    ));
+    assert_table_ids_once(
+        &dir.join("silver"),
+        0..7,
+        "silver declared first, fed in one run",
+    );
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "a"
+source = "tb"
+table = "ta"
+
+[[stream]]
+name = "b"
+source = "ta"
+table = "tb"
+"#,
+    )
+    .unwrap();
+    let out = run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot feed itself"),
+        "{}",
+        stderr(&out)
+    );
 }

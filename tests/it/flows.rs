@@ -500,3 +500,32 @@ fn parquet_rows_are_filtered_too() {
         ["order_id", "amount", "_rescued_data", "_metadata"]
     );
 }
+
+/// A `where` that does not fit the schema is refused before `_schemas/0` is written, so
+/// fixing the run (here: a hint that makes the literal fit) starts from nothing.
+#[test]
+fn a_refused_where_leaves_no_schema_behind() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 5));
+    let mut args: Vec<String> = vec![
+        "ingest".into(),
+        s.landing().display().to_string(),
+        s.table().display().to_string(),
+        "--once".into(),
+        "-o".into(),
+        "cloudFiles.inferColumnTypes=true".into(),
+    ];
+    let mut bad = args.clone();
+    bad.extend(["--where".into(), "amount = 'ten'".into()]);
+    let out = common::run(&bad, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(!s.table().join("_autoloader/_schemas/0").exists());
+    args.extend([
+        "-o".into(),
+        "cloudFiles.schemaHints=amount DECIMAL(10,2)".into(),
+        "--where".into(),
+        "amount > 1002".into(),
+    ]);
+    common::ok(&common::run(&args, &[]));
+    assert_eq!(ids(&s.table()), vec![3, 4]);
+}

@@ -561,3 +561,35 @@ fn a_checkpoints_only_reset_killed_midway_is_finished_by_the_next_run() {
         );
     }
 }
+
+/// `pipelines.reset.allowed` is true or false: a typo or another word is refused by
+/// `table set`, and a non-boolean value written by another tool guards the table.
+#[test]
+fn only_true_lifts_the_reset_guard() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 3));
+    ok(&s.ingest(&[]));
+    let table = s.table().display().to_string();
+    for bad in ["pipelines.reset.allowed=no", "pipelines.reset.alowed=false"] {
+        let out = run(
+            &["table".into(), "set".into(), table.clone(), bad.into()],
+            &[],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad}: {}",
+            common::stderr(&out)
+        );
+    }
+    let script = "import os, sys\nfrom deltalake import DeltaTable\n\
+        DeltaTable(sys.argv[1]).alter.set_table_properties({'pipelines.reset.allowed': 'no'}, raise_if_not_exists=False)\n\
+        os._exit(0)\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &table])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let out = run(&["reset".into(), table.clone(), "--yes".into()], &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", common::stderr(&out));
+}

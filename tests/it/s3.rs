@@ -1015,7 +1015,6 @@ where = "order_id < 1005"
         );
     }
     // The ONCE flow's checkpoint is lost (objects and local cache): it does not run again.
-    use object_store::ObjectStore;
     let store = moto.store("lake");
     for key in moto.keys("lake", "bronze/_autoloader/archive") {
         block_on(store.delete(&key.as_str().into())).unwrap();
