@@ -10,6 +10,8 @@ It builds the release binary, generates deterministic data (cached under
 when installed, DuckDB -> Delta and Polars -> Delta, one measured process at a time.
 The `silver` set reads a Delta table instead (bronze -> silver), against Python
 `deltalake` copying the table (and, after one small commit, its `load_cdf`).
+The `cdc` set applies change records (APPLY CHANGES, SCD type 1) to a keyed target, against
+Python `deltalake`'s `merge`, and compares both tables with the expected final state.
 Each run gets a fresh table directory; every table is read back with Python `deltalake`
 in a separate process and its row count and sum(order_id) are checked against what was
 generated, so a fast wrong answer cannot win. Prints one table of figures and the
@@ -50,7 +52,8 @@ MIB = 1 << 20
 LOADS = []  # 1-minute load average just before each measured process
 OUR_TIMEOUT = 1800
 
-SETS = ["bulk", "csv", "drift", "small", "restart", "wide", "silver"]
+SETS = ["bulk", "csv", "drift", "small", "restart", "wide", "silver", "cdc"]
+# `cdc`: APPLY CHANGES (SCD type 1) batches against Python deltalake's merge (CDC_SIZES).
 # `silver`: a Delta table as the source (bronze -> silver). The bronze table is the bulk
 # data set ingested by autoloader in up to SILVER_COMMITS commits (cached); then a first
 # catch-up into a fresh silver table, and an incremental run after one small commit.
@@ -653,7 +656,13 @@ def build(args):
     during the run cannot swap it. Returns (binary path, description of what was built)."""
     bindir = os.path.join(ROOT, "bin")
     os.makedirs(bindir, exist_ok=True)
-    if args.rev:
+    if args.bin:
+        built = os.path.abspath(args.bin)
+        if not os.path.exists(built):
+            sys.exit("no binary at %s" % built)
+        h = subprocess.run(["sha256sum", built], capture_output=True, text=True).stdout[:12]
+        note = "prebuilt %s (sha256 %s)" % (built, h)
+    elif args.rev:
         sha = git("rev-parse", "--verify", args.rev + "^{commit}")
         if not sha:
             sys.exit("unknown revision %r" % args.rev)
@@ -725,6 +734,8 @@ def sample_lines(glob_pattern, n):
 def worker(spec_path):
     with open(spec_path) as f:
         spec = json.load(f)
+    if spec["tool"] == "cdc-merge":
+        cdc_worker(spec)
     if spec["tool"].startswith("deltalake") or spec["tool"] == "append":
         silver_worker(spec)
     code = 0
@@ -863,6 +874,390 @@ def readback_main(table):
 
 
 # ---------------------------------------------------------------------------------------
+# `cdc`: APPLY CHANGES (SCD type 1) against Python deltalake's merge
+# ---------------------------------------------------------------------------------------
+# An SCD 1 target of N rows (built from an "insert all" change file), then B batch files
+# of C change records each (one file per batch), then one batch of C consecutive ids.
+# Records: {"id", "op" (I/U/D), "seq", "name", "amount_cents", "city"}. Per batch: 70%
+# updates of random live keys, 10% late updates (a sequence below an already-arrived
+# record of a key touched in this or the previous batch: stale, must be ignored; some of
+# those keys were deleted since), 15% inserts of new ids, 5% deletes of random live keys.
+CDC_SIZES = {"full": (1_000_000, 100, 10_000), "quick": (100_000, 10, 10_000)}
+CDC_COLS = ["id", "name", "amount_cents", "city"]  # the target's columns (op, seq dropped)
+CDC_GEN_VERSION = 1  # bump when generate_cdc changes: cached cdc data is regenerated
+CDC_INITIAL_FILES = 10  # the insert-all records, consecutive ids, one commit each
+CDC_SEQ_STEP = 10  # fresh sequences are multiples of 10; a late one is 1..9 below one
+
+
+def cdc_record(rng, key, op, seq):
+    if op == "D":
+        return '{"id": %d, "op": "D", "seq": %d, "name": null, "amount_cents": null, ' \
+               '"city": null}\n' % (key, seq)
+    return '{"id": %d, "op": "%s", "seq": %d, "name": %s, "amount_cents": %d, "city": "%s"}\n' % (
+        key, op, seq, json.dumps("%s %s" % (rng.choice(FIRST), rng.choice(LAST)),
+                                 ensure_ascii=False),
+        rng.randrange(100, 10_000_000), rng.choice(CITIES)[0])
+
+
+def generate_cdc(size, path):
+    n, batches, per = CDC_SIZES[size]
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "files"))
+    rng = random.Random("%d-cdc" % SEED)
+    seq = 0
+    live = list(range(1, n + 1))      # live keys, swap-remove by position
+    pos = {k: i for i, k in enumerate(live)}
+    last_seq = {}                     # key -> greatest sequence emitted so far
+    used = set()                      # (key, seq) emitted, so no two records tie
+    next_id = n + 1
+
+    def kill(k):
+        i = pos.pop(k)
+        j = live.pop()
+        if j != k:
+            live[i] = j
+            pos[j] = i
+
+    def emit(out, key, op):
+        nonlocal seq
+        seq += CDC_SEQ_STEP
+        last_seq[key] = seq
+        used.add((key, seq))
+        out.append(cdc_record(rng, key, op, seq))
+
+    files = []
+    step = -(-n // CDC_INITIAL_FILES)
+    for i, lo in enumerate(range(1, n + 1, step)):
+        out = []
+        for k in range(lo, min(n + 1, lo + step)):
+            emit(out, k, "I")
+        files.append(("initial-%02d.json" % i, out))
+    counts = {"updates": 0, "late": 0, "inserts": 0, "deletes": 0}
+    prev_touched = []
+    for b in range(batches):
+        out, touched = [], []
+        kinds = ["U"] * (per * 70 // 100) + ["L"] * (per * 10 // 100) + \
+                ["I"] * (per * 15 // 100) + ["D"] * (per - per * 95 // 100)
+        rng.shuffle(kinds)
+        for kind in kinds:
+            if kind == "L" and not (touched or prev_touched):
+                kind = "U"
+            if kind == "U":
+                key = live[rng.randrange(len(live))]
+                emit(out, key, "U")
+                counts["updates"] += 1
+            elif kind == "I":
+                key = next_id
+                next_id += 1
+                emit(out, key, "I")
+                live.append(key)
+                pos[key] = len(live) - 1
+                counts["inserts"] += 1
+            elif kind == "D":
+                key = live[rng.randrange(len(live))]
+                emit(out, key, "D")
+                kill(key)
+                counts["deletes"] += 1
+            else:  # late: below a sequence of this key that already arrived
+                while True:
+                    key = rng.choice(touched if touched and rng.random() < 0.5
+                                     else (prev_touched or touched))
+                    s = last_seq[key] - rng.randrange(1, CDC_SEQ_STEP)
+                    if (key, s) not in used:
+                        break
+                used.add((key, s))
+                out.append(cdc_record(rng, key, "U", s))
+                counts["late"] += 1
+                continue
+            touched.append(key)
+        prev_touched = touched
+        files.append(("batch-%04d.json" % b, out))
+    # the clustered batch: updates (upserts) of `per` consecutive ids in the middle
+    lo = n // 2
+    out = []
+    for key in range(lo, lo + per):
+        emit(out, key, "U")
+    files.append(("clustered.json", out))
+    mtime0 = 1_772_323_200
+    total_bytes = 0
+    for i, (name, lines) in enumerate(files):
+        p = os.path.join(tmp, "files", name)
+        data = "".join(lines).encode()
+        total_bytes += len(data)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.utime(p, (mtime0 + i, mtime0 + i))
+    # The expected final states, computed from the files alone (not the generator's state):
+    # per key the greatest sequence wins, a delete removes the row.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def expected(names):
+        best = {}
+        for name in names:
+            with open(os.path.join(tmp, "files", name), encoding="utf-8") as f:
+                for line in f:
+                    r = json.loads(line)
+                    cur = best.get(r["id"])
+                    if cur is None or r["seq"] > cur["seq"]:
+                        best[r["id"]] = r
+        rows = sorted((r for r in best.values() if r["op"] != "D"), key=lambda r: r["id"])
+        return pa.table({c: [r[c] for r in rows] for c in CDC_COLS},
+                        schema=pa.schema([("id", pa.int64()), ("name", pa.string()),
+                                          ("amount_cents", pa.int64()), ("city", pa.string())]))
+    names = [f[0] for f in files]
+    ni = len(names) - batches - 1
+    for label, sel in (("initial", names[:ni]), ("batches", names[:ni + batches]),
+                       ("clustered", names), ("fresh-clustered", names[:ni] + names[-1:])):
+        pq.write_table(expected(sel), os.path.join(tmp, "expected-%s.parquet" % label))
+    m = {"set": "cdc", "size": size, "gen_version": GEN_VERSION,
+         "cdc_gen_version": CDC_GEN_VERSION, "rows": n, "batches": batches,
+         "per_batch": per, "counts": counts, "bytes": total_bytes, "clustered_ids": [lo, lo + per - 1],
+         "batch_bytes": sum(len("".join(l)) for nm, l in files if nm.startswith("batch-"))}
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump(m, f)
+    shutil.rmtree(path, ignore_errors=True)
+    os.rename(tmp, path)
+    return m
+
+
+def cdc_dataset(size):
+    path = os.path.join(DATA, "cdc-%s" % size)
+    mpath = os.path.join(path, "manifest.json")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            m = json.load(f)
+        if m.get("gen_version") == GEN_VERSION and m.get("cdc_gen_version") == CDC_GEN_VERSION:
+            return path, m
+    print("generating cdc-%s into %s" % (size, path), flush=True)
+    t = time.time()
+    # in a child process: the parent stays small (a forked child's ru_maxrss starts at
+    # the parent's RSS) and keeps pyarrow out of it
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--gen-cdc", size], check=True)
+    with open(mpath) as f:
+        m = json.load(f)
+    print("  generated in %.0f s" % (time.time() - t), flush=True)
+    return path, m
+
+
+def cdc_readback(table, expected, name):
+    rc, wall, rss, out, err = measure(
+        [sys.executable, os.path.abspath(__file__), "--readback", table,
+         "--expected", expected], os.path.join(RUNS, name + "-readback"), 600)
+    r = last_json(out)
+    if r is None:
+        return {"error": "readback failed (exit %s): %s" % (rc, short(err))}
+    return r
+
+
+def cdc_readback_main(table, expected):
+    """Compares the table's CDC_COLS with the expected parquet: counts of missing, extra
+    and differing rows (0, 0, 0 is correct)."""
+    code = 0
+    try:
+        import pyarrow.parquet as pq
+        from deltalake import DeltaTable
+        dt_ = DeltaTable(table)
+        got = dt_.to_pyarrow_table(columns=CDC_COLS)
+        exp = pq.read_table(expected)
+        g = {r["id"]: (r["name"], r["amount_cents"], r["city"]) for r in got.to_pylist()}
+        e = {r["id"]: (r["name"], r["amount_cents"], r["city"]) for r in exp.to_pylist()}
+        res = {"rows": got.num_rows, "expected_rows": exp.num_rows,
+               "distinct_ids": len(g), "missing": len(e.keys() - g.keys()),
+               "extra": len(g.keys() - e.keys()),
+               "differ": sum(1 for k in e.keys() & g.keys() if e[k] != g[k]),
+               "version": dt_.version(), "files": len(dt_.file_uris())}
+        res["ok"] = (res["missing"] == res["extra"] == res["differ"] == 0
+                     and res["rows"] == res["expected_rows"])
+    except BaseException as e:  # noqa: BLE001
+        res = {"error": "%s: %s" % (type(e).__name__, e)}
+        code = 1
+    sys.stdout.write(json.dumps(res) + "\n")
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def cdc_commit_infos(table, after_version):
+    """The autoloader CDC metrics (filesRewritten ...) of the commits after a version."""
+    out = []
+    log = os.path.join(table, "_delta_log")
+    for n in sorted(os.listdir(log)):
+        if not n.endswith(".json") or int(n[:-5]) <= after_version:
+            continue
+        with open(os.path.join(log, n)) as f:
+            for line in f:
+                a = json.loads(line)
+                if "commitInfo" in a:
+                    found = find_key(a["commitInfo"], "filesRewritten")
+                    if found is not None:
+                        out.append(found)
+    return out
+
+
+def find_key(obj, key):
+    """The innermost dict holding `key`, searched depth first."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj
+        for v in obj.values():
+            r = find_key(v, key)
+            if r is not None:
+                return r
+    elif isinstance(obj, list):
+        for v in obj:
+            r = find_key(v, key)
+            if r is not None:
+                return r
+    return None
+
+
+def cdc_autoloader_cmd(src, table):
+    return [BIN, "ingest", src, table, "--once", "--json",
+            "-o", "cloudFiles.inferColumnTypes=true", "-o", "cloudFiles.maxFilesPerTrigger=1",
+            "-o", "cdc.keys=id", "-o", "cdc.sequence_by=seq",
+            "-o", "cdc.apply_as_deletes=op = 'D'",
+            "-o", "cdc.except_column_list=op,seq,_rescued_data"]
+
+
+def run_cdc(size, args, python):
+    """Three phases per tool, each one measured process: the initial insert-all file, the B
+    batch files (autoloader: one --once run, one file per batch), the clustered batch."""
+    path, m = cdc_dataset(size)
+    files = os.path.join(path, "files")
+    batch_files = sorted(f for f in os.listdir(files) if f.startswith("batch-"))
+    initial_files = sorted(f for f in os.listdir(files) if f.startswith("initial-"))
+    # the last two: the clustered batch again, on a fresh copy of the initial table (its
+    # CDC_INITIAL_FILES files of consecutive ids), to count the files it rewrites there
+    phases = [("initial", "", initial_files), ("batches", "", batch_files),
+              ("clustered", "", ["clustered.json"]), ("fresh-initial", "fresh", initial_files),
+              ("fresh-clustered", "fresh", ["clustered.json"])]
+    base = os.path.join(RUNS, "cdc")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    res = {"m": m, "autoloader": {}, "deltalake-merge": {}}
+    # autoloader: hard links appear in its landing folder phase by phase
+    for ph, t, names in phases:
+        src = os.path.join(base, "landing" + t)
+        os.makedirs(src, exist_ok=True)
+        table = os.path.join(base, "autoloader" + t)
+        for nm in names:
+            os.link(os.path.join(files, nm), os.path.join(src, nm))
+        warm([os.path.join(files, nm) for nm in names])
+        version = -1
+        if os.path.isdir(os.path.join(table, "_delta_log")):
+            version = max(int(n[:-5]) for n in os.listdir(os.path.join(table, "_delta_log"))
+                          if n.endswith(".json"))
+        LOADS.append(os.getloadavg()[0])
+        cmd = cdc_autoloader_cmd(src, table)
+        rc, wall, rss, out, err = measure(cmd, os.path.join(base, "autoloader-" + ph),
+                                          OUR_TIMEOUT)
+        r = {"wall": wall, "rss": rss, "files": len(names)}
+        s = summary(out)
+        if rc != 0 or not s or s.get("status") != "done":
+            r["error"] = "exit %s: %s" % (rc, short(err or out, 400))
+            r["cmd"] = " ".join("'%s'" % c if " " in c else c for c in cmd)
+            res["autoloader"][ph] = r
+            print("  autoloader %s FAILED: %s\n    %s" % (ph, r["error"], r["cmd"]), flush=True)
+            break
+        r["summary"] = s
+        r["batches"] = s.get("batches")
+        r["cdc"] = cdc_commit_infos(table, version)
+        r["check"] = cdc_readback(table, os.path.join(
+            path, "expected-%s.parquet" % ph.replace("fresh-initial", "initial")),
+            "cdc-autoloader-" + ph)
+        res["autoloader"][ph] = r
+        print("  autoloader %s: %.2f s, %.0f MiB, %s batches, check %s" % (
+            ph, wall, rss, r["batches"], r["check"]), flush=True)
+    if not python:
+        return res
+    for ph, t, names in phases:
+        table = os.path.join(base, "deltalake" + t)
+        spec = {"tool": "cdc-merge", "table": table, "phase": ph.replace("fresh-", ""),
+                "files": [os.path.join(files, nm) for nm in names]}
+        spec_path = os.path.join(base, "deltalake-%s-spec.json" % ph)
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        warm(spec["files"])
+        LOADS.append(os.getloadavg()[0])
+        rc, wall, rss, out, err = measure(
+            [sys.executable, os.path.abspath(__file__), "--worker", spec_path],
+            os.path.join(base, "deltalake-" + ph), args.timeout * max(1, len(names) // 10))
+        r = {"wall": wall, "rss": rss, "files": len(names)}
+        w = last_json(out)
+        if rc == "timeout":
+            r["error"] = "timeout"
+        elif w is None or not w.get("ok"):
+            r["error"] = (w or {}).get("error") or "exit %s: %s" % (rc, short(err or out))
+        if "error" in r:
+            res["deltalake-merge"][ph] = r
+            print("  deltalake %s FAILED: %s" % (ph, r["error"]), flush=True)
+            break
+        r["work"] = w["work_s"]
+        r["out"] = w
+        r["check"] = cdc_readback(table, os.path.join(
+            path, "expected-%s.parquet" % ph.replace("fresh-initial", "initial")),
+            "cdc-deltalake-" + ph)
+        res["deltalake-merge"][ph] = r
+        print("  deltalake %s: %.2f s (work %.2f s), %.0f MiB, check %s" % (
+            ph, wall, r["work"], rss, r["check"]), flush=True)
+    return res
+
+
+def cdc_worker(spec):
+    """Python deltalake as a user would write it: read a batch file with pyarrow, keep the
+    latest record per key, MERGE with a sequence guard. The target keeps `op` and `seq`
+    (the guard needs seq); a late record of a key deleted in an earlier batch inserts it
+    again, since nothing remembers the delete."""
+    code = 0
+    try:
+        t_imports = time.perf_counter()
+        import pyarrow as pa
+        import pyarrow.compute  # noqa: F401 (pa.compute)
+        import pyarrow.json as pj
+        from deltalake import DeltaTable, write_deltalake
+        t0 = time.perf_counter()
+        schema = pa.schema([("id", pa.int64()), ("op", pa.string()), ("seq", pa.int64()),
+                            ("name", pa.string()), ("amount_cents", pa.int64()),
+                            ("city", pa.string())])
+        opts = pj.ParseOptions(explicit_schema=schema)
+        per = []
+        metrics = []
+        for p in spec["files"]:
+            tp = time.perf_counter()
+            t = pj.read_json(p, parse_options=opts)
+            if spec["phase"] == "initial":
+                t = t.filter(pa.compute.not_equal(t["op"], "D"))
+                write_deltalake(spec["table"], t, mode="append")
+            else:
+                t = t.sort_by([("id", "ascending"), ("seq", "descending")])
+                ids = t["id"].combine_chunks()
+                keep = pa.concat_arrays([pa.array([True]), pa.compute.not_equal(
+                    ids.slice(1), ids.slice(0, len(ids) - 1))])
+                t = t.filter(keep)
+                dt_ = DeltaTable(spec["table"])
+                mt = (dt_.merge(source=t, predicate="t.id = s.id", source_alias="s",
+                                target_alias="t")
+                      .when_matched_delete(predicate="s.op = 'D' AND s.seq > t.seq")
+                      .when_matched_update_all(predicate="s.op != 'D' AND s.seq > t.seq")
+                      .when_not_matched_insert_all(predicate="s.op != 'D'")
+                      .execute())
+                metrics.append({k: mt.get(k) for k in (
+                    "num_target_rows_inserted", "num_target_rows_updated",
+                    "num_target_rows_deleted", "num_target_files_added",
+                    "num_target_files_removed")})
+            per.append(round(time.perf_counter() - tp, 3))
+        res = {"ok": True, "work_s": time.perf_counter() - t0, "batch_s": per,
+               "import_s": t0 - t_imports, "metrics": metrics}
+    except BaseException as e:  # noqa: BLE001
+        res = {"ok": False, "error": "%s: %s" % (type(e).__name__, str(e).strip()[:300])}
+        code = 1
+    sys.stdout.write(json.dumps(res) + "\n")
+    sys.stdout.flush()
+    os._exit(code)
+
+
+# ---------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------
 
@@ -883,6 +1278,97 @@ def check_ok(res, m):
         if c.get(key) != m[key]:
             bad.append("%s %s (expected %s)" % (key, c.get(key), m[key]))
     return not bad, ", ".join(bad)
+
+
+def cdc_report(cdc):
+    """(table lines, target lines) of the `cdc` set."""
+    m = cdc["m"]
+    n, b, c = m["rows"], m["batches"], m["per_batch"]
+    head = ["phase", "tool", "wall s", "timed s", "per batch s", "changes/s", "peak RSS MiB",
+            "table ok?", "ratio ours/theirs", "notes"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    labels = {"initial": "initial insert-all (%d rows, %d files)" % (n, CDC_INITIAL_FILES),
+              "batches": "%d batches x %d changes" % (b, c),
+              "clustered": "1 batch, %d consecutive ids, after the batches" % c,
+              "fresh-initial": "initial insert-all again (fresh table)",
+              "fresh-clustered": "1 batch, %d consecutive ids, on the fresh table" % c}
+    ours_secs = {}
+    prev_files = {}
+    for ph in ("initial", "batches", "clustered", "fresh-initial", "fresh-clustered"):
+        for tool in ("autoloader", "deltalake-merge"):
+            r = cdc.get(tool, {}).get(ph)
+            if r is None:
+                continue
+            key = (tool, "fresh" if ph.startswith("fresh") else "")
+            if "error" in r:
+                lines.append("| %s | %s | %s | failed | | | %s | — | — | %s |" % (
+                    labels[ph], tool, fmt_num(r["wall"], 2), fmt_num(r["rss"], 0),
+                    r["error"][:200]))
+                continue
+            secs = r["wall"] if tool == "autoloader" else r["work"]
+            ck = r.get("check", {})
+            ok = bool(ck.get("ok"))
+            nb = r["files"]
+            notes = []
+            if not ok:
+                notes.append("%s rows (expected %s): %s extra, %s missing, %s differ" % (
+                    ck.get("rows"), ck.get("expected_rows"), ck.get("extra"),
+                    ck.get("missing"), ck.get("differ")) if "error" not in ck else ck["error"])
+            before = prev_files.get(key)
+            if tool == "autoloader":
+                ours_secs[ph] = secs
+                ratio = "—"
+                rw = [x.get("filesRewritten", 0) for x in r.get("cdc", [])]
+                stale = sum(x.get("recordsStale", 0) for x in r.get("cdc", []))
+                if ph != "initial" and ph != "fresh-initial" and rw:
+                    notes.append("filesRewritten %s%s of %s table file(s) before; %d stale" % (
+                        "/".join(str(x) for x in rw) if len(rw) <= 3 else
+                        "mean %.1f, max %d" % (sum(rw) / len(rw), max(rw)),
+                        " per batch" if len(rw) > 1 else "", before, stale))
+                notes.append("%s commits, table now %s file(s)" % (r.get("batches"), ck.get("files")))
+            else:
+                o = ours_secs.get(ph)
+                ratio = "%.2fx" % (secs / o) if o else "—"
+                mt = r["out"].get("metrics") or []
+                if mt:
+                    rm = [x.get("num_target_files_removed") or 0 for x in mt]
+                    notes.append("files removed %s%s of %s before" % (
+                        "/".join(str(x) for x in rm) if len(rm) <= 3 else
+                        "mean %.1f, max %d" % (sum(rm) / len(rm), max(rm)),
+                        " per batch" if len(rm) > 1 else "", before))
+                if ph.endswith("initial"):
+                    notes.append("write_deltalake append per file (no merge)")
+                notes.append("work excludes %.2f s of imports; table now %s file(s)" % (
+                    r["out"].get("import_s", 0), ck.get("files")))
+            prev_files[key] = ck.get("files")
+            changes = nb * c if ph in ("batches", "clustered", "fresh-clustered") else n
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                labels[ph], tool, fmt_num(r["wall"], 2), fmt_num(secs, 2),
+                fmt_num(secs / nb, 3), fmt_num(changes / secs, 0), fmt_num(r["rss"], 0),
+                "yes" if ok else "NO", ratio, "; ".join(notes)))
+    targets = []
+    a, d = cdc["autoloader"].get("batches"), cdc["deltalake-merge"].get("batches")
+    if a and d and "error" not in a and "error" not in d:
+        ratio = d["work"] / a["wall"]
+        dok = d["check"].get("ok")
+        targets.append("| cdc: >= 2x deltalake merge throughput (%d x %d changes) | %.2fx "
+                       "(%.3f s vs %.3f s per batch%s) | %s |" % (
+                           b, c, ratio, a["wall"] / b, d["work"] / b,
+                           "" if dok else "; deltalake's table is wrong", 
+                           "PASS" if ratio >= 2 else "FAIL"))
+    else:
+        targets.append("| cdc: >= 2x deltalake merge throughput | n/a | n/a |")
+    peaks = [(ph, r["rss"]) for ph, r in cdc["autoloader"].items()]
+    worst = max(peaks, key=lambda p: p[1])
+    targets.append("| cdc: peak RSS <= 512 MiB (ours) | max %.0f MiB (%s) | %s |" % (
+        worst[1], worst[0], "PASS" if worst[1] <= 512 else "FAIL"))
+    bad = [ph for ph, r in cdc["autoloader"].items()
+           if "error" in r or not r.get("check", {}).get("ok")]
+    done = len(cdc["autoloader"]) == 5
+    targets.append("| cdc: autoloader's table = the expected SCD 1 state after every phase | %s | %s |"
+                   % ("all correct" if not bad and done else "wrong/failed: " + ", ".join(bad or ["incomplete"]),
+                      "PASS" if not bad and done else "FAIL"))
+    return lines, targets
 
 
 SILVER_LABELS = {"deltalake-copy": "deltalake: whole table", "deltalake-cdf": "deltalake: load_cdf"}
@@ -961,11 +1447,19 @@ def main():
                     help="skip cargo build --release (use target/release/autoloader as it is)")
     ap.add_argument("--rev", help="benchmark a git revision instead of the working tree: "
                     "exported with git archive and built in /tmp/autoloader-bench/build")
+    ap.add_argument("--bin", help="benchmark this prebuilt binary (no cargo build)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--readback", help=argparse.SUPPRESS)
+    ap.add_argument("--expected", help=argparse.SUPPRESS)
+    ap.add_argument("--gen-cdc", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args.worker)
+    if args.gen_cdc:
+        generate_cdc(args.gen_cdc, os.path.join(DATA, "cdc-%s" % args.gen_cdc))
+        sys.exit(0)
+    if args.readback and args.expected:
+        cdc_readback_main(args.readback, args.expected)
     if args.readback:
         readback_main(args.readback)
 
@@ -993,7 +1487,14 @@ def main():
     results = {}  # set -> {tool -> res}
     restart = {}
     silver = None
+    cdc = None
     for name in only:
+        if name == "cdc":
+            n, b, c = CDC_SIZES[size]
+            print("\n== cdc-%s: SCD 1 target of %d rows, %d batches of %d changes, "
+                  "then one clustered batch" % (size, n, b, c), flush=True)
+            cdc = run_cdc(size, args, "deltalake" in tools)
+            continue
         if name == "silver":
             print("\n== silver-%s: a Delta table as the source" % size, flush=True)
             silver = run_silver(size, args, "deltalake" in tools)
@@ -1046,7 +1547,7 @@ def main():
     header = ["set", "tool", "wall s", "timed s", "MB/s", "rows/s", "files/s", "peak RSS MiB",
               "rows ok?", "ratio ours/theirs", "notes"]
     for name in only:
-        if name == "silver":
+        if name in ("silver", "cdc"):
             continue
         m = dataset(name, size)[1]
         ours = results[name]["autoloader"]
@@ -1162,8 +1663,9 @@ def main():
             "%.2f s (worst of 3)" % w, ok)
     bad = [n for n in results if "error" in results[n]["autoloader"]
            or not check_ok(results[n]["autoloader"], dataset(n, size)[1])[0]]
-    target("autoloader row counts and sum(order_id) correct on every set",
-           "all correct" if not bad else "wrong/failed: " + ", ".join(bad), not bad)
+    if results:
+        target("autoloader row counts and sum(order_id) correct on every set",
+               "all correct" if not bad else "wrong/failed: " + ", ".join(bad), not bad)
     if "drift" in results and "error" not in results["drift"]["autoloader"]:
         md = dataset("drift", size)[1]
         got = results["drift"]["autoloader"].get("check", {}).get("rescued")
@@ -1174,18 +1676,30 @@ def main():
         target("silver: every silver table holds bronze's rows and sum(order_id), "
                "after the catch-up and after the small commit",
                "all correct" if silver_ok else "wrong/failed (see the table)", silver_ok)
+    cdc_lines = []
+    if cdc:
+        cdc_lines, cdc_targets = cdc_report(cdc)
+        targets += cdc_targets
+        n, b, c = CDC_SIZES[size]
+        cdc_lines = ["", "cdc: APPLY CHANGES (SCD 1) on %d rows; autoloader: one --once run per "
+                     "phase, cloudFiles.maxFilesPerTrigger=1 (one file = one MERGE commit); "
+                     "deltalake: one process per phase, per file read_json, latest per key, "
+                     "merge with s.seq > t.seq (target keeps op and seq)" % n, ""] + cdc_lines
     now = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     head = ("%s run%s, %s, autoloader built from %s, %d cores; duckdb %s, polars %s, deltalake %s, pyarrow %s; MB = 10^6 bytes; "
             "1-min load average before the measured runs: %.1f to %.1f"
             % (size, "" if args.repeat == 1 else " (best of %d)" % args.repeat, now, build_note, os.cpu_count(), versions["duckdb"], versions["polars"],
                versions["deltalake"], versions["pyarrow"], min(LOADS or [0]), max(LOADS or [0])))
-    report = "\n".join([head, "", *lines, "", "| target | measured | result |", "|---|---|---|",
+    if not rows:
+        lines = []
+    report = "\n".join([head, "", *lines, *cdc_lines, "", "| target | measured | result |", "|---|---|---|",
                         *targets])
     print("\n" + report)
     with open(os.path.join(ROOT, "results-%s.md" % size), "w") as f:
         f.write(report + "\n")
     with open(os.path.join(ROOT, "results-%s.json" % size), "w") as f:
         json.dump({"results": results, "restart": restart, "versions": versions,
+                   "cdc": cdc,
                    "silver": silver and dict(silver, best={"%s/%s" % k: v for k, v in
                                                           silver["best"].items()})},
                   f, indent=1, default=str)
