@@ -173,7 +173,7 @@ impl IngestRequest {
         )?;
         if let Some(cdc) = &self.cdc {
             cdc.check(&schema, self.settings.time_zone)
-                .map_err(|e| IngestError::Config(format!("stream {}: {e}", self.name)))?;
+                .map_err(|e| IngestError::Config(e.to_string()))?;
         }
         Ok(schema)
     }

@@ -501,6 +501,11 @@ impl FileSource for DeltaTableSource {
                     "the checkpoint's source position is unreadable: {e}"
                 ))
             })?;
+        if let Some(p) = &position
+            && self.read.starting.is_some()
+        {
+            tracing::warn!(table = %self.location, next = p.next, "startingVersion and startingTimestamp apply to a new stream only: this one goes on from its checkpoint (give it a new checkpoint to start elsewhere).");
+        }
         self.lock().position = position;
         Ok(())
     }
