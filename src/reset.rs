@@ -148,19 +148,11 @@ async fn open_table(
     table: &Location,
     storage: &StorageSettings,
 ) -> Result<DeltaAppend, ResetError> {
-    let not_a_table = || ResetError::NotATable {
-        path: table.to_string(),
-    };
-    if let Some(dir) = table.as_local()
-        && !dir.join("_delta_log").is_dir()
-    {
-        return Err(not_a_table());
-    }
-    let sink = DeltaAppend::open(table, storage).await?;
-    if !sink.exists() {
-        return Err(not_a_table());
-    }
-    Ok(sink)
+    DeltaAppend::open_existing(table, storage)
+        .await?
+        .ok_or_else(|| ResetError::NotATable {
+            path: table.to_string(),
+        })
 }
 
 /// The precheck: opens every table, refuses a guarded one (or marks it skipped), finds and

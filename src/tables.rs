@@ -46,19 +46,11 @@ pub struct Flow {
 
 /// Opens an existing table (a local folder without a log is refused, not created).
 async fn open(table: &Location, storage: &StorageSettings) -> Result<DeltaAppend, TableError> {
-    let not_a_table = || TableError::NotATable {
-        path: table.to_string(),
-    };
-    if let Some(dir) = table.as_local()
-        && !dir.join("_delta_log").is_dir()
-    {
-        return Err(not_a_table());
-    }
-    let sink = DeltaAppend::open(table, storage).await?;
-    if !sink.exists() {
-        return Err(not_a_table());
-    }
-    Ok(sink)
+    DeltaAppend::open_existing(table, storage)
+        .await?
+        .ok_or_else(|| TableError::NotATable {
+            path: table.to_string(),
+        })
 }
 
 /// `table show TABLE`.

@@ -122,6 +122,21 @@ impl DeltaAppend {
         Ok(DeltaAppend { table, location })
     }
 
+    /// Opens a table that must exist: `None` when `location` holds none (a local folder
+    /// without a log is not created, as `open` would).
+    pub async fn open_existing(
+        location: &Location,
+        storage: &StorageSettings,
+    ) -> Result<Option<DeltaAppend>, SinkError> {
+        if let Some(dir) = location.as_local()
+            && !dir.join("_delta_log").is_dir()
+        {
+            return Ok(None);
+        }
+        let sink = DeltaAppend::open(location, storage).await?;
+        Ok(sink.exists().then_some(sink))
+    }
+
     pub fn location(&self) -> &str {
         &self.location
     }
