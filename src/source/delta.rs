@@ -356,7 +356,7 @@ impl DeltaTableSource {
                             add.path
                         )));
                     }
-                    let key = decode_path(&add.path);
+                    let key = super::percent_decode(&add.path);
                     self.check_partitions(v, &key, &add.partition_values)?;
                     adds.push(FileRef {
                         key,
@@ -453,11 +453,6 @@ fn check_readable(config: &std::collections::HashMap<String, String>) -> Result<
         }
     }
     Ok(())
-}
-
-/// A log path (percent-encoded, as the protocol writes it) as a key.
-fn decode_path(path: &str) -> String {
-    super::percent_decode(path)
 }
 
 impl FileSource for DeltaTableSource {

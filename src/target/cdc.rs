@@ -193,14 +193,7 @@ impl CdcTarget {
             .map_err(|e| data_err(&loc, e.to_string()))?;
         drop(collected);
         let encoded = self.encode(&changes)?;
-        let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
-        self.target.refresh().await?;
-        self.state.refresh().await?;
-        let target_done = self
-            .target
-            .committed_batch(app_id)
-            .await?
-            .is_some_and(|v| v >= batch_version);
+        let target_done = self.target_has(app_id, batch).await?;
 
         // The state of the batch's keys, and the truncate mark, taken out of the state table.
         let batch_keys: HashSet<Vec<u8>> = encoded
@@ -366,8 +359,7 @@ impl CdcTarget {
                     .filter(|k| !matches!(reduction.rows.get(*k), Some(RowChange::Upsert { .. })))
                     .count() as u64;
             if !upserts.is_empty() {
-                let projected = project(&changes, &target_schema);
-                let rows = scd1::upserted_rows(&target_schema, &projected, &upserts, &taken.rows)
+                let rows = scd1::upserted_rows(&target_schema, &changes, &upserts, &taken.rows)
                     .map_err(|e| data_err(&loc, e.to_string()))?;
                 target_writer.write(rows).await?;
             }
@@ -449,21 +441,7 @@ impl CdcTarget {
         if !entries.is_empty() {
             state_writer.write(state_batch(&entries)).await?;
         }
-        let state_created = self.state.ensure_created(&state_schema(), app_id).await?;
-        let removes = if state_created {
-            Vec::new()
-        } else {
-            taken_state.removes
-        };
-        self.state
-            .commit_with(
-                BatchWriters(vec![state_writer]),
-                removes,
-                None,
-                app_id,
-                batch,
-                json!({ "batch": batch }),
-            )
+        self.commit_state(state_writer, taken_state.removes, app_id, batch)
             .await?;
         Ok(version)
     }
@@ -477,15 +455,7 @@ impl CdcTarget {
         batch: u64,
         info: serde_json::Value,
     ) -> Result<u64, SinkError> {
-        let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
-        self.target.refresh().await?;
-        self.state.refresh().await?;
-        let version = if self
-            .target
-            .committed_batch(app_id)
-            .await?
-            .is_some_and(|v| v >= batch_version)
-        {
+        let version = if self.target_has(app_id, batch).await? {
             self.target.version().unwrap_or_default()
         } else {
             self.target
@@ -499,19 +469,49 @@ impl CdcTarget {
                 )
                 .await?
         };
-        self.state.ensure_created(&state_schema(), app_id).await?;
+        self.commit_state(BatchWriters(Vec::new()), Vec::new(), app_id, batch)
+            .await?;
+        self.last = Some(ChangeCounts::default());
+        Ok(version)
+    }
+
+    /// Whether the target already holds batch `batch` of `app_id` (both tables read
+    /// afresh first): then only the state is left to commit.
+    async fn target_has(&mut self, app_id: &str, batch: u64) -> Result<bool, SinkError> {
+        self.target.refresh().await?;
+        self.state.refresh().await?;
+        let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
+        Ok(self
+            .target
+            .committed_batch(app_id)
+            .await?
+            .is_some_and(|v| v >= batch_version))
+    }
+
+    /// Commits the flow's state after the batch (the rows `writers` hold, replacing the
+    /// files `removes` names), with the batch's `txn`: last, so the batch counts as
+    /// committed only once the target has it too.
+    async fn commit_state(
+        &mut self,
+        writers: impl Into<BatchWriters>,
+        removes: Vec<deltalake::kernel::Action>,
+        app_id: &str,
+        batch: u64,
+    ) -> Result<(), SinkError> {
+        // A state table created just now has nothing to remove.
+        let created = self.state.ensure_created(&state_schema(), app_id).await?;
+        let removes = if created { Vec::new() } else { removes };
         self.state
             .commit_with(
-                BatchWriters(Vec::new()),
-                Vec::new(),
+                writers.into(),
+                removes,
                 None,
                 app_id,
                 batch,
                 json!({ "batch": batch }),
             )
             .await?;
-        self.last = Some(ChangeCounts::default());
-        Ok(version)
+        Ok(())
     }
 
     /// Why this flow cannot go on: its target holds changes it applied, but the state
@@ -606,38 +606,6 @@ fn state_batch(entries: &[(Vec<u8>, StateEntry)]) -> RecordBatch {
         ],
     )
     .expect("the state batch matches its schema")
-}
-
-/// The change records' columns the target has (others left out, missing ones null).
-fn project(changes: &RecordBatch, schema: &SchemaRef) -> RecordBatch {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|f| {
-            changes
-                .column_by_name(f.name())
-                .cloned()
-                .unwrap_or_else(|| arrow_array::new_null_array(f.data_type(), changes.num_rows()))
-        })
-        .collect();
-    RecordBatch::try_new_with_options(
-        Arc::new(Schema::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    changes
-                        .schema()
-                        .field_with_name(f.name())
-                        .cloned()
-                        .unwrap_or_else(|_| f.as_ref().clone())
-                })
-                .collect::<Vec<_>>(),
-        )),
-        columns,
-        &arrow_array::RecordBatchOptions::new().with_row_count(Some(changes.num_rows())),
-    )
-    .expect("projected columns match")
 }
 
 /// The table's columns, then the selected change columns it lacks (evolution).

@@ -774,6 +774,12 @@ impl BatchWriter {
 /// large enough that encoding in parallel pays), committed together.
 pub struct BatchWriters(pub Vec<BatchWriter>);
 
+impl From<BatchWriter> for BatchWriters {
+    fn from(w: BatchWriter) -> BatchWriters {
+        BatchWriters(vec![w])
+    }
+}
+
 impl BatchWriters {
     /// Discards what was written (files left unreferenced until a VACUUM).
     pub fn abort(self) {

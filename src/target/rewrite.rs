@@ -13,6 +13,7 @@ use deltalake::DeltaTable;
 use deltalake::kernel::Action;
 use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 
 use super::delta::{BatchWriter, SinkError};
@@ -62,18 +63,19 @@ pub async fn take_rows(
         .collect();
     for (path, size, remove) in files {
         taken.files_read += 1;
-        let open = || async {
-            let reader = crate::storage::RangedFile {
-                store: Arc::clone(&store),
-                path: path.clone(),
-                size,
-            };
-            ParquetRecordBatchStreamBuilder::new(reader)
-                .await
-                .map_err(|e| err(format!("{path}: {e}")))
+        let reader = || crate::storage::RangedFile {
+            store: Arc::clone(&store),
+            path: path.clone(),
+            size,
         };
+        // The footer is read once, for both passes.
+        let metadata = ArrowReaderMetadata::load_async(&mut reader(), Default::default())
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        let open =
+            || ParquetRecordBatchStreamBuilder::new_with_metadata(reader(), metadata.clone());
         // First the selecting columns only: does the file hold a selected row at all?
-        let builder = open().await?;
+        let builder = open();
         let mask =
             ProjectionMask::columns(builder.parquet_schema(), select_columns.iter().copied());
         let keys: Vec<RecordBatch> = builder
@@ -96,10 +98,7 @@ pub async fn take_rows(
         if !holds {
             continue;
         }
-        let mut stream = open()
-            .await?
-            .build()
-            .map_err(|e| err(format!("{path}: {e}")))?;
+        let mut stream = open().build().map_err(|e| err(format!("{path}: {e}")))?;
         while let Some(batch) = stream
             .try_next()
             .await
