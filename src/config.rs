@@ -297,11 +297,11 @@ pub fn load(
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_default();
     // Every stream's table: a Delta source another stream creates is waited for.
-    let tables_written: Vec<Location> = parsed
+    let tables_written: Vec<(&str, Location)> = parsed
         .stream
         .iter()
-        .filter_map(|s| Location::parse(&s.table).ok())
-        .map(|l| l.relative_to(&base).normalized())
+        .filter_map(|s| Some((s.name.as_str(), Location::parse(&s.table).ok()?)))
+        .map(|(name, l)| (name, l.relative_to(&base).normalized()))
         .collect();
     let mut out: Vec<NamedStream> = Vec::new();
     // The `[[stream]]` entries as written: a ONCE flow's definition is every key of its
@@ -371,7 +371,13 @@ pub fn load(
             })?,
         };
         let source_location = location("source", &s.source)?;
-        settings.delta.created_by_run = tables_written.contains(&source_location.normalized());
+        // The streams of this config whose table this stream reads.
+        let upstream: Vec<String> = tables_written
+            .iter()
+            .filter(|(name, table)| *name != s.name && *table == source_location.normalized())
+            .map(|(name, _)| (*name).to_string())
+            .collect();
+        settings.delta.created_by_run = !upstream.is_empty();
         // Another stream's table is a Delta table, even before its first commit.
         let source_format = match source_format {
             SourceFormat::Detect if settings.delta.created_by_run => SourceFormat::Delta,
@@ -396,17 +402,7 @@ pub fn load(
                 settings,
                 storage: state.clone(),
                 first_writer: FirstWriter::Alone,
-                upstream: parsed
-                    .stream
-                    .iter()
-                    .filter(|o| {
-                        o.name != s.name
-                            && Location::parse(&o.table).is_ok_and(|t| {
-                                t.relative_to(&base).normalized() == source_location.normalized()
-                            })
-                    })
-                    .map(|o| o.name.clone())
-                    .collect(),
+                upstream,
                 table_properties: Vec::new(),
                 flow,
                 cdc,

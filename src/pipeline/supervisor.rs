@@ -55,9 +55,8 @@ pub async fn run_streams(
     mode: RunMode,
 ) -> Vec<(String, Result<Summary, IngestError>)> {
     // Each stream says when it is done, for the streams reading its table.
-    let done: std::collections::HashMap<String, tokio::sync::watch::Receiver<bool>> =
-        std::collections::HashMap::new();
-    let (mut senders, mut done) = (Vec::new(), done);
+    let mut senders = Vec::new();
+    let mut done = std::collections::HashMap::new();
     for (req, _) in &streams {
         let (tx, rx) = tokio::sync::watch::channel(false);
         senders.push(tx);
