@@ -159,35 +159,13 @@ fn random_sigkills_never_lose_or_duplicate_rows() {
             common::orders_jsonl(i * per_file, (i + 1) * per_file),
         );
     }
-    let mut seed: u64 = 0x5eed_1234;
-    let mut kills: u64 = 0;
-    loop {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        // Later attempts get more time, so the run completes even on a loaded machine.
-        let delay = std::time::Duration::from_millis(5 + kills * 15 + (seed >> 33) % 60);
-        let mut child = s
-            .ingest_command()
-            .args(["-o", "cloudFiles.maxFilesPerTrigger=3"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        match child.try_wait().unwrap() {
-            Some(status) => {
-                assert!(status.success(), "a run failed: {status:?}");
-                break;
-            }
-            None => {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                kills += 1;
-            }
-        }
-        assert!(kills < 200 + files * 2, "the stream never finished");
-    }
+    let mut args: Vec<String> = s
+        .ingest_command()
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    args.extend(["-o".into(), "cloudFiles.maxFilesPerTrigger=3".into()]);
+    let kills = common::sigkill_until_done(&args, |_| {});
     eprintln!("random_sigkills: {kills} kills before a run completed");
     assert!(kills > 0, "no run was ever killed: the test proved nothing");
     ok(&s.ingest(&[]));

@@ -585,3 +585,40 @@ fn assert_nothing_outside(s: &Scratch, case: &str) {
         );
     }
 }
+
+/// Runs the `autoloader` command `args` again and again, killing each run with SIGKILL
+/// after a pseudo-random delay (growing with every kill, so a run completes even on a
+/// loaded machine), until one run completes; `after_kill(n)` runs after the n-th kill (a
+/// source may move on while the stream is down). Returns the kills.
+pub fn sigkill_until_done(args: &[String], mut after_kill: impl FnMut(u64)) -> u64 {
+    let mut seed: u64 = 0x5eed_1234;
+    let mut kills: u64 = 0;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis(5 + kills * 15 + (seed >> 33) % 60);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(args)
+            .env_remove("AUTOLOADER_FAILPOINT")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        match child.try_wait().unwrap() {
+            Some(status) => {
+                assert!(status.success(), "a run failed: {status:?}");
+                return kills;
+            }
+            None => {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                kills += 1;
+                after_kill(kills);
+            }
+        }
+        assert!(kills < 300, "the stream never finished");
+    }
+}
