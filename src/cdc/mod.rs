@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 pub mod keys;
 pub mod scd1;
+pub mod scd2;
 
 /// A condition over change records (`apply_as_deletes`, `apply_as_truncates`): per row,
 /// whether it holds (null counts as false).
@@ -51,8 +52,16 @@ pub struct CdcSpec {
     pub apply_as_truncates: Option<String>,
     pub columns: ColumnSelection,
     pub stored_as_scd_type: u8,
+    /// SCD type 2: the columns whose change opens a new version (the others are updated
+    /// in place); all selected non-key columns by default.
+    pub track_history: ColumnSelection,
     pub ignore_null_updates: bool,
 }
+
+/// The SCD type 2 target's version columns: when a version starts (inclusive) and ends
+/// (exclusive, null while it is current), of the sequence's type.
+pub const START_AT: &str = "__START_AT";
+pub const END_AT: &str = "__END_AT";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CdcError {
@@ -153,13 +162,7 @@ impl CdcSpec {
         }
         let stored_as_scd_type = match get("stored_as_scd_type").unwrap_or("1") {
             "1" => 1,
-            "2" => {
-                return Err(invalid(
-                    "stored_as_scd_type",
-                    "type 2 (history) is not supported yet; use 1, or append the changes and \
-                     keep their history in the appended table",
-                ));
-            }
+            "2" => 2,
             other => {
                 return Err(invalid(
                     "stored_as_scd_type",
@@ -167,13 +170,35 @@ impl CdcSpec {
                 ));
             }
         };
-        for k in [
-            "track_history_column_list",
-            "track_history_except_column_list",
-        ] {
-            if get(k).is_some() {
+        let track_history = match (
+            get("track_history_column_list"),
+            get("track_history_except_column_list"),
+        ) {
+            (Some(_), _) | (_, Some(_)) if stored_as_scd_type != 2 => {
+                let k = if get("track_history_column_list").is_some() {
+                    "track_history_column_list"
+                } else {
+                    "track_history_except_column_list"
+                };
                 return Err(invalid(k, "applies to stored_as_scd_type = 2 only"));
             }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "track_history_column_list",
+                    "track_history_column_list and track_history_except_column_list cannot \
+                     both be given",
+                ));
+            }
+            (Some(v), None) => ColumnSelection::Only(names(v)),
+            (None, Some(v)) => ColumnSelection::Except(names(v)),
+            (None, None) => ColumnSelection::All,
+        };
+        if stored_as_scd_type == 2 && get("apply_as_truncates").is_some() {
+            return Err(invalid(
+                "apply_as_truncates",
+                "SCD type 2 keeps history and takes no truncates (Databricks rejects them \
+                 too); use stored_as_scd_type = 1",
+            ));
         }
         let ignore_null_updates = match get("ignore_null_updates").unwrap_or("false") {
             v if v.eq_ignore_ascii_case("true") => true,
@@ -192,6 +217,7 @@ impl CdcSpec {
             apply_as_truncates: get("apply_as_truncates").map(str::to_string),
             columns,
             stored_as_scd_type,
+            track_history,
             ignore_null_updates,
         }))
     }
@@ -211,6 +237,12 @@ impl CdcSpec {
     /// Whether change column `name` goes into the target.
     pub fn keeps(&self, name: &str) -> bool {
         self.columns.keeps(name)
+    }
+
+    /// Whether a change in target column `name` opens a new version (SCD type 2): every
+    /// selected non-key column unless the track-history lists say otherwise.
+    pub fn tracks(&self, name: &str) -> bool {
+        !self.keys.iter().any(|k| k == name) && self.track_history.keeps(name)
     }
 
     /// Checks the settings against the change records' columns (`schema`), before anything
@@ -253,6 +285,29 @@ impl CdcSpec {
             return Err(invalid(
                 "column_list",
                 format!("the change records have no column {c}"),
+            ));
+        }
+        if let ColumnSelection::Only(names) | ColumnSelection::Except(names) = &self.track_history
+            && let Some(c) = names.iter().find(|c| !has(c))
+        {
+            return Err(invalid(
+                "track_history_column_list",
+                format!("the change records have no column {c}"),
+            ));
+        }
+        if self.stored_as_scd_type == 2
+            && let Some(f) = schema
+                .fields()
+                .iter()
+                .find(|f| self.keeps(f.name()) && [START_AT, END_AT].contains(&f.name().as_str()))
+        {
+            return Err(invalid(
+                "except_column_list",
+                format!(
+                    "the change records have a column {}, which the SCD type 2 target adds \
+                     itself: leave it out",
+                    f.name()
+                ),
             ));
         }
         for (what, text) in [
@@ -340,10 +395,28 @@ mod tests {
             err(&[
                 ("keys", "k"),
                 ("sequence_by", "s"),
-                ("stored_as_scd_type", "2")
+                ("stored_as_scd_type", "2"),
+                ("apply_as_truncates", "op = 'T'")
             ])
-            .contains("not supported yet")
+            .contains("no truncates")
         );
+        assert!(
+            err(&[
+                ("keys", "k"),
+                ("sequence_by", "s"),
+                ("track_history_column_list", "a")
+            ])
+            .contains("type = 2 only")
+        );
+        let spec = CdcSpec::from_pairs(&pairs(&[
+            ("keys", "k"),
+            ("sequence_by", "s"),
+            ("stored_as_scd_type", "2"),
+            ("track_history_except_column_list", "city"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(spec.tracks("name") && !spec.tracks("city") && !spec.tracks("k"));
     }
 
     #[test]

@@ -274,6 +274,16 @@ pub(crate) async fn execute_counted(
     summary.rescued_rows += rescued_rows;
     summary.filtered_rows += filtered_rows;
     if let Some(changes) = sink.last_changes() {
+        if changes.ties > 0 {
+            ctx.telemetry.emit(
+                Severity::Warning,
+                kind::SEQUENCE_TIES,
+                json!({
+                    "batch": plan.batch, "ties": changes.ties,
+                    "rule": "a record already applied stays; within a batch a delete wins, else the later record",
+                }),
+            );
+        }
         *summary.changes.get_or_insert_default() += changes;
     }
     Ok(())

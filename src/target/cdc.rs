@@ -30,6 +30,8 @@ use crate::clock::now_ms;
 use crate::location::Location;
 use crate::storage::StorageSettings;
 
+mod scd2;
+
 /// The table property that says how long a tombstone is kept (Databricks' name).
 pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
 const TOMBSTONE_GC_DEFAULT_SECS: i64 = 2 * 24 * 3600;
@@ -74,7 +76,12 @@ impl CdcTarget {
         deletes: Option<RowCondition>,
         truncates: Option<RowCondition>,
     ) -> Result<CdcTarget, SinkError> {
-        let state = DeltaAppend::open(&checkpoint.join("cdc_state"), storage).await?;
+        let state_table = if spec.stored_as_scd_type == 2 {
+            scd2::RECORDS_TABLE
+        } else {
+            "cdc_state"
+        };
+        let state = DeltaAppend::open(&checkpoint.join(state_table), storage).await?;
         Ok(CdcTarget {
             target,
             state,
@@ -183,6 +190,17 @@ impl CdcTarget {
         let loc = self.target.location().to_string();
         self.last = None;
         let collected = writers.collected();
+        if self.spec.stored_as_scd_type == 2 {
+            let changes = match collected.first() {
+                Some(first) => Some(
+                    arrow_select::concat::concat_batches(&first.schema(), &collected)
+                        .map_err(|e| data_err(&loc, e.to_string()))?,
+                ),
+                None => None,
+            };
+            drop(collected);
+            return self.apply_scd2(changes, app_id, batch, info).await;
+        }
         let Some(first) = collected.first() else {
             // Every file of the batch was skipped (ignoreMissingFiles, ignoreCorruptFiles):
             // nothing to apply, but the batch is done, in both tables.
@@ -402,6 +420,7 @@ impl CdcTarget {
                 updated,
                 deleted,
                 stale: reduction.stale + reduction.truncated,
+                ties: reduction.ties,
             });
             v
         };
@@ -499,7 +518,12 @@ impl CdcTarget {
         batch: u64,
     ) -> Result<(), SinkError> {
         // A state table created just now has nothing to remove.
-        let created = self.state.ensure_created(&state_schema(), app_id).await?;
+        let schema = if self.spec.stored_as_scd_type == 2 {
+            scd2::records_base_schema()
+        } else {
+            state_schema()
+        };
+        let created = self.state.ensure_created(&schema, app_id).await?;
         let removes = if created { Vec::new() } else { removes };
         self.state
             .commit_with(
@@ -634,7 +658,11 @@ impl Target for CdcTarget {
         stream_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, SinkError>> {
         Box::pin(async move {
-            let target_schema = self.target_schema(schema);
+            let target_schema = if self.spec.stored_as_scd_type == 2 {
+                self.scd2_schema(schema)?
+            } else {
+                self.target_schema(schema)
+            };
             self.target.ensure_created(&target_schema, stream_id).await
         })
     }

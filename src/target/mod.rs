@@ -25,6 +25,8 @@ pub struct ChangeCounts {
     /// Change records ignored: not later than the key's applied sequence, or before a
     /// truncate.
     pub stale: u64,
+    /// Records of one key that shared a sequence (a fixed rule chose between them).
+    pub ties: u64,
 }
 
 impl std::ops::AddAssign for ChangeCounts {
@@ -33,6 +35,7 @@ impl std::ops::AddAssign for ChangeCounts {
         self.updated += o.updated;
         self.deleted += o.deleted;
         self.stale += o.stale;
+        self.ties += o.ties;
     }
 }
 

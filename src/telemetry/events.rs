@@ -101,6 +101,8 @@ event_kinds! {
     AlertFailed = "alert_failed" as ALERT_FAILED;
     /// A file that crashed the process repeatedly was set aside.
     FileQuarantined = "file_quarantined" as FILE_QUARANTINED;
+    /// Change records of one key shared a sequence; a fixed rule chose between them.
+    SequenceTies = "sequence_ties" as SEQUENCE_TIES;
 }
 
 impl fmt::Display for EventKind {

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::common::{self, Scratch, ok, run, stderr};
 
 /// Databricks' example records: userId, name, city, operation, sequenceNum.
-const RECORDS: &[&str] = &[
+pub(crate) const RECORDS: &[&str] = &[
     r#"{"userId": 124, "name": "Raul", "city": "Oaxaca", "operation": "INSERT", "sequenceNum": 1}"#,
     r#"{"userId": 123, "name": "Isabel", "city": "Monterrey", "operation": "INSERT", "sequenceNum": 1}"#,
     r#"{"userId": 125, "name": "Mercedes", "city": "Tijuana", "operation": "INSERT", "sequenceNum": 2}"#,
@@ -23,7 +23,7 @@ const TRUNCATE: &str =
     r#"{"userId": null, "name": null, "city": null, "operation": "TRUNCATE", "sequenceNum": 3}"#;
 
 /// The CDC options of the examples (`except (operation, sequenceNum)`).
-fn cdc_options(truncates: bool) -> Vec<String> {
+pub(crate) fn cdc_options(truncates: bool) -> Vec<String> {
     let mut o: Vec<String> = [
         "cloudFiles.inferColumnTypes=true",
         "cloudFiles.includeMetadata=false",
@@ -41,7 +41,7 @@ fn cdc_options(truncates: bool) -> Vec<String> {
 }
 
 /// `autoloader ingest LANDING TABLE --once` with these options.
-fn ingest_args(s: &Scratch, options: &[String], extra: &[&str]) -> Vec<String> {
+pub(crate) fn ingest_args(s: &Scratch, options: &[String], extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "ingest".into(),
         s.landing().display().to_string(),
@@ -59,7 +59,7 @@ fn ingest_args(s: &Scratch, options: &[String], extra: &[&str]) -> Vec<String> {
     args
 }
 
-fn ingest(s: &Scratch, options: &[String], extra: &[&str]) -> std::process::Output {
+pub(crate) fn ingest(s: &Scratch, options: &[String], extra: &[&str]) -> std::process::Output {
     run(&ingest_args(s, options, extra), &[])
 }
 

@@ -23,6 +23,7 @@ mod reader;
 mod reports;
 mod reset;
 mod s3;
+mod scd2;
 mod schemas;
 mod tables;
 mod watch;

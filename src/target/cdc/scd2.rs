@@ -1,0 +1,612 @@
+//! The CDC target's SCD type 2 path: the target holds every version of a key's row, with
+//! `__START_AT` and `__END_AT` of the sequence's type.
+//!
+//! The flow keeps every change record it applied in its checkpoint (`cdc_records`, a
+//! Delta table appended to once per batch: the key and sequence as comparable bytes, the
+//! delete flag and the record's target and sequence columns). A batch reads the records of
+//! its keys, computes each key's history again from all of them (`cdc::scd2`), and
+//! replaces those keys' versions in the target in one `MERGE` commit; then it appends its
+//! own records. Both commits carry `txn(app_id, batch)`, the records last, so after a
+//! crash between the two only the records are appended, computed as before.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray};
+use arrow_row::{RowConverter, Rows, SortField};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use deltalake::DeltaTable;
+use deltalake::protocol::{DeltaOperation, MergePredicate};
+use futures::TryStreamExt;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::{CdcTarget, data_err, widen};
+use crate::cdc::keys::RowEncoder;
+use crate::cdc::scd2::{self, Record, Values};
+use crate::cdc::{END_AT, START_AT};
+use crate::target::ChangeCounts;
+use crate::target::delta::{BatchWriters, SinkError};
+use crate::target::rewrite::take_rows;
+
+/// The records table's own columns, before the records' columns.
+const KEY: &str = "__cdc_key";
+const SEQ: &str = "__cdc_seq";
+const DELETE: &str = "__cdc_delete";
+
+/// The checkpoint table that holds an SCD type 2 flow's records.
+pub const RECORDS_TABLE: &str = "cdc_records";
+
+/// The records table's own columns (the records' columns follow, added as they come).
+pub(super) fn records_base_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(KEY, DataType::Binary, false),
+        Field::new(SEQ, DataType::Binary, false),
+        Field::new(DELETE, DataType::Boolean, false),
+    ]))
+}
+
+impl CdcTarget {
+    /// The columns a change record keeps in the records table: the target's and the
+    /// sequence's.
+    fn record_schema(&self, layout: &Schema) -> SchemaRef {
+        Arc::new(Schema::new(
+            layout
+                .fields()
+                .iter()
+                .filter(|f| self.spec.keeps(f.name()) || self.spec.sequence_by.contains(f.name()))
+                .cloned()
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// The type of `__START_AT` / `__END_AT`: the sequence column's, or a struct of them.
+    fn sequence_type(&self, layout: &Schema) -> Result<DataType, SinkError> {
+        let fields: Vec<Field> = self
+            .spec
+            .sequence_by
+            .iter()
+            .map(|c| {
+                layout.field_with_name(c).cloned().map_err(|_| {
+                    data_err(
+                        self.target.location(),
+                        format!("the change records have no sequence column {c}"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(match fields.as_slice() {
+            [one] => one.data_type().clone(),
+            _ => DataType::Struct(Fields::from(fields)),
+        })
+    }
+
+    /// The SCD type 2 target's columns: the selected ones, then `__START_AT`, `__END_AT`.
+    pub(super) fn scd2_schema(&self, layout: &Schema) -> Result<SchemaRef, SinkError> {
+        let seq = self.sequence_type(layout)?;
+        let mut fields: Vec<Field> = layout
+            .fields()
+            .iter()
+            .filter(|f| self.spec.keeps(f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(START_AT, seq.clone(), true));
+        fields.push(Field::new(END_AT, seq, true));
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
+    /// Applies a batch to an SCD type 2 target (`changes`: none when every file of the
+    /// batch was skipped).
+    pub(super) async fn apply_scd2(
+        &mut self,
+        changes: Option<RecordBatch>,
+        app_id: &str,
+        batch: u64,
+        mut info: serde_json::Value,
+    ) -> Result<u64, SinkError> {
+        let loc = self.target.location().to_string();
+        let target_done = self.target_has(app_id, batch).await?;
+        let Some(changes) = changes else {
+            return self.commit_nothing(app_id, batch, info).await;
+        };
+        let encoded = self.encode(&changes)?;
+        let layout = changes.schema();
+
+        // Every record the flow kept of the batch's keys, then the batch's own.
+        let keys: Arc<HashSet<Vec<u8>>> = Arc::new(encoded.iter().map(|c| c.key.clone()).collect());
+        let kept = read_records(self.state.table(), self.state.location(), &keys).await?;
+        let kept_schema = kept.first().map(|b| data_schema(&b.schema()));
+        let record_schema = match &kept_schema {
+            Some(s) => widen(s, &self.record_schema(&layout)),
+            None => self.record_schema(&layout),
+        };
+        let mut parts = Vec::with_capacity(kept.len() + 1);
+        let mut records: Vec<(Vec<u8>, Record)> = Vec::new();
+        let mut row = 0usize;
+        for b in &kept {
+            let key = binary_column(b, KEY)?;
+            let seq = binary_column(b, SEQ)?;
+            let delete = b
+                .column_by_name(DELETE)
+                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+                .ok_or_else(|| data_err(&loc, "the CDC records have no delete column"))?;
+            for i in 0..b.num_rows() {
+                records.push((
+                    key.value(i).to_vec(),
+                    Record {
+                        seq: seq.value(i).to_vec(),
+                        delete: delete.value(i),
+                        applied: true,
+                        row: row + i,
+                    },
+                ));
+            }
+            row += b.num_rows();
+            parts.push(conform(b, &record_schema).map_err(|e| data_err(&loc, e))?);
+        }
+        let first_new = row;
+        for (i, c) in encoded.iter().enumerate() {
+            records.push((
+                c.key.clone(),
+                Record {
+                    seq: c.seq.clone(),
+                    delete: c.delete,
+                    applied: false,
+                    row: first_new + i,
+                },
+            ));
+        }
+        parts.push(conform(&changes, &record_schema).map_err(|e| data_err(&loc, e))?);
+        let all = arrow_select::concat::concat_batches(&record_schema, &parts)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        drop(parts);
+
+        let target_schema = match self.target.arrow_schema() {
+            Ok(existing) => {
+                if existing.field_with_name(START_AT).is_err() {
+                    return Err(data_err(
+                        &loc,
+                        format!(
+                            "the table has no {START_AT} column: it was not made by an SCD type \
+                             2 flow (reset it to rebuild it as one: autoloader reset {loc})"
+                        ),
+                    ));
+                }
+                widen(&existing, &self.scd2_schema(&record_schema)?)
+            }
+            Err(e) => return Err(e),
+        };
+        let columns: Vec<&Field> = target_schema
+            .fields()
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|f| f.name() != START_AT && f.name() != END_AT)
+            .collect();
+        let values =
+            RecordValues::new(&self.spec, &columns, &all).map_err(|e| data_err(&loc, e))?;
+
+        // Each key's history.
+        let mut by_key: HashMap<Vec<u8>, Vec<Record>> = HashMap::new();
+        for (k, r) in records {
+            by_key.entry(k).or_default().push(r);
+        }
+        let mut ordered: Vec<(Vec<u8>, Vec<Record>)> = by_key.into_iter().collect();
+        ordered.sort_by(|a, b| a.0.cmp(&b.0));
+        let (mut stale, mut ties) = (0u64, 0u64);
+        let mut versions = Vec::new();
+        let mut new_records: Vec<usize> = Vec::new();
+        for (_, recs) in ordered {
+            let h = scd2::history(recs, &values, self.spec.ignore_null_updates);
+            stale += h.stale;
+            ties += h.ties;
+            new_records.extend(h.kept);
+            versions.extend(h.versions);
+        }
+        new_records.sort_unstable();
+        if ties > 0 {
+            warn!(table = %loc, batch, ties, "Change records of one key share a sequence; the delete, else the later record, was applied.");
+        }
+
+        let version = if target_done {
+            info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's records only.");
+            self.target.version().unwrap_or_default()
+        } else {
+            let rows = version_rows(
+                &target_schema,
+                &all,
+                &values,
+                &versions,
+                &self.spec.sequence_by,
+            )
+            .map_err(|e| data_err(&loc, e))?;
+            let key_encoder = RowEncoder::new(&self.spec.keys, &target_schema)
+                .map_err(|e| data_err(&loc, e.to_string()))?;
+            let touched = &keys;
+            let select = |b: &RecordBatch| -> Result<Vec<bool>, String> {
+                let ks = key_encoder.encode(b).map_err(|e| e.to_string())?;
+                Ok(ks.iter().map(|k| touched.contains(k)).collect())
+            };
+            let key_columns: Vec<&str> = self.spec.keys.iter().map(String::as_str).collect();
+            let mut writer = self.target.writer(&target_schema, &[], &[])?;
+            let taken = take_rows(
+                self.target.table(),
+                &loc,
+                &key_columns,
+                &select,
+                &mut writer,
+            )
+            .await?;
+            let (inserted, updated, deleted) =
+                count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
+                    .map_err(|e| data_err(&loc, e))?;
+            if rows.num_rows() > 0 {
+                writer.write(rows).await?;
+            }
+            info["cdc"] = json!({
+                "scdType": 2,
+                "rowsInserted": inserted, "rowsUpdated": updated, "rowsDeleted": deleted,
+                "recordsStale": stale, "sequenceTies": ties,
+                "filesRewritten": taken.removes.len(),
+            });
+            let operation = DeltaOperation::Merge {
+                predicate: None,
+                merge_predicate: Some(format!(
+                    "target.{} = source.{}",
+                    self.spec.keys.join(" AND target."),
+                    self.spec.keys.join(" AND source.")
+                )),
+                matched_predicates: vec![MergePredicate {
+                    action_type: "update".into(),
+                    predicate: None,
+                }],
+                not_matched_predicates: vec![MergePredicate {
+                    action_type: "insert".into(),
+                    predicate: None,
+                }],
+                not_matched_by_source_predicates: Vec::new(),
+            };
+            let v = self
+                .target
+                .commit_with(
+                    BatchWriters(vec![writer]),
+                    taken.removes,
+                    Some(operation),
+                    app_id,
+                    batch,
+                    info,
+                )
+                .await?;
+            info!(table = %loc, batch, version = v, inserted, updated, deleted, stale, "Applied changes (SCD type 2).");
+            self.last = Some(ChangeCounts {
+                inserted,
+                updated,
+                deleted,
+                stale,
+                ties,
+            });
+            v
+        };
+        crate::testing::failpoint::hit("after-cdc-target-commit");
+
+        // The batch's records the history kept, appended to the flow's records.
+        let keep: Vec<u32> = new_records
+            .iter()
+            .map(|&r| u32::try_from(r).unwrap_or(u32::MAX))
+            .collect();
+        let keep = arrow_array::UInt32Array::from(keep);
+        let kept_new = arrow_select::take::take_record_batch(&all, &keep)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        let mut key_col = Vec::with_capacity(new_records.len());
+        let mut seq_col = Vec::with_capacity(new_records.len());
+        let mut del_col = Vec::with_capacity(new_records.len());
+        for &r in &new_records {
+            let c = &encoded[r - first_new];
+            key_col.push(c.key.clone());
+            seq_col.push(c.seq.clone());
+            del_col.push(c.delete);
+        }
+        let mut fields: Vec<Field> = records_base_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.extend(record_schema.fields().iter().map(|f| f.as_ref().clone()));
+        let log_schema = Arc::new(Schema::new(fields));
+        let mut log_columns: Vec<ArrayRef> = vec![
+            Arc::new(BinaryArray::from_iter_values(key_col)),
+            Arc::new(BinaryArray::from_iter_values(seq_col)),
+            Arc::new(BooleanArray::from(del_col)),
+        ];
+        log_columns.extend(kept_new.columns().iter().cloned());
+        let log_rows = RecordBatch::try_new(log_schema.clone(), log_columns)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        let mut log_writer = self.state.writer(&log_schema, &[], &[])?;
+        if log_rows.num_rows() > 0 {
+            log_writer.write(log_rows).await?;
+        }
+        self.state.ensure_created(&log_schema, app_id).await?;
+        self.state
+            .commit_with(
+                BatchWriters(vec![log_writer]),
+                Vec::new(),
+                None,
+                app_id,
+                batch,
+                json!({ "batch": batch }),
+            )
+            .await?;
+        Ok(version)
+    }
+}
+
+/// The records' columns of a records-table batch (without its own).
+fn data_schema(schema: &Schema) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .filter(|f| ![KEY, SEQ, DELETE].contains(&f.name().as_str()))
+            .cloned()
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn binary_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a BinaryArray, SinkError> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<BinaryArray>())
+        .ok_or_else(|| SinkError::Incompatible {
+            location: String::new(),
+            reason: format!("the CDC records have no binary column {name}"),
+        })
+}
+
+/// `batch`'s columns in `schema`: by name, cast where the type differs, null where absent.
+fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => arrow_cast::cast(c, f.data_type()).map_err(|e| format!("{}: {e}", f.name())),
+            None => Ok(arrow_array::new_null_array(f.data_type(), batch.num_rows())),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The records of `keys`, read from the flow's records table: each file's key column
+/// first, the other columns only for the rows it selects.
+async fn read_records(
+    table: &DeltaTable,
+    location: &str,
+    keys: &Arc<HashSet<Vec<u8>>>,
+) -> Result<Vec<RecordBatch>, SinkError> {
+    let err = |reason: String| SinkError::Incompatible {
+        location: location.to_string(),
+        reason,
+    };
+    let mut out = Vec::new();
+    if table.version().is_none() {
+        return Ok(out);
+    }
+    let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
+    let store = table.log_store().object_store(None);
+    let files: Vec<_> = snapshot
+        .log_data()
+        .into_iter()
+        .map(|f| (f.object_store_path(), u64::try_from(f.size()).unwrap_or(0)))
+        .collect();
+    for (path, size) in files {
+        let reader = crate::storage::RangedFile {
+            store: Arc::clone(&store),
+            path: path.clone(),
+            size,
+        };
+        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        let mask = ProjectionMask::columns(builder.parquet_schema(), [KEY]);
+        let wanted = Arc::clone(keys);
+        let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
+            let key = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .ok_or_else(|| {
+                    arrow_schema::ArrowError::SchemaError("the key column is not binary".into())
+                })?;
+            Ok(key
+                .iter()
+                .map(|k| Some(k.is_some_and(|k| wanted.contains(k))))
+                .collect())
+        });
+        let stream = builder
+            .with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+            .build()
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        let batches: Vec<RecordBatch> = stream
+            .try_collect()
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        out.extend(batches.into_iter().filter(|b| b.num_rows() > 0));
+    }
+    Ok(out)
+}
+
+/// The records' values as the history fold sees them, per target data column.
+struct RecordValues {
+    arrays: Vec<ArrayRef>,
+    tracked: Vec<bool>,
+    /// Comparable rows of the tracked columns (none for an untracked one).
+    rows: Vec<Option<Rows>>,
+}
+
+impl RecordValues {
+    fn new(
+        spec: &crate::cdc::CdcSpec,
+        columns: &[&Field],
+        all: &RecordBatch,
+    ) -> Result<Self, String> {
+        let mut arrays = Vec::new();
+        let mut tracked = Vec::new();
+        let mut rows = Vec::new();
+        for f in columns {
+            let array = match all.column_by_name(f.name()) {
+                Some(c) if c.data_type() == f.data_type() => c.clone(),
+                Some(c) => arrow_cast::cast(c, f.data_type()).map_err(|e| e.to_string())?,
+                None => arrow_array::new_null_array(f.data_type(), all.num_rows()),
+            };
+            let tracks = spec.tracks(f.name());
+            rows.push(if tracks {
+                let converter = RowConverter::new(vec![SortField::new(f.data_type().clone())])
+                    .map_err(|e| e.to_string())?;
+                Some(
+                    converter
+                        .convert_columns(std::slice::from_ref(&array))
+                        .map_err(|e| e.to_string())?,
+                )
+            } else {
+                None
+            });
+            tracked.push(tracks);
+            arrays.push(array);
+        }
+        Ok(RecordValues {
+            arrays,
+            tracked,
+            rows,
+        })
+    }
+}
+
+impl Values for RecordValues {
+    fn columns(&self) -> usize {
+        self.arrays.len()
+    }
+    fn tracked(&self, c: usize) -> bool {
+        self.tracked[c]
+    }
+    fn same(&self, c: usize, a: usize, b: usize) -> bool {
+        match &self.rows[c] {
+            Some(rows) => rows.row(a) == rows.row(b),
+            None => true,
+        }
+    }
+    fn is_null(&self, c: usize, row: usize) -> bool {
+        self.arrays[c].is_null(row)
+    }
+}
+
+/// The target rows of `versions`, in `schema`.
+fn version_rows(
+    schema: &SchemaRef,
+    all: &RecordBatch,
+    values: &RecordValues,
+    versions: &[scd2::Version],
+    sequence_by: &[String],
+) -> Result<RecordBatch, String> {
+    let seq: ArrayRef = match sequence_by {
+        [one] => all
+            .column_by_name(one)
+            .cloned()
+            .ok_or_else(|| format!("the records have no sequence column {one}"))?,
+        many => {
+            let mut fields = Vec::new();
+            let mut arrays = Vec::new();
+            for c in many {
+                let a = all
+                    .column_by_name(c)
+                    .ok_or_else(|| format!("the records have no sequence column {c}"))?;
+                fields.push(Field::new(c, a.data_type().clone(), true));
+                arrays.push(a.clone());
+            }
+            Arc::new(
+                StructArray::try_new(Fields::from(fields), arrays, None)
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+    };
+    let none = arrow_array::new_null_array(seq.data_type(), 1);
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    let mut data = 0usize;
+    for f in schema.fields() {
+        let column = if f.name() == START_AT {
+            let picks: Vec<(usize, usize)> = versions.iter().map(|v| (0, v.start)).collect();
+            arrow_select::interleave::interleave(&[seq.as_ref()], &picks)
+        } else if f.name() == END_AT {
+            let picks: Vec<(usize, usize)> = versions
+                .iter()
+                .map(|v| v.end.map_or((1, 0), |e| (0, e)))
+                .collect();
+            arrow_select::interleave::interleave(&[seq.as_ref(), none.as_ref()], &picks)
+        } else {
+            let picks: Vec<(usize, usize)> = versions.iter().map(|v| (0, v.values[data])).collect();
+            let source = values.arrays[data].as_ref();
+            data += 1;
+            arrow_select::interleave::interleave(&[source], &picks)
+        }
+        .map_err(|e| e.to_string())?;
+        let column = if column.data_type() == f.data_type() {
+            column
+        } else {
+            arrow_cast::cast(&column, f.data_type()).map_err(|e| format!("{}: {e}", f.name()))?
+        };
+        columns.push(column);
+    }
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(versions.len())),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Versions inserted, updated and deleted: a version is known by its key and
+/// `__START_AT`; one whose values or end changed is updated (a delete closing the current
+/// version updates it).
+fn count_versions(
+    schema: &SchemaRef,
+    keys: &[String],
+    old: &[RecordBatch],
+    new: &RecordBatch,
+) -> Result<(u64, u64, u64), String> {
+    let mut id_columns = keys.to_vec();
+    id_columns.push(START_AT.to_string());
+    let all_columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let ids = RowEncoder::new(&id_columns, schema).map_err(|e| e.to_string())?;
+    let whole = RowEncoder::new(&all_columns, schema).map_err(|e| e.to_string())?;
+    let mut before: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    for b in old {
+        let b = conform(b, schema)?;
+        for (id, row) in ids
+            .encode(&b)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .zip(whole.encode(&b).map_err(|e| e.to_string())?)
+        {
+            before.insert(id, row);
+        }
+    }
+    let (mut inserted, mut updated) = (0u64, 0u64);
+    for (id, row) in ids
+        .encode(new)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .zip(whole.encode(new).map_err(|e| e.to_string())?)
+    {
+        match before.remove(&id) {
+            Some(old) if old == row => {}
+            Some(_) => updated += 1,
+            None => inserted += 1,
+        }
+    }
+    Ok((inserted, updated, before.len() as u64))
+}

@@ -1,0 +1,458 @@
+//! APPLY CHANGES into an SCD type 2 table: Databricks' worked examples B and D
+//! (lakeflow.md §1) in one batch and one record per batch in shuffled orders, late records
+//! splitting versions, and SIGKILLs at every step and at random moments, each giving
+//! exactly the documented table, read back by Python deltalake.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use crate::cdc::{RECORDS, cdc_options, ingest, ingest_args};
+use crate::common::{self, Scratch, ok, run, stderr};
+
+fn scd2_options(extra: &[&str]) -> Vec<String> {
+    let mut o = cdc_options(false);
+    o.push("cdc.stored_as_scd_type=2".into());
+    o.extend(extra.iter().map(|s| s.to_string()));
+    o
+}
+
+fn text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "null".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The table's rows as `userId name city __START_AT __END_AT`, sorted.
+fn versions(table: &Path) -> Vec<String> {
+    let py = common::read_with_python(table, "userId");
+    let mut out: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {}-{}",
+                text(&r["userId"]),
+                text(&r["name"]),
+                text(&r["city"]),
+                text(&r["__START_AT"]),
+                text(&r["__END_AT"])
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+const EXAMPLE_B: [&str; 7] = [
+    "123 Isabel Chihuahua 5-6",
+    "123 Isabel Monterrey 1-5",
+    "124 Raul Oaxaca 1-null",
+    "125 Mercedes Guadalajara 6-null",
+    "125 Mercedes Mexicali 5-6",
+    "125 Mercedes Tijuana 2-5",
+    "126 Lily Cancun 2-null",
+];
+
+const EXAMPLE_D: [&str; 4] = [
+    "123 Isabel Chihuahua 1-6",
+    "124 Raul Oaxaca 1-null",
+    "125 Mercedes Guadalajara 2-null",
+    "126 Lily Cancun 2-null",
+];
+
+const ORDERS: [[usize; 8]; 4] = [
+    [0, 1, 2, 3, 4, 5, 6, 7],
+    [7, 6, 5, 4, 3, 2, 1, 0],
+    [4, 7, 0, 5, 2, 6, 1, 3],
+    [5, 3, 6, 1, 7, 0, 4, 2],
+];
+
+#[test]
+fn scd2_example_in_one_batch_gives_the_documented_table() {
+    let s = Scratch::new();
+    s.land("changes.json", RECORDS.join("\n") + "\n");
+    let out = ok(&ingest(&s, &scd2_options(&[]), &[]));
+    assert_eq!(versions(&s.table()), EXAMPLE_B, "{out}");
+    let py = common::read_with_python(&s.table(), "userId");
+    let types: Vec<String> = py["types"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k} {}", text(v)))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "userId int64",
+            "name string",
+            "city string",
+            "__START_AT int64",
+            "__END_AT int64"
+        ],
+        "the version columns have the sequence's type"
+    );
+    assert!(
+        out.contains("7 inserted, 0 updated, 0 deleted, 0 stale"),
+        "{out}"
+    );
+    ok(&ingest(&s, &scd2_options(&[]), &[]));
+    assert_eq!(versions(&s.table()), EXAMPLE_B, "a rerun changes nothing");
+}
+
+#[test]
+fn scd2_example_one_record_per_batch_in_shuffled_orders() {
+    for order in ORDERS {
+        let s = Scratch::new();
+        for (pos, &i) in order.iter().enumerate() {
+            s.land(&format!("{pos:02}.json"), format!("{}\n", RECORDS[i]));
+        }
+        ok(&ingest(
+            &s,
+            &scd2_options(&[]),
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        ));
+        assert_eq!(versions(&s.table()), EXAMPLE_B, "order {order:?}");
+    }
+}
+
+#[test]
+fn scd2_tracking_history_except_city_gives_the_documented_table() {
+    let opts = scd2_options(&["cdc.track_history_except_column_list=city"]);
+    let s = Scratch::new();
+    s.land("changes.json", RECORDS.join("\n") + "\n");
+    ok(&ingest(&s, &opts, &[]));
+    assert_eq!(versions(&s.table()), EXAMPLE_D);
+    for order in ORDERS {
+        let s = Scratch::new();
+        for (pos, &i) in order.iter().enumerate() {
+            s.land(&format!("{pos:02}.json"), format!("{}\n", RECORDS[i]));
+        }
+        ok(&ingest(&s, &opts, &["cloudFiles.maxFilesPerTrigger=1"]));
+        assert_eq!(versions(&s.table()), EXAMPLE_D, "order {order:?}");
+    }
+}
+
+fn record(key: u32, name: &str, city: &str, op: &str, seq: u32) -> String {
+    format!(
+        r#"{{"userId": {key}, "name": "{name}", "city": "{city}", "operation": "{op}", "sequenceNum": {seq}}}"#
+    )
+}
+
+#[test]
+fn late_records_split_versions_and_runs() {
+    // [10,20) closed by a delete at 20, then a late update at 15: [10,15) old, [15,20) new.
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        [
+            record(1, "A", "x", "UPSERT", 10),
+            record(1, "A", "x", "DELETE", 20),
+            // A run A, A (one version), later split by B at 2.
+            record(2, "A", "x", "UPSERT", 1),
+            record(2, "A", "z", "UPSERT", 3),
+        ]
+        .join("\n")
+            + "\n",
+    );
+    let opts = scd2_options(&["cdc.track_history_except_column_list=city"]);
+    ok(&ingest(&s, &opts, &[]));
+    assert_eq!(
+        versions(&s.table()),
+        ["1 A x 10-20", "2 A z 1-null"],
+        "a run of equal tracked values is one version, with the latest untracked value"
+    );
+    s.land(
+        "b.json",
+        [
+            record(1, "B", "y", "UPSERT", 15),
+            record(2, "B", "y", "UPSERT", 2),
+        ]
+        .join("\n")
+            + "\n",
+    );
+    let out = ok(&ingest(&s, &opts, &[]));
+    assert_eq!(
+        versions(&s.table()),
+        [
+            "1 A x 10-15",
+            "1 B y 15-20",
+            "2 A x 1-2",
+            "2 A z 3-null",
+            "2 B y 2-3"
+        ],
+        "{out}"
+    );
+    // A late delete inside a version ends it there; the later delete finds nothing open.
+    s.land("c.json", record(1, "", "", "DELETE", 12) + "\n");
+    ok(&ingest(&s, &opts, &[]));
+    assert!(
+        versions(&s.table()).contains(&"1 A x 10-12".to_string()),
+        "{:?}",
+        versions(&s.table())
+    );
+    // A record with an applied key and sequence is stale.
+    s.land("d.json", record(2, "C", "q", "UPSERT", 3) + "\n");
+    let out = ok(&ingest(&s, &opts, &[]));
+    assert!(out.contains("1 stale"), "{out}");
+    assert!(!versions(&s.table()).iter().any(|v| v.contains(" C ")));
+}
+
+#[test]
+fn a_sequence_of_two_columns_gives_struct_version_columns() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        [
+            r#"{"id": 1, "v": "a", "ts": 5, "pos": 2}"#,
+            r#"{"id": 1, "v": "b", "ts": 5, "pos": 9}"#,
+            r#"{"id": 1, "v": "c", "ts": 4, "pos": 50}"#,
+        ]
+        .join("\n")
+            + "\n",
+    );
+    let opts: Vec<String> = [
+        "cloudFiles.inferColumnTypes=true",
+        "cloudFiles.includeMetadata=false",
+        "cdc.keys=id",
+        "cdc.sequence_by=ts,pos",
+        "cdc.stored_as_scd_type=2",
+        "cdc.except_column_list=ts,pos,_rescued_data",
+    ]
+    .map(String::from)
+    .to_vec();
+    ok(&ingest(&s, &opts, &[]));
+    let py = common::read_with_python(&s.table(), "v");
+    let start = text(&py["types"]["__START_AT"]);
+    assert!(
+        start.starts_with("struct<ts: int64") && start.contains("pos: int64"),
+        "{start}"
+    );
+    let rows: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}/{}-{}",
+                text(&r["v"]),
+                text(&r["__START_AT"]["ts"]),
+                text(&r["__START_AT"]["pos"]),
+                text(&r["__END_AT"]).replace(' ', "")
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            r#"a 5/2-{"ts":5,"pos":9}"#,
+            r#"b 5/9-null"#,
+            r#"c 4/50-{"ts":5,"pos":2}"#
+        ],
+        "ordered by ts, then pos"
+    );
+}
+
+#[test]
+fn ignore_null_updates_keeps_stored_values_in_a_version() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        [
+            r#"{"userId": 1, "name": "A", "city": "x", "operation": "UPSERT", "sequenceNum": 1}"#,
+            r#"{"userId": 1, "name": null, "city": "y", "operation": "UPSERT", "sequenceNum": 2}"#,
+        ]
+        .join("\n")
+            + "\n",
+    );
+    ok(&ingest(
+        &s,
+        &scd2_options(&["cdc.ignore_null_updates=true"]),
+        &[],
+    ));
+    assert_eq!(
+        versions(&s.table()),
+        ["1 A x 1-2", "1 A y 2-null"],
+        "the null name keeps A; the city change opens a version"
+    );
+}
+
+#[test]
+fn a_new_column_in_the_changes_evolves_the_scd2_target() {
+    let s = Scratch::new();
+    s.land("a.json", record(1, "A", "x", "UPSERT", 1) + "\n");
+    let opts = scd2_options(&[]);
+    ok(&ingest(&s, &opts, &[]));
+    s.land(
+        "b.json",
+        r#"{"userId": 1, "name": "A", "city": "x", "tier": "gold", "operation": "UPSERT", "sequenceNum": 2}"#
+            .to_string()
+            + "\n",
+    );
+    let out = run(&ingest_args(&s, &opts, &[]), &[]);
+    // addNewColumns stops the stream once with the new schema recorded, as for appends.
+    if !out.status.success() {
+        ok(&ingest(&s, &opts, &[]));
+    }
+    let py = common::read_with_python(&s.table(), "__START_AT");
+    let rows: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}-{}",
+                text(&r["tier"]),
+                text(&r["__START_AT"]),
+                text(&r["__END_AT"])
+            )
+        })
+        .collect();
+    assert_eq!(rows, ["null 1-2", "gold 2-null"], "{py}");
+}
+
+#[test]
+fn an_scd1_table_is_not_taken_for_an_scd2_target() {
+    let s = Scratch::new();
+    s.land("a.json", record(1, "A", "x", "UPSERT", 1) + "\n");
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    s.land("b.json", record(1, "B", "x", "UPSERT", 2) + "\n");
+    let out = ingest(&s, &scd2_options(&[]), &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("__START_AT"), "{}", stderr(&out));
+}
+
+/// A longer stream: keys 0..30, each changed several times, with deletes and late records.
+fn long_stream(s: &Scratch) {
+    let mut lines = Vec::new();
+    for round in 0..6u64 {
+        for key in 0..30u64 {
+            let seq = round * 100 + (key * 7919 + round * 31) % 97;
+            let op = if (key + round) % 11 == 0 {
+                "DELETE"
+            } else {
+                "UPSERT"
+            };
+            lines.push(format!(
+                r#"{{"userId": {key}, "name": "n{}", "city": "c{}", "operation": "{op}", "sequenceNum": {seq}}}"#,
+                (key + round) % 3,
+                (key * round) % 13
+            ));
+        }
+    }
+    // Late ones: the last rounds' files come first.
+    for (i, chunk) in lines.chunks(20).rev().enumerate() {
+        s.land(&format!("{i:03}.json"), chunk.join("\n") + "\n");
+    }
+}
+
+#[test]
+fn random_sigkills_of_an_scd2_flow_give_the_uninterrupted_table() {
+    let opts = scd2_options(&[
+        "cdc.track_history_column_list=name",
+        "cloudFiles.maxFilesPerTrigger=1",
+    ]);
+    let calm = Scratch::new();
+    long_stream(&calm);
+    ok(&ingest(&calm, &opts, &[]));
+    let expected = versions(&calm.table());
+    assert!(expected.len() > 40, "{expected:?}");
+
+    let s = Scratch::new();
+    long_stream(&s);
+    let args = ingest_args(&s, &opts, &[]);
+    let kills = common::sigkill_until_done(&args, |_| {});
+    assert!(kills > 0, "no run was ever killed: the test proved nothing");
+    ok(&run(&args, &[]));
+    assert_eq!(versions(&s.table()), expected, "after random kills");
+}
+
+#[test]
+fn an_scd2_flow_killed_at_every_step_gives_the_uninterrupted_table() {
+    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
+        .iter()
+        .copied()
+        .filter(|n| *n != "after-schema-evolve")
+        .chain(["after-cdc-target-commit"])
+        .collect();
+    for name in names {
+        let s = Scratch::new();
+        for (i, r) in RECORDS.iter().enumerate() {
+            s.land(&format!("{i:02}.json"), format!("{r}\n"));
+        }
+        let opts = scd2_options(&["cloudFiles.maxFilesPerTrigger=3"]);
+        let args = ingest_args(&s, &opts, &[]);
+        let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@2"))]);
+        let killed = crashed.status.signal() == Some(9);
+        assert!(
+            killed || name == "after-schema-write",
+            "{name}: {}",
+            stderr(&crashed)
+        );
+        ok(&run(&args, &[]));
+        assert_eq!(versions(&s.table()), EXAMPLE_B, "{name}");
+    }
+}
+
+#[test]
+fn the_readme_scd2_config_runs() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let toml = readme
+        .split("### SCD type 2")
+        .nth(1)
+        .and_then(|s| s.split("```toml\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the README has the SCD type 2 example");
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let landing = dir.join("landing/customer_cdc");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("changes.json"), RECORDS.join("\n") + "\n").unwrap();
+    let config = dir.join("streams.toml");
+    std::fs::write(&config, toml).unwrap();
+    ok(&run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    ));
+    // The README's table keeps _metadata too; the versions are example D's.
+    assert_eq!(versions(&dir.join("silver/customers_history")), EXAMPLE_D);
+}
+
+#[test]
+fn records_sharing_a_sequence_follow_the_documented_rule_and_emit_an_event() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        [
+            record(1, "A", "x", "UPSERT", 5),
+            record(1, "B", "x", "UPSERT", 5),
+            record(2, "A", "x", "UPSERT", 5),
+            record(2, "", "", "DELETE", 5),
+            record(2, "C", "x", "UPSERT", 5),
+        ]
+        .join("\n")
+            + "\n",
+    );
+    ok(&ingest(&s, &scd2_options(&[]), &[]));
+    assert_eq!(
+        versions(&s.table()),
+        ["1 B x 5-null"],
+        "the later upsert wins; the delete wins over upserts (nothing to close)"
+    );
+    let out = ok(&run(
+        &[
+            "events".into(),
+            "--checkpoint".into(),
+            s.table().join("_autoloader").display().to_string(),
+            "--type".into(),
+            "sequence_ties".into(),
+            "--json".into(),
+        ],
+        &[],
+    ));
+    let event: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(event["ties"], 3, "{out}");
+}
