@@ -160,6 +160,12 @@ struct StreamConfig {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
     cdc: Option<BTreeMap<String, toml::Value>>,
+    /// A snapshot flow (README "Snapshot flows"): unit ("file", "folder", "partition"),
+    /// ingest_time_column, snapshot_id_column, skip_unchanged, expected_interval. Each
+    /// snapshot of the source lands whole in one commit, its rows stamped.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
+    snapshot: Option<BTreeMap<String, toml::Value>>,
 }
 
 /// The text of a `[stream.cdc]` value: a list joined by commas, anything else as written.
@@ -338,6 +344,12 @@ pub fn load(
             .map(|(k, v)| (k.clone(), option_text(v)))
             .collect();
         raw.extend(s.options.iter().map(|(k, v)| (k.clone(), option_text(v))));
+        raw.extend(s.snapshot.iter().flatten().map(|(k, v)| {
+            (
+                format!("{}{k}", crate::snapshot::OPTION_PREFIX),
+                option_text(v),
+            )
+        }));
         // A relative schema location is relative to the config file too.
         for (k, v) in &mut raw {
             if k.eq_ignore_ascii_case("cloudFiles.schemaLocation") {

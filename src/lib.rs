@@ -18,6 +18,7 @@ pub mod record;
 pub mod reports;
 pub mod reset;
 pub mod schema;
+pub mod snapshot;
 pub mod source;
 pub mod storage;
 pub mod tables;

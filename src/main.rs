@@ -1643,6 +1643,13 @@ fn run_summary_line(s: &Summary) -> String {
             c.inserted, c.updated, c.deleted, c.stale
         );
     }
+    if s.unchanged_snapshots > 0 {
+        skipped += &format!(
+            ", {} unchanged {} not appended again",
+            s.unchanged_snapshots,
+            plural(s.unchanged_snapshots, "snapshot")
+        );
+    }
     if s.quarantined_files > 0 {
         skipped += &format!(
             ", {} quarantined {}",

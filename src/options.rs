@@ -804,6 +804,9 @@ pub struct Settings {
     pub max_nesting_depth: usize,
     /// How a Delta table source is read (ignored by other sources).
     pub delta: DeltaReadSettings,
+    /// A snapshot flow (`[stream.snapshot]`, `-o snapshot.KEY=VALUE`): each snapshot of
+    /// the source read whole, stamped, into a history table.
+    pub snapshot: Option<crate::snapshot::SnapshotSpec>,
 }
 
 /// Where a stream reading a Delta table starts, and which commits it passes over (Spark's
@@ -850,7 +853,12 @@ pub fn resolve(
 ) -> Result<(Settings, Vec<String>), OptionsError> {
     let mut map: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut refused = Vec::new();
+    let mut snapshot_pairs = Vec::new();
     for (key, value) in raw {
+        if let Some(k) = key.trim().strip_prefix(crate::snapshot::OPTION_PREFIX) {
+            snapshot_pairs.push((k.to_string(), value.clone()));
+            continue;
+        }
         match canonical(key) {
             Some(spec) if spec.support == Support::Supported => {
                 map.insert(spec.key, value.clone());
@@ -1231,6 +1239,8 @@ pub fn resolve(
         full_listing_interval,
         max_nesting_depth,
         delta,
+        snapshot: crate::snapshot::SnapshotSpec::from_pairs(&snapshot_pairs)
+            .map_err(|e| OptionsError::Conflict(e.to_string()))?,
     };
     Ok((settings, warnings))
 }

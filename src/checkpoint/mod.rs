@@ -607,6 +607,32 @@ impl SeenFiles {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Every ingested file whose key starts with `prefix`, in key order.
+    pub fn under(&self, prefix: &str) -> Result<Vec<IngestedFile>, CheckpointError> {
+        let err = |e: redb::StorageError| CheckpointError::Store {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        };
+        let mut out = Vec::new();
+        for entry in self.table.range(prefix..).map_err(err)? {
+            let (k, v) = entry.map_err(err)?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let (size, mtime_ms, batch) = v.value();
+            out.push(IngestedFile {
+                file: FileRef {
+                    key: key.to_string(),
+                    size,
+                    mtime_ms,
+                },
+                batch,
+            });
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

@@ -62,5 +62,12 @@ pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> TableL
             .clone()
             .filter(|c| version.data.field(c).is_some()),
         include_metadata,
+        stamps: settings
+            .snapshot
+            .as_ref()
+            .map(|s| crate::record::StampColumns {
+                ingested_at: s.ingest_time_column.clone(),
+                snapshot_id: s.snapshot_id_column.clone(),
+            }),
     }
 }

@@ -59,6 +59,16 @@ pub(crate) async fn execute(
     result
 }
 
+/// A snapshot flow's stamp for a batch: the plan's creation time, and its unit and files.
+fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::Stamp> {
+    let spec = ctx.req.settings.snapshot.as_ref()?;
+    let unit = plan.files.first().map_or("", |f| spec.unit_of(&f.key));
+    Some(crate::record::Stamp {
+        ingested_at_ms: plan.created_at_ms,
+        snapshot_id: crate::snapshot::snapshot_id(unit, &plan.files),
+    })
+}
+
 pub(crate) async fn execute_counted(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
@@ -69,10 +79,12 @@ pub(crate) async fn execute_counted(
     let started = Instant::now();
     let partition_columns: Vec<String> =
         state.layout.partition.names().map(str::to_string).collect();
+    // A snapshot flow's batch is one snapshot: stamped with the plan's time and files.
+    let stamp = settings_stamp(ctx, plan);
     let files: Vec<SourceFile> = plan
         .files
         .iter()
-        .map(|f| source_file(&ctx.req.source, f, &partition_columns))
+        .map(|f| source_file(&ctx.req.source, f, &partition_columns, stamp.as_ref()))
         .collect();
     let settings = &ctx.req.settings;
     let evolving = matches!(

@@ -45,7 +45,7 @@ pub(crate) async fn infer_files(
         workers,
         &PoolStop::default(),
         move |done: &mut Vec<(usize, Inferred)>, i| {
-            let file = source_file(&source, &shared_files[i], &[]);
+            let file = source_file(&source, &shared_files[i], &[], None);
             let mut inferrer = SchemaInferrer::new();
             let r = formats::infer_file(&file, &opts, typed, &mut inferrer).map(|records| {
                 inferrer.records = records;

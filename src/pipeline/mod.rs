@@ -19,6 +19,7 @@ mod own_output;
 mod plan;
 mod read;
 mod shared_table;
+mod snapshots;
 mod stream;
 mod supervisor;
 pub mod watch;
@@ -166,6 +167,17 @@ impl IngestRequest {
     /// flow. Binding the flow here is what checks it against the schema, before a table
     /// is created or a batch read.
     pub(crate) fn table_schema(&self, layout: &TableLayout) -> Result<SchemaRef, IngestError> {
+        if let Some(stamps) = &layout.stamps
+            && let Some(c) = [&stamps.ingested_at, &stamps.snapshot_id]
+                .into_iter()
+                .find(|c| layout.data.field(c).is_some())
+        {
+            return Err(IngestError::Config(format!(
+                "the data already has a column {c}, which the snapshot flow would stamp: \
+                 name the stamp otherwise (snapshot.ingest_time_column / \
+                 snapshot.snapshot_id_column)"
+            )));
+        }
         let schema = self.flow.table_schema(
             &layout.arrow_schema(),
             &layout.trailing_names(),
@@ -198,6 +210,8 @@ pub struct Summary {
     pub skipped_files: u64,
     /// Files quarantined this run (they crashed the process every time they were read).
     pub quarantined_files: u64,
+    /// Snapshots not appended again: their files equal their last snapshot's.
+    pub unchanged_snapshots: u64,
     pub schema_version: Option<u64>,
     pub seconds: f64,
     pub table_version: Option<u64>,

@@ -50,6 +50,7 @@ pub(crate) fn source_file(
     source: &Source,
     file: &FileRef,
     partition_columns: &[String],
+    stamp: Option<&crate::record::Stamp>,
 ) -> SourceFile {
     let key = file.key.as_str();
     let (local_path, remote) = match source.locate(key) {
@@ -65,6 +66,7 @@ pub(crate) fn source_file(
             size: file.size,
             mtime_ms: file.mtime_ms,
             partition_values: discovery::partition_values(key, partition_columns),
+            stamp: stamp.cloned(),
         }),
     }
 }

@@ -8,6 +8,9 @@ use tracing::{debug, info, warn};
 
 use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan, SOURCE_POSITION};
+
+/// Checkpoint metadata: when a snapshot flow last took a snapshot (ms since the epoch).
+const SNAPSHOT_LAST_TAKEN: &str = "snapshotLastTakenMs";
 use crate::clock::now_ms;
 use crate::formats::DecodeOptions;
 use crate::options::Format;
@@ -51,6 +54,11 @@ pub struct StreamRun<'a> {
     properties_applied: bool,
     /// Whether the source has been listed yet in this run.
     listed: bool,
+    /// Snapshot flows: the units taken in this run, and those found unchanged.
+    snapshots_taken: std::collections::HashSet<String>,
+    snapshots_unchanged: std::collections::HashSet<String>,
+    /// The overdue snapshot last reported: (last snapshot time, intervals missed).
+    overdue_reported: Option<(i64, i64)>,
     summary: Summary,
 }
 
@@ -88,6 +96,22 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
+        if settings.snapshot.is_some() {
+            if req.cdc.is_some() {
+                return Err(IngestError::Config(
+                    "AUTO CDC from snapshots ([stream.snapshot] with [stream.cdc]) is not \
+                     supported yet: keep the history table, or apply changes from a change feed"
+                        .into(),
+                ));
+            }
+            if req.source.reads_delta() {
+                return Err(IngestError::Config(
+                    "a snapshot flow reads files that are replaced; a Delta table source is \
+                     read commit by commit: leave out [stream.snapshot]"
+                        .into(),
+                ));
+            }
+        }
         let source = own_output::source_without_own_output(req)?;
         let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         let delta = DeltaAppend::open(&req.table, &req.storage).await?;
@@ -201,6 +225,9 @@ impl<'a> StreamRun<'a> {
             replanned: false,
             properties_applied: false,
             listed: false,
+            snapshots_taken: Default::default(),
+            snapshots_unchanged: Default::default(),
+            overdue_reported: None,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -224,7 +251,9 @@ impl<'a> StreamRun<'a> {
     /// The source's files that are neither ingested nor in an unfinished plan.
     pub async fn discover(&mut self) -> Result<Vec<FileRef>, IngestError> {
         // Only an object store is listed incrementally; a local walk needs no high-water mark.
-        let incremental = self.req.source.lists_incrementally();
+        // A snapshot flow compares whole units with their last snapshot: full listings.
+        let incremental =
+            self.req.source.lists_incrementally() && self.req.settings.snapshot.is_none();
         let (high_water, listing) = if incremental {
             (
                 self.checkpoint.highest_key()?,
@@ -254,6 +283,9 @@ impl<'a> StreamRun<'a> {
         self.save_source_position()?;
         let listed_files = listed.len();
         let seen = self.checkpoint.seen_files()?;
+        if let Some(spec) = &self.req.settings.snapshot {
+            return self.discover_snapshots(spec, &listed, &seen);
+        }
         let (mut new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
         if let Some(state) = listing
             && after.is_none()
@@ -287,6 +319,82 @@ impl<'a> StreamRun<'a> {
             "Listed the source."
         );
         Ok(new)
+    }
+
+    /// A snapshot flow's listing: the files of the units holding a new snapshot.
+    fn discover_snapshots(
+        &mut self,
+        spec: &crate::snapshot::SnapshotSpec,
+        listed: &[FileRef],
+        seen: &crate::checkpoint::SeenFiles,
+    ) -> Result<Vec<FileRef>, IngestError> {
+        let settle_ms = i64::try_from(self.req.settings.settle_time.as_millis()).unwrap_or(0);
+        let found = super::snapshots::take(
+            spec,
+            listed,
+            seen,
+            now_ms() - settle_ms,
+            &self.snapshots_taken,
+            &self.pending,
+        )?;
+        // Said once per unit and run (a watcher lists often).
+        let unchanged: Vec<String> = found
+            .unchanged
+            .into_iter()
+            .filter(|u| self.snapshots_unchanged.insert(u.clone()))
+            .collect();
+        if let Some(first) = unchanged.first() {
+            info!(
+                snapshots = unchanged.len(), first = %self.req.source.uri(first),
+                "Snapshots equal to the last one ingested of their unit; not appended again (snapshot.skip_unchanged)."
+            );
+            self.summary.unchanged_snapshots += unchanged.len() as u64;
+        }
+        if let Some(first) = found.unsettled.first() {
+            info!(
+                snapshots = found.unsettled.len(), first = %self.req.source.uri(first),
+                settle_time = ?self.req.settings.settle_time,
+                "A file of these snapshots changed within the settle time; each is taken whole once it has settled."
+            );
+        }
+        self.check_overdue(spec)?;
+        Ok(found.files)
+    }
+
+    /// Raises `snapshot_overdue` (an event and an alert) when no snapshot was taken for
+    /// longer than `expected_interval`, once per missed interval.
+    fn check_overdue(&mut self, spec: &crate::snapshot::SnapshotSpec) -> Result<(), IngestError> {
+        let Some(interval) = spec.expected_interval else {
+            return Ok(());
+        };
+        let Some(last) = self
+            .checkpoint
+            .meta(SNAPSHOT_LAST_TAKEN)?
+            .and_then(|v| v.parse::<i64>().ok())
+        else {
+            return Ok(());
+        };
+        let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
+        let late_ms = now_ms() - last;
+        if late_ms <= interval_ms {
+            return Ok(());
+        }
+        let missed = late_ms / interval_ms.max(1);
+        if self.overdue_reported.replace((last, missed)) != Some((last, missed)) {
+            warn!(
+                last_snapshot_ms = last, expected_interval = ?interval,
+                "No new snapshot for longer than the expected interval: a snapshot may have been missed (it cannot be recovered)."
+            );
+            self.telemetry.emit(
+                Severity::Warning,
+                kind::SNAPSHOT_OVERDUE,
+                json!({
+                    "lastSnapshotMs": last, "expectedIntervalSeconds": interval.as_secs(),
+                    "overdueSeconds": (late_ms - interval_ms) / 1000,
+                }),
+            );
+        }
+        Ok(())
     }
 
     /// The first listing found no file at all: on a stream that has never ingested one,
@@ -693,7 +801,11 @@ impl<'a> StreamRun<'a> {
         }
         let first = self.checkpoint.next_batch()?;
         let suspects = self.checkpoint.suspects()?;
-        for (batch, files) in (first..).zip(split_batches(&files, &self.req.settings, &suspects)) {
+        let batches = match &self.req.settings.snapshot {
+            Some(spec) => super::snapshots::batches(spec, &files),
+            None => split_batches(&files, &self.req.settings, &suspects),
+        };
+        for (batch, files) in (first..).zip(batches) {
             if stop.is_stopped() {
                 info!("Stopping between batches; the remaining files are left for the next run.");
                 return Ok(());
@@ -714,6 +826,12 @@ impl<'a> StreamRun<'a> {
             // The files are durably owned by the plan now: a queue source may forget them.
             self.req.source.planned(&plan.files).await?;
             execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
+            if let Some(spec) = &self.req.settings.snapshot {
+                self.snapshots_taken
+                    .insert(spec.unit_of(&plan.files[0].key).to_string());
+                self.checkpoint
+                    .set_meta(SNAPSHOT_LAST_TAKEN, &plan.created_at_ms.to_string())?;
+            }
         }
         // Every file of the listing is planned or was ingested before.
         self.source.advance();

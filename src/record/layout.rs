@@ -29,6 +29,16 @@ pub struct TableLayout {
     pub rescued: Option<String>,
     pub corrupt: Option<String>,
     pub include_metadata: bool,
+    /// A snapshot flow's stamp columns, after `_metadata`.
+    pub stamps: Option<StampColumns>,
+}
+
+/// The names of a snapshot flow's stamp columns: the ingest time (TIMESTAMP) and the
+/// snapshot id (STRING).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StampColumns {
+    pub ingested_at: String,
+    pub snapshot_id: String,
 }
 
 impl TableLayout {
@@ -43,6 +53,18 @@ impl TableLayout {
             .collect();
         if self.include_metadata {
             fields.push(ArrowField::new(METADATA_COLUMN, metadata_type(), true));
+        }
+        if let Some(s) = &self.stamps {
+            fields.push(ArrowField::new(
+                s.ingested_at.clone(),
+                ArrowType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ));
+            fields.push(ArrowField::new(
+                s.snapshot_id.clone(),
+                ArrowType::Utf8,
+                true,
+            ));
         }
         Arc::new(ArrowSchema::new(fields))
     }
@@ -59,6 +81,10 @@ impl TableLayout {
             .collect();
         if self.include_metadata {
             names.push(METADATA_COLUMN.to_string());
+        }
+        if let Some(s) = &self.stamps {
+            names.push(s.ingested_at.clone());
+            names.push(s.snapshot_id.clone());
         }
         names
     }

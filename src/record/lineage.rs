@@ -19,6 +19,15 @@ pub struct FileMeta {
     pub mtime_ms: i64,
     /// One value per partition column of the layout, in order.
     pub partition_values: Vec<Option<String>>,
+    /// The snapshot the file was read in (snapshot flows).
+    pub stamp: Option<Stamp>,
+}
+
+/// A snapshot's stamp on its rows: when its batch was planned, and its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub ingested_at_ms: i64,
+    pub snapshot_id: String,
 }
 
 /// Appends the columns that are constant across a file: partition values and `_metadata`.
@@ -37,6 +46,16 @@ pub fn push_file_columns(
     }
     if layout.include_metadata {
         arrays.push(metadata_array(file, n));
+    }
+    if layout.stamps.is_some() {
+        let (at, id) = match &file.stamp {
+            Some(s) => (Some(s.ingested_at_ms * 1000), Some(s.snapshot_id.as_str())),
+            None => (None, None),
+        };
+        arrays.push(Arc::new(
+            TimestampMicrosecondArray::from(vec![at; n]).with_timezone("UTC"),
+        ));
+        arrays.push(Arc::new(StringArray::from(vec![id; n])));
     }
 }
 

@@ -298,6 +298,7 @@ mod tests {
             rescued: Some("_rescued_data".into()),
             corrupt: None,
             include_metadata: true,
+            stamps: None,
         })
     }
 
@@ -308,6 +309,7 @@ mod tests {
             size: 10,
             mtime_ms: 1000,
             partition_values: vec![],
+            stamp: None,
         })
     }
 

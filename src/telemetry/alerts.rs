@@ -343,6 +343,10 @@ impl Alerter {
                 "quarantined:{}",
                 e.fields.get("file").cloned().unwrap_or_default()
             )),
+            EventKind::SnapshotOverdue => Some(format!(
+                "overdue:{}",
+                e.fields.get("lastSnapshotMs").cloned().unwrap_or_default()
+            )),
             EventKind::StreamFailed => Some(format!(
                 "failed:{}",
                 e.fields.get("error").cloned().unwrap_or_default()

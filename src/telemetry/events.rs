@@ -103,6 +103,8 @@ event_kinds! {
     FileQuarantined = "file_quarantined" as FILE_QUARANTINED;
     /// Change records of one key shared a sequence; a fixed rule chose between them.
     SequenceTies = "sequence_ties" as SEQUENCE_TIES;
+    /// A snapshot flow took no snapshot for longer than its expected interval.
+    SnapshotOverdue = "snapshot_overdue" as SNAPSHOT_OVERDUE;
 }
 
 impl fmt::Display for EventKind {

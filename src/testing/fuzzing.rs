@@ -327,6 +327,7 @@ impl Scratch {
                 size: data.len() as u64,
                 mtime_ms,
                 partition_values: vec![Some("2026-03-13".into())],
+                stamp: None,
             }),
         }
     }
@@ -375,6 +376,7 @@ fn layout(mut data: Schema) -> Option<TableLayout> {
         rescued: Some(RESCUED_DATA_COLUMN.to_string()),
         corrupt: None,
         include_metadata: true,
+        stamps: None,
     })
 }
 
@@ -441,6 +443,7 @@ fn check_schema(schema: Schema) {
         size: 0,
         mtime_ms: 0,
         partition_values: vec![None],
+        stamp: None,
     });
     let opts = decode_options(Format::Json, &[]);
     let mut rows = RowBuilder::new(Arc::clone(&layout), opts.ctx, meta);

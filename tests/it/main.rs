@@ -25,5 +25,6 @@ mod reset;
 mod s3;
 mod scd2;
 mod schemas;
+mod snapshots;
 mod tables;
 mod watch;
