@@ -192,6 +192,11 @@ impl CdcTarget {
         let changes = arrow_select::concat::concat_batches(&layout, &collected)
             .map_err(|e| data_err(&loc, e.to_string()))?;
         drop(collected);
+        let changes = self
+            .spec
+            .unwrap_batch(changes)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        let layout = changes.schema();
         let encoded = self.encode(&changes)?;
         let target_done = self.target_has(app_id, batch).await?;
 
@@ -634,7 +639,9 @@ impl Target for CdcTarget {
         stream_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, SinkError>> {
         Box::pin(async move {
-            let target_schema = self.target_schema(schema);
+            let unwrapped = (self.spec.unwrapped_schema(schema))
+                .map_err(|e| data_err(self.target.location(), e.to_string()))?;
+            let target_schema = self.target_schema(&unwrapped);
             self.target.ensure_created(&target_schema, stream_id).await
         })
     }
