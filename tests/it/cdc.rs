@@ -764,3 +764,55 @@ fn the_readme_preset_examples_run() {
         )
     );
 }
+
+/// `status` of a CDC stream sums what its commits did: rows inserted, updated and deleted,
+/// records stale, in its text and `--json`; an append stream shows none of it.
+#[test]
+fn status_shows_what_the_changes_did() {
+    let s = Scratch::new();
+    land_fixture(&s, "debezium", |_, n| n.to_string());
+    ok(&debezium_ingest(&s, &["cloudFiles.maxFilesPerTrigger=1"]));
+    // A second run with a truncate and a stale record: the sums go on.
+    s.land(
+        "zz-more.json",
+        concat!(
+            r#"{"before":null,"after":{"id":1001,"first_name":"Old","last_name":"Row","email":"o"},"source":{"connector":"mysql","file":"mysql-bin.000001","pos":4,"row":0},"op":"c","ts_ms":1}"#,
+            "\n",
+            r#"{"before":null,"after":null,"source":{"connector":"mysql","file":"mysql-bin.000004","pos":900,"row":0},"op":"t","ts_ms":1764580300000}"#,
+            "\n"
+        ),
+    );
+    ok(&debezium_ingest(&s, &[]));
+    assert_eq!(
+        table_rows(&s.table(), "id").1,
+        Vec::<String>::new(),
+        "the truncate emptied it"
+    );
+    let table = s.table().display().to_string();
+    let json: serde_json::Value = serde_json::from_str(&ok(&run(
+        &["status".into(), table.clone(), "--json".into()],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(
+        json["changes"],
+        serde_json::json!({
+            "rowsInserted": 5, "rowsUpdated": 2, "rowsDeleted": 5,
+            "recordsStale": 2, "recordsTruncated": 0
+        }),
+        "{json}"
+    );
+    let text = ok(&run(&["status".into(), table], &[]));
+    assert!(
+        text.contains("changes:        5 inserted, 2 updated, 5 deleted, 2 stale"),
+        "{text}"
+    );
+
+    let append = Scratch::new();
+    append.land("a.json", format!("{}\n", RECORDS[0]));
+    ok(&append.ingest(&[]));
+    let table = append.table().display().to_string();
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status".into(), table, "--json".into()], &[]))).unwrap();
+    assert!(json.get("changes").is_none(), "{json}");
+}
