@@ -277,9 +277,42 @@ fn event_field(
     }
 }
 
-fn as_struct(a: &Option<ArrayRef>) -> Option<&StructArray> {
-    a.as_ref()
-        .and_then(|a| a.as_any().downcast_ref::<StructArray>())
+/// The `before` or `after` rows as a struct: as read, or, when the stream's schema has the
+/// field as STRING (every record it was inferred from had it null, so a later row arrives
+/// as JSON text), parsed into the row's fields.
+fn row_side(
+    side: &Option<ArrayRef>,
+    rows: &[FieldRef],
+) -> Result<Option<StructArray>, PresetError> {
+    let Some(side) = side else {
+        return Ok(None);
+    };
+    if let Some(s) = side.as_any().downcast_ref::<StructArray>() {
+        return Ok(Some(s.clone()));
+    }
+    if !matches!(side.data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+        return Ok(None);
+    }
+    let texts = text(side)?;
+    if texts.null_count() == texts.len() {
+        return Ok(None);
+    }
+    let mut lines = String::new();
+    for v in texts.iter() {
+        lines.push_str(v.unwrap_or("{}"));
+        lines.push('\n');
+    }
+    let schema = Arc::new(Schema::new(rows.to_vec()));
+    let reader = arrow_json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(texts.len().max(1))
+        .build(std::io::Cursor::new(lines.into_bytes()))
+        .map_err(arrow)?;
+    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(arrow)?;
+    let batch = arrow_select::concat::concat_batches(&schema, &batches).map_err(arrow)?;
+    let nulls = texts.nulls().cloned();
+    StructArray::try_new(schema.fields().clone(), batch.columns().to_vec(), nulls)
+        .map(Some)
+        .map_err(arrow)
 }
 
 /// A column as text (numbers written as digits), for values that may be read either way.
@@ -496,7 +529,8 @@ fn debezium_batch(batch: &RecordBatch) -> Result<(RecordBatch, usize), PresetErr
         }
     }
     let mask = BooleanArray::from(from_before);
-    let (after_s, before_s) = (as_struct(&after), as_struct(&before));
+    let (after_s, before_s) = (row_side(&after, &rows)?, row_side(&before, &rows)?);
+    let (after_s, before_s) = (after_s.as_ref(), before_s.as_ref());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for f in &rows {
         let side = |s: Option<&StructArray>| -> Result<ArrayRef, PresetError> {
@@ -517,7 +551,9 @@ fn debezium_batch(batch: &RecordBatch) -> Result<(RecordBatch, usize), PresetErr
         Some(o) => Arc::new(o.clone()),
         None => arrow_array::new_null_array(&DataType::Utf8, n),
     });
-    let source_s = as_struct(&source);
+    let source_s = source
+        .as_ref()
+        .and_then(|a| a.as_any().downcast_ref::<StructArray>());
     let event_ts = match &ts {
         Some(t) => Some(text(t)?),
         None => None,
@@ -715,6 +751,40 @@ mod tests {
         let pos = b.column_by_name(SOURCE_POS).unwrap().as_binary::<i32>();
         assert_eq!(pos.value(0), 24023128u64.to_be_bytes());
         assert!(b.schema().field_with_name("schema").is_err());
+    }
+
+    #[test]
+    fn a_before_read_as_text_is_parsed_into_the_row() {
+        // The stream's schema was inferred from creates only: `before` is STRING, and a
+        // later delete's before image arrives as JSON text.
+        let raw = read(&[r#"{"before":null,"after":{"id":1,"name":"a"},"op":"c","ts_ms":1}"#]);
+        let schema = Arc::new(Schema::new(
+            raw.schema()
+                .fields()
+                .iter()
+                .map(|f| match f.name().as_str() {
+                    "before" => Arc::new(Field::new("before", DataType::Utf8, true)),
+                    _ => f.clone(),
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let text = StringArray::from(vec![Some(r#"{"id":1,"name":"a"}"#)]);
+        let after =
+            arrow_array::new_null_array(schema.field_with_name("after").unwrap().data_type(), 1);
+        let columns: Vec<ArrayRef> = schema
+            .fields()
+            .iter()
+            .map(|f| match f.name().as_str() {
+                "before" => Arc::new(text.clone()) as ArrayRef,
+                "after" => after.clone(),
+                "op" => Arc::new(StringArray::from(vec!["d"])) as ArrayRef,
+                _ => raw.column_by_name(f.name()).unwrap().clone(),
+            })
+            .collect();
+        let delete = RecordBatch::try_new(schema, columns).unwrap();
+        let (b, _) = Envelope::Debezium.unwrap(&delete).unwrap();
+        assert_eq!(strings(&b, "id"), [Some("1".into())]);
+        assert_eq!(strings(&b, "name"), [Some("a".into())]);
     }
 
     #[test]
