@@ -78,7 +78,7 @@ pub enum PresetError {
         reason: String,
         place: String,
     },
-    #[error("cdc.format = \"{format}\": {0}", format = "debezium or dms")]
+    #[error("cdc.format: {0}")]
     Arrow(String),
 }
 

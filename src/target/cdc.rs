@@ -639,7 +639,9 @@ impl Target for CdcTarget {
         stream_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, SinkError>> {
         Box::pin(async move {
-            let unwrapped = (self.spec.unwrapped_schema(schema))
+            let unwrapped = self
+                .spec
+                .unwrapped_schema(schema)
                 .map_err(|e| data_err(self.target.location(), e.to_string()))?;
             let target_schema = self.target_schema(&unwrapped);
             self.target.ensure_created(&target_schema, stream_id).await
