@@ -156,7 +156,8 @@ struct StreamConfig {
     once: bool,
     /// APPLY CHANGES into the table (Databricks' create_auto_cdc_flow names: keys,
     /// sequence_by, apply_as_deletes, apply_as_truncates, column_list, except_column_list,
-    /// stored_as_scd_type, ignore_null_updates) instead of appending.
+    /// stored_as_scd_type, ignore_null_updates; format = "debezium" or "dms" for a change
+    /// envelope preset) instead of appending.
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
     cdc: Option<BTreeMap<String, toml::Value>>,

@@ -1395,6 +1395,12 @@ fn print_status(st: &reports::Status) {
         human_bytes(st.bytes as f64)
     );
     println!("pending:        {}", count(st.files_pending, "file"));
+    if let Some(c) = &st.changes {
+        println!(
+            "changes:        {} inserted, {} updated, {} deleted, {} stale, {} below a truncate",
+            c.rows_inserted, c.rows_updated, c.rows_deleted, c.records_stale, c.records_truncated
+        );
+    }
     match &st.last_batch {
         Some(b) => println!("last batch:     {}", b["time"].as_str().unwrap_or("?")),
         None => println!("last batch:     none"),

@@ -1397,22 +1397,7 @@ pub fn parse_bytes(key: &str, value: &str) -> Result<u64, OptionsError> {
 
 /// Parses `500ms`, `3s`, `2m`, `1h`, `3 seconds` (a bare number is seconds).
 pub fn parse_duration(key: &str, value: &str) -> Result<std::time::Duration, OptionsError> {
-    let v = value.trim().to_ascii_lowercase();
-    let digits_end = v
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(v.len());
-    let (num, unit) = v.split_at(digits_end);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| invalid(key, value, "expected a duration such as 3s"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" | "second" | "seconds" => n,
-        "ms" | "millis" | "milliseconds" => n / 1000.0,
-        "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
-        "h" | "hour" | "hours" => n * 3600.0,
-        _ => return Err(invalid(key, value, "expected a duration such as 3s")),
-    };
-    std::time::Duration::try_from_secs_f64(secs).map_err(|_| invalid(key, value, "out of range"))
+    crate::parse::scalars::duration(value).map_err(|reason| invalid(key, value, reason))
 }
 
 /// Parses `2021-01-01 00:00:00.000000 UTC+0` (Auto Loader's documented form), ISO-8601

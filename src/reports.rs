@@ -668,6 +668,62 @@ pub struct Status {
     pub schema_version: Option<u64>,
     pub last_batch: Option<Value>,
     pub last_error: Option<Value>,
+    /// A CDC stream: what its changes did to the table, summed from the table's commits
+    /// (since its last reset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<CdcTotals>,
+}
+
+/// What a CDC stream's batches did to its table (the `cdc` record of each commit).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CdcTotals {
+    pub rows_inserted: u64,
+    pub rows_updated: u64,
+    pub rows_deleted: u64,
+    /// Records ignored as stale: not sequenced after their key's applied change.
+    pub records_stale: u64,
+    /// Records ignored because a truncate sequenced after them emptied the table.
+    pub records_truncated: u64,
+}
+
+impl CdcTotals {
+    /// The sums of the `cdc` records in `commits` (Autoloader's commit info); `None` when
+    /// no commit has one (not a CDC target).
+    pub fn of(commits: &[(u64, Value)]) -> Option<CdcTotals> {
+        let mut totals: Option<CdcTotals> = None;
+        for cdc in commits.iter().filter_map(|(_, c)| c.get("cdc")) {
+            let t = totals.get_or_insert_with(CdcTotals::default);
+            let n = |k: &str| cdc.get(k).and_then(Value::as_u64).unwrap_or(0);
+            t.rows_inserted += n("rowsInserted");
+            t.rows_updated += n("rowsUpdated");
+            t.rows_deleted += n("rowsDeleted");
+            t.records_stale += n("recordsStale");
+            t.records_truncated += n("recordsTruncated");
+        }
+        totals
+    }
+}
+
+/// The table a checkpoint's stream writes: the one its default place names
+/// (`TABLE/_autoloader`, `TABLE/_autoloader/NAME`), else the one its start event names.
+fn table_of(checkpoint: &Location, started: Option<&str>) -> Option<Location> {
+    let dir = |l: &Location| l.file_name().filter(|n| n == "_autoloader");
+    if dir(checkpoint).is_some() {
+        return checkpoint.parent();
+    }
+    if let Some(parent) = checkpoint.parent()
+        && dir(&parent).is_some()
+    {
+        return parent.parent();
+    }
+    started.and_then(|t| Location::parse(t).ok())
+}
+
+/// The CDC totals of the table a stream writes (`None`: not a CDC target, or unreadable).
+async fn cdc_totals(location: &Location, state: &StorageSettings) -> Option<CdcTotals> {
+    let target = DeltaAppend::open_existing(location, state).await.ok()??;
+    CdcTotals::of(&target.autoloader_commits().await.ok()?)
 }
 
 /// Reads what a checkpoint says. When no process holds it, the store is read and the
@@ -696,6 +752,7 @@ pub async fn status(
         ..Status::default()
     };
     let all = events::read_events(&local).map_err(io)?;
+    let mut table = None;
     for e in &all {
         match e.kind {
             EventKind::BatchCommitted => {
@@ -720,6 +777,11 @@ pub async fn status(
                     .get("streamId")
                     .and_then(Value::as_str)
                     .map(str::to_string);
+                table = e
+                    .fields
+                    .get("table")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
             }
             EventKind::SchemaEvolved => {
                 st.schema_version = e.fields.get("newVersion").and_then(Value::as_u64)
@@ -729,6 +791,9 @@ pub async fn status(
             }
             _ => {}
         }
+    }
+    if let Some(table) = table_of(checkpoint, table.as_deref()) {
+        st.changes = cdc_totals(&table, state).await;
     }
     match Checkpoint::open(checkpoint, state) {
         Ok(c) => {
@@ -800,6 +865,25 @@ pub async fn status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cdc_totals_sum_the_commits_cdc_records() {
+        let commits = vec![
+            (1, serde_json::json!({"batch": 0})),
+            (
+                2,
+                serde_json::json!({"cdc": {"rowsInserted": 3, "rowsUpdated": 1, "rowsDeleted": 0, "recordsStale": 2, "recordsTruncated": 1}}),
+            ),
+            (
+                3,
+                serde_json::json!({"cdc": {"rowsInserted": 1, "rowsUpdated": 0, "rowsDeleted": 4, "recordsStale": 0}}),
+            ),
+        ];
+        let t = CdcTotals::of(&commits).unwrap();
+        assert_eq!((t.rows_inserted, t.rows_updated, t.rows_deleted), (4, 1, 4));
+        assert_eq!((t.records_stale, t.records_truncated), (2, 1));
+        assert_eq!(CdcTotals::of(&commits[..1]), None, "not a CDC target");
+    }
     use crate::schema::{DataType, Field, Schema};
 
     #[test]

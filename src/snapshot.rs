@@ -13,10 +13,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sha2::Digest;
-
-use crate::source::FileRef;
-
 /// The prefix of snapshot settings given as options (`-o snapshot.unit=folder`).
 pub const OPTION_PREFIX: &str = "snapshot.";
 
@@ -120,8 +116,8 @@ impl SnapshotSpec {
         };
         let expected_interval = get("expected_interval")
             .map(|v| {
-                crate::options::parse_duration("snapshot.expected_interval", v)
-                    .map_err(|e| invalid("expected_interval", e.to_string()))
+                crate::parse::scalars::duration(v)
+                    .map_err(|e| invalid("expected_interval", format!("{v:?}: {e}")))
             })
             .transpose()?;
         Ok(Some(SnapshotSpec {
@@ -157,41 +153,6 @@ impl SnapshotSpec {
     }
 }
 
-/// Groups files by unit, each unit's files sorted by key.
-pub fn by_unit<'a>(
-    spec: &SnapshotSpec,
-    files: &'a [FileRef],
-) -> BTreeMap<&'a str, Vec<&'a FileRef>> {
-    let mut units: BTreeMap<&str, Vec<&FileRef>> = BTreeMap::new();
-    for f in files {
-        units.entry(spec.unit_of(&f.key)).or_default().push(f);
-    }
-    for files in units.values_mut() {
-        files.sort_by(|a, b| a.key.cmp(&b.key));
-    }
-    units
-}
-
-/// A fingerprint of a snapshot's files: their keys, sizes and modification times.
-pub fn fingerprint<'a>(files: impl IntoIterator<Item = &'a FileRef>) -> String {
-    let mut sorted: Vec<&FileRef> = files.into_iter().collect();
-    sorted.sort_by(|a, b| a.key.cmp(&b.key));
-    let mut hash = sha2::Sha256::new();
-    for f in sorted {
-        hash.update(f.key.as_bytes());
-        hash.update([0]);
-        hash.update(f.size.to_le_bytes());
-        hash.update(f.mtime_ms.to_le_bytes());
-    }
-    hex::encode(&hash.finalize()[..8])
-}
-
-/// A snapshot's id: its unit (the source folder as `.`) and its files' fingerprint.
-pub fn snapshot_id<'a>(unit: &str, files: impl IntoIterator<Item = &'a FileRef>) -> String {
-    let unit = if unit.is_empty() { "." } else { unit };
-    format!("{unit}@{}", fingerprint(files))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,14 +161,6 @@ mod tests {
         p.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    fn file(key: &str, size: u64, mtime_ms: i64) -> FileRef {
-        FileRef {
-            key: key.into(),
-            size,
-            mtime_ms,
-        }
     }
 
     #[test]
@@ -230,25 +183,13 @@ mod tests {
     }
 
     #[test]
-    fn units_and_fingerprints() {
+    fn units() {
         let spec = SnapshotSpec::from_pairs(&pairs(&[("unit", "partition")]))
             .unwrap()
             .unwrap();
         assert_eq!(spec.unit_of("2026-11-30/a.csv"), "2026-11-30/");
         assert_eq!(spec.unit_of("2026-11-30/x/a.csv"), "2026-11-30/");
         assert_eq!(spec.unit_of("loose.csv"), "loose.csv");
-        let a = [file("a", 1, 5), file("b", 2, 6)];
-        let b = [file("b", 2, 6), file("a", 1, 5)];
-        assert_eq!(fingerprint(&a), fingerprint(&b), "order does not matter");
-        assert_ne!(
-            fingerprint(&a),
-            fingerprint(&[file("a", 1, 5)]),
-            "a file gone"
-        );
-        assert_ne!(
-            fingerprint(&a),
-            fingerprint(&[file("a", 1, 7), file("b", 2, 6)])
-        );
-        assert!(snapshot_id("", &a).starts_with(".@"));
+        assert!(spec.waits_to_settle("2026-11-30/") && !spec.waits_to_settle("loose.csv"));
     }
 }

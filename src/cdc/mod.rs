@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 pub mod keys;
+pub mod preset;
 pub mod scd1;
 pub mod scd2;
 
@@ -56,6 +57,8 @@ pub struct CdcSpec {
     /// in place); all selected non-key columns by default.
     pub track_history: ColumnSelection,
     pub ignore_null_updates: bool,
+    /// `format`: the change envelope a preset unwraps (none: plain records).
+    pub format: Option<preset::Envelope>,
 }
 
 /// The SCD type 2 target's version columns: when a version starts (inclusive) and ends
@@ -75,6 +78,7 @@ pub enum CdcError {
 
 /// Every setting, under Databricks' names.
 const KNOWN: &[&str] = &[
+    "format",
     "keys",
     "sequence_by",
     "apply_as_deletes",
@@ -126,13 +130,38 @@ impl CdcSpec {
         if keys.is_empty() {
             return Err(invalid("keys", "give at least one column"));
         }
-        let sequence_by =
-            names(get("sequence_by").ok_or_else(|| {
-                invalid("sequence_by", "required: the column(s) that order changes")
-            })?);
-        if sequence_by.is_empty() {
+        let format = match get("format") {
+            None | Some("") => None,
+            Some(f) => Some(preset::Envelope::from_name(f).ok_or_else(|| {
+                invalid(
+                    "format",
+                    format!("{f}: expected \"debezium\" or \"dms\" (or none: plain records)"),
+                )
+            })?),
+        };
+        let sequence_given = match (get("sequence_by"), format) {
+            (Some(v), _) => names(v),
+            (None, Some(f)) => f.default_sequence().ok_or_else(|| {
+                invalid(
+                    "sequence_by",
+                    "required with format = \"dms\": the DMS timestamp column (the endpoint's \
+                     TimestampColumnName)",
+                )
+            })?,
+            (None, None) => {
+                return Err(invalid(
+                    "sequence_by",
+                    "required: the column(s) that order changes",
+                ));
+            }
+        };
+        if sequence_given.is_empty() {
             return Err(invalid("sequence_by", "give at least one column"));
         }
+        let sequence_by = match format {
+            Some(f) => f.sequence(sequence_given.clone()),
+            None => sequence_given.clone(),
+        };
         let columns = match (get("column_list"), get("except_column_list")) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -142,7 +171,10 @@ impl CdcSpec {
             }
             (Some(v), None) => ColumnSelection::Only(names(v)),
             (None, Some(v)) => ColumnSelection::Except(names(v)),
-            (None, None) => ColumnSelection::All,
+            (None, None) => match format {
+                Some(f) => ColumnSelection::Except(f.default_except(&sequence_given)),
+                None => ColumnSelection::All,
+            },
         };
         if let ColumnSelection::Only(list) = &columns
             && let Some(k) = keys.iter().find(|k| !list.contains(k))
@@ -213,12 +245,17 @@ impl CdcSpec {
         Ok(Some(CdcSpec {
             keys,
             sequence_by,
-            apply_as_deletes: get("apply_as_deletes").map(str::to_string),
-            apply_as_truncates: get("apply_as_truncates").map(str::to_string),
+            apply_as_deletes: get("apply_as_deletes")
+                .map(str::to_string)
+                .or_else(|| format.map(|f| f.default_deletes())),
+            apply_as_truncates: get("apply_as_truncates")
+                .map(str::to_string)
+                .or_else(|| format.and_then(|f| f.default_truncates())),
             columns,
             stored_as_scd_type,
             track_history,
             ignore_null_updates,
+            format,
         }))
     }
 
@@ -234,8 +271,15 @@ impl CdcSpec {
         (rest, cdc)
     }
 
-    /// Whether change column `name` goes into the target.
+    /// Whether change column `name` goes into the target. A preset's own columns
+    /// (`__op`, `__dms_phase`, ...) only when `column_list` names them.
     pub fn keeps(&self, name: &str) -> bool {
+        if self.format.is_some()
+            && preset::GENERATED.contains(&name)
+            && !matches!(&self.columns, ColumnSelection::Only(list) if list.iter().any(|c| c == name))
+        {
+            return false;
+        }
         self.columns.keeps(name)
     }
 
@@ -245,6 +289,36 @@ impl CdcSpec {
         !self.keys.iter().any(|k| k == name) && self.track_history.keeps(name)
     }
 
+    /// The change records' columns as the flow sees them: `raw` unwrapped by the preset.
+    pub fn unwrapped_schema(
+        &self,
+        raw: &arrow_schema::Schema,
+    ) -> Result<arrow_schema::SchemaRef, CdcError> {
+        match self.format {
+            None => Ok(std::sync::Arc::new(raw.clone())),
+            Some(f) => f.schema(raw).map_err(|e| CdcError::Data(e.to_string())),
+        }
+    }
+
+    /// A batch of change records as the flow applies them: unwrapped by the preset
+    /// (tombstones dropped and logged).
+    pub fn unwrap_batch(
+        &self,
+        raw: arrow_array::RecordBatch,
+    ) -> Result<arrow_array::RecordBatch, CdcError> {
+        let Some(f) = self.format else {
+            return Ok(raw);
+        };
+        let (batch, tombstones) = f.unwrap(&raw).map_err(|e| CdcError::Data(e.to_string()))?;
+        if tombstones > 0 {
+            tracing::info!(
+                tombstones,
+                "Skipped Debezium tombstones (null values, each following its delete event)."
+            );
+        }
+        Ok(batch)
+    }
+
     /// Checks the settings against the change records' columns (`schema`), before anything
     /// runs: keys, sequence and selected columns exist, and the conditions bind.
     pub fn check(
@@ -252,6 +326,8 @@ impl CdcSpec {
         schema: &arrow_schema::Schema,
         zone: chrono_tz::Tz,
     ) -> Result<(), CdcError> {
+        let unwrapped = self.unwrapped_schema(schema)?;
+        let schema = unwrapped.as_ref();
         let has = |c: &str| schema.field_with_name(c).is_ok();
         for (what, names) in [("keys", &self.keys), ("sequence_by", &self.sequence_by)] {
             if let Some(c) = names.iter().find(|c| !has(c)) {
@@ -417,6 +493,46 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(spec.tracks("name") && !spec.tracks("city") && !spec.tracks("k"));
+    }
+
+    #[test]
+    fn presets_give_defaults_the_user_overrides() {
+        let spec = |p: &[(&str, &str)]| CdcSpec::from_pairs(&pairs(p)).unwrap().unwrap();
+        let d = spec(&[("format", "debezium"), ("keys", "id")]);
+        assert_eq!(d.format, Some(preset::Envelope::Debezium));
+        assert_eq!(d.sequence_by, [preset::TS_MS, preset::SOURCE_POS]);
+        assert_eq!(d.apply_as_deletes.as_deref(), Some("__op = 'd'"));
+        assert_eq!(d.apply_as_truncates.as_deref(), Some("__op = 't'"));
+        assert!(!d.keeps(preset::OP) && d.keeps("name"));
+        let d = spec(&[
+            ("format", "debezium"),
+            ("keys", "id"),
+            ("sequence_by", "updated_at"),
+            ("apply_as_deletes", "deleted = true"),
+            ("column_list", "id, __op"),
+        ]);
+        assert_eq!(d.sequence_by, ["updated_at"]);
+        assert_eq!(d.apply_as_deletes.as_deref(), Some("deleted = true"));
+        assert!(d.keeps(preset::OP) && !d.keeps(preset::TS_MS) && !d.keeps("name"));
+        let m = spec(&[("format", "DMS"), ("keys", "id"), ("sequence_by", "ts")]);
+        assert_eq!(m.sequence_by, [preset::DMS_PHASE, "ts"]);
+        assert_eq!(m.apply_as_deletes.as_deref(), Some("Op = 'D'"));
+        assert!(!m.keeps("Op") && !m.keeps("ts") && !m.keeps(preset::DMS_PHASE));
+        assert!(m.keeps("name"));
+        let m = spec(&[
+            ("format", "dms"),
+            ("keys", "id"),
+            ("sequence_by", "ts"),
+            ("except_column_list", "Op"),
+        ]);
+        assert!(
+            m.keeps("ts") && !m.keeps("Op"),
+            "the user keeps the timestamp"
+        );
+        let err = |p: &[(&str, &str)]| CdcSpec::from_pairs(&pairs(p)).unwrap_err().to_string();
+        assert!(err(&[("format", "dms"), ("keys", "id")]).contains("TimestampColumnName"));
+        assert!(err(&[("format", "avro"), ("keys", "id")]).contains("debezium"));
+        assert!(err(&[("format", "debezium")]).contains("keys"));
     }
 
     #[test]

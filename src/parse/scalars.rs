@@ -298,6 +298,24 @@ pub fn format_timestamp(micros: i64) -> String {
         .unwrap_or_default()
 }
 
+/// A duration as options write it: `3s`, `500ms`, `5m`, `26h` (seconds without a unit).
+pub fn duration(value: &str) -> Result<std::time::Duration, &'static str> {
+    let v = value.trim().to_ascii_lowercase();
+    let digits_end = v
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(digits_end);
+    let n: f64 = num.parse().map_err(|_| "expected a duration such as 3s")?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => n,
+        "ms" | "millis" | "milliseconds" => n / 1000.0,
+        "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
+        "h" | "hour" | "hours" => n * 3600.0,
+        _ => return Err("expected a duration such as 3s"),
+    };
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| "out of range")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,7 +65,7 @@ fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::St
     let unit = plan.files.first().map_or("", |f| spec.unit_of(&f.key));
     Some(crate::record::Stamp {
         ingested_at_ms: plan.created_at_ms,
-        snapshot_id: crate::snapshot::snapshot_id(unit, &plan.files),
+        snapshot_id: super::snapshots::snapshot_id(unit, &plan.files),
     })
 }
 

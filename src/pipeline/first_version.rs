@@ -98,7 +98,7 @@ pub(crate) async fn create_first_version(
     }
     // A flow or CDC setting that does not fit the schema is refused before `_schemas/0`
     // is written, so fixing it (a hint, the condition) starts from nothing.
-    req.table_schema(&layout_for(&draft, &req.settings))?;
+    req.table_schema_read_from(&layout_for(&draft, &req.settings), sample)?;
     write_first_version(store, draft)
 }
 

@@ -190,6 +190,32 @@ impl IngestRequest {
         Ok(schema)
     }
 
+    /// [`Self::table_schema`] for a schema inferred from the files `sample`: a CDC setting
+    /// that does not fit (a preset on records of another envelope) names the files.
+    pub(crate) fn table_schema_read_from(
+        &self,
+        layout: &TableLayout,
+        sample: &[crate::source::FileRef],
+    ) -> Result<SchemaRef, IngestError> {
+        self.table_schema(layout).map_err(|e| match e {
+            IngestError::Config(msg) if self.cdc.is_some() && !sample.is_empty() => {
+                let mut files: Vec<&str> = sample.iter().take(5).map(|f| f.key.as_str()).collect();
+                let more = sample.len().saturating_sub(files.len());
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                files.sort_unstable();
+                IngestError::Config(format!(
+                    "{msg} (the records read from {}{more})",
+                    files.join(", ")
+                ))
+            }
+            other => other,
+        })
+    }
+
     /// The name of the stream of `table` when none is given: the table's folder name.
     pub fn default_name(table: &Location) -> String {
         table.file_name().unwrap_or_else(|| "stream".to_string())

@@ -86,7 +86,7 @@ pub(crate) async fn settle_first_version(
     align_to_current_table(&mut draft.data, sink, ctx.req, ctx.opts.format).await?;
     log_inferred(&draft, spec.started);
     ctx.req
-        .table_schema(&layout_for(&draft, &ctx.req.settings))?;
+        .table_schema_read_from(&layout_for(&draft, &ctx.req.settings), &spec.sample)?;
     let v = write_first_version(ctx.store, draft)?;
     failpoint::hit("after-schema-write");
     announce_first_version(ctx.telemetry, &v);

@@ -192,10 +192,15 @@ impl CdcTarget {
         let collected = writers.collected();
         if self.spec.stored_as_scd_type == 2 {
             let changes = match collected.first() {
-                Some(first) => Some(
-                    arrow_select::concat::concat_batches(&first.schema(), &collected)
-                        .map_err(|e| data_err(&loc, e.to_string()))?,
-                ),
+                Some(first) => {
+                    let raw = arrow_select::concat::concat_batches(&first.schema(), &collected)
+                        .map_err(|e| data_err(&loc, e.to_string()))?;
+                    Some(
+                        self.spec
+                            .unwrap_batch(raw)
+                            .map_err(|e| data_err(&loc, e.to_string()))?,
+                    )
+                }
                 None => None,
             };
             drop(collected);
@@ -210,6 +215,11 @@ impl CdcTarget {
         let changes = arrow_select::concat::concat_batches(&layout, &collected)
             .map_err(|e| data_err(&loc, e.to_string()))?;
         drop(collected);
+        let changes = self
+            .spec
+            .unwrap_batch(changes)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        let layout = changes.schema();
         let encoded = self.encode(&changes)?;
         let target_done = self.target_has(app_id, batch).await?;
 
@@ -658,10 +668,14 @@ impl Target for CdcTarget {
         stream_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, SinkError>> {
         Box::pin(async move {
+            let unwrapped = self
+                .spec
+                .unwrapped_schema(schema)
+                .map_err(|e| data_err(self.target.location(), e.to_string()))?;
             let target_schema = if self.spec.stored_as_scd_type == 2 {
-                self.scd2_schema(schema)?
+                self.scd2_schema(&unwrapped)?
             } else {
-                self.target_schema(schema)
+                self.target_schema(&unwrapped)
             };
             self.target.ensure_created(&target_schema, stream_id).await
         })

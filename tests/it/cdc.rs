@@ -465,3 +465,399 @@ fn a_batch_whose_files_were_all_skipped_lets_the_flow_go_on() {
     ok(&ingest(&s, &opts, &[]));
     assert_eq!(rows(&s.table()), ["124 Raul Oaxaca", "126 Lily Cancun"]);
 }
+
+/// The repository's fixtures folder `name` (`fixtures/cdc/...`).
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/cdc")
+        .join(name)
+}
+
+/// Copies fixture folder `name` into the scratch landing folder, each file renamed by
+/// `rename` (so the listing, and so the batches, come in another order).
+fn land_fixture(s: &Scratch, name: &str, rename: impl Fn(usize, &str) -> String) {
+    let mut files: Vec<_> = std::fs::read_dir(fixture(name))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for (i, f) in files.iter().enumerate() {
+        let file_name = f.file_name().unwrap().to_str().unwrap();
+        s.land(&rename(i, file_name), std::fs::read(f).unwrap());
+    }
+}
+
+/// A table's rows as `col=value ...` lines in the columns' order, sorted.
+fn table_rows(table: &Path, key: &str) -> (Vec<String>, Vec<String>) {
+    let py = common::read_with_python(table, key);
+    let columns: Vec<String> = py["types"].as_object().unwrap().keys().cloned().collect();
+    let mut out: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            columns
+                .iter()
+                .map(|c| match &r[c] {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    out.sort();
+    (columns, out)
+}
+
+const DEBEZIUM_OPTIONS: &[&str] = &[
+    "cloudFiles.inferColumnTypes=true",
+    "cloudFiles.includeMetadata=false",
+    "cdc.format=debezium",
+    "cdc.keys=id",
+    "cdc.except_column_list=_rescued_data",
+];
+
+/// The Debezium fixtures' table: 1002 deleted (its tombstone skipped), 1003's late, older
+/// update stale.
+const DEBEZIUM_TABLE: [&str; 4] = [
+    "1001 Sally Thomas sally.t@acme.com",
+    "1003 Edward Walker ed.walker@example.com",
+    "1004 Anne Kretchmar annek@noanswer.org",
+    "1005 Jane Doe jane.doe@example.com",
+];
+
+fn debezium_ingest(s: &Scratch, extra: &[&str]) -> std::process::Output {
+    let options: Vec<String> = DEBEZIUM_OPTIONS.iter().map(|o| o.to_string()).collect();
+    ingest(s, &options, extra)
+}
+
+#[test]
+fn debezium_events_apply_as_their_rows() {
+    let s = Scratch::new();
+    land_fixture(&s, "debezium", |_, n| n.to_string());
+    let out = ok(&debezium_ingest(&s, &[]));
+    let (columns, rows) = table_rows(&s.table(), "id");
+    assert_eq!(columns, ["id", "first_name", "last_name", "email"], "{out}");
+    assert_eq!(rows, DEBEZIUM_TABLE, "{out}");
+}
+
+#[test]
+fn debezium_events_one_file_per_batch_in_any_order_give_the_same_table() {
+    let orders: [[usize; 3]; 3] = [[0, 1, 2], [2, 1, 0], [1, 2, 0]];
+    for order in orders {
+        let s = Scratch::new();
+        land_fixture(&s, "debezium", |i, n| format!("{}-{n}", order[i]));
+        let out = ok(&debezium_ingest(&s, &["cloudFiles.maxFilesPerTrigger=1"]));
+        assert_eq!(
+            table_rows(&s.table(), "id").1,
+            DEBEZIUM_TABLE,
+            "{order:?} {out}"
+        );
+    }
+    // In order, one file a batch: the summary counts the delete and the stale update.
+    let s = Scratch::new();
+    land_fixture(&s, "debezium", |_, n| n.to_string());
+    let out = ok(&debezium_ingest(&s, &["cloudFiles.maxFilesPerTrigger=1"]));
+    assert!(
+        out.contains("5 inserted, 2 updated, 1 deleted, 1 stale"),
+        "{out}"
+    );
+}
+
+#[test]
+fn debezium_events_in_the_json_converter_wrapper_apply_the_same() {
+    let s = Scratch::new();
+    let mut wrapped = String::new();
+    for f in ["0000000000", "0000000004", "0000000008"] {
+        let text = std::fs::read_to_string(
+            fixture("debezium").join(format!("dbserver1.inventory.customers+0+{f}.json")),
+        )
+        .unwrap();
+        for line in text.lines() {
+            let payload: serde_json::Value = serde_json::from_str(line).unwrap();
+            let event = if payload.is_null() {
+                serde_json::json!({"schema": null, "payload": null})
+            } else {
+                serde_json::json!({"schema": {"type": "struct", "optional": false, "name": "dbserver1.inventory.customers.Envelope"}, "payload": payload})
+            };
+            wrapped.push_str(&event.to_string());
+            wrapped.push('\n');
+        }
+    }
+    s.land("wrapped.json", wrapped);
+    ok(&debezium_ingest(&s, &[]));
+    assert_eq!(table_rows(&s.table(), "id").1, DEBEZIUM_TABLE);
+}
+
+#[test]
+fn a_debezium_preset_on_other_records_is_refused_naming_the_file() {
+    let s = Scratch::new();
+    s.land("plain.json", format!("{}\n", RECORDS[0]));
+    let out = run(
+        &ingest_args(
+            &s,
+            &[
+                "cloudFiles.inferColumnTypes=true".into(),
+                "cdc.format=debezium".into(),
+                "cdc.keys=userId".into(),
+            ],
+            &[],
+        ),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("not Debezium change events") && err.contains("plain.json"),
+        "{err}"
+    );
+    assert!(!s.table().join("_delta_log").exists(), "nothing applied");
+
+    // A later file that is not an event (nor a tombstone) stops its batch, naming it.
+    let s = Scratch::new();
+    land_fixture(&s, "debezium", |_, n| n.to_string());
+    ok(&debezium_ingest(&s, &[]));
+    s.land(
+        "zz-bad.json",
+        r#"{"after": {"id": 1006, "first_name": "No", "last_name": "Op", "email": "x"}, "ts_ms": 1}"#,
+    );
+    let out = run(
+        &ingest_args(
+            &s,
+            &DEBEZIUM_OPTIONS
+                .iter()
+                .map(|o| o.to_string())
+                .chain(["cloudFiles.includeMetadata=true".to_string()])
+                .collect::<Vec<_>>(),
+            &[],
+        ),
+        &[],
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("zz-bad.json") && err.contains("no op"),
+        "{err}"
+    );
+    assert_eq!(
+        table_rows(&s.table(), "id").1,
+        DEBEZIUM_TABLE,
+        "nothing applied"
+    );
+}
+
+const DMS_OPTIONS: &[&str] = &[
+    "cloudFiles.format=csv",
+    "cloudFiles.inferColumnTypes=true",
+    "cdc.format=dms",
+    "cdc.keys=id",
+    "cdc.sequence_by=dms_ts",
+];
+
+/// The DMS fixtures' table: 2's change committed during the full load (before the load's
+/// timestamp) wins over its full-load row, 1 deleted.
+const DMS_TABLE: [&str; 3] = ["2 Bo Bergen", "3 Cy Arequipa", "4 Di Cusco"];
+
+fn dms_rows(table: &Path) -> (Vec<String>, Vec<String>) {
+    let (columns, rows) = table_rows(table, "id");
+    // `_metadata` (kept: DMS needs the file name) and `_rescued_data` left out of the text.
+    let keep: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.starts_with('_'))
+        .map(|(i, _)| i)
+        .collect();
+    let rows = rows
+        .iter()
+        .map(|r| {
+            let words: Vec<&str> = r.split(' ').collect();
+            keep.iter().map(|&i| words[i]).collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    (columns, rows)
+}
+
+#[test]
+fn dms_files_apply_full_load_first_then_changes() {
+    let s = Scratch::new();
+    land_fixture(&s, "dms", |_, n| n.to_string());
+    let options: Vec<String> = DMS_OPTIONS.iter().map(|o| o.to_string()).collect();
+    let out = ok(&ingest(
+        &s,
+        &options,
+        &["cdc.except_column_list=Op,dms_ts,_metadata,_rescued_data"],
+    ));
+    let (columns, rows) = table_rows(&s.table(), "id");
+    assert_eq!(columns, ["id", "name", "city"], "{out}");
+    assert_eq!(rows, DMS_TABLE, "{out}");
+
+    // One file a batch, the CDC files first: the same table (the full-load rows come
+    // before every change, whenever they arrive).
+    for order in [[2usize, 0, 1], [1, 2, 0]] {
+        let s = Scratch::new();
+        land_fixture(&s, "dms", |i, n| format!("{}-{n}", order[i]));
+        let out = ok(&ingest(&s, &options, &["cloudFiles.maxFilesPerTrigger=1"]));
+        let (columns, rows) = dms_rows(&s.table());
+        assert!(
+            !columns
+                .iter()
+                .any(|c| c == "Op" || c == "dms_ts" || c == "__dms_phase"),
+            "{columns:?}"
+        );
+        assert_eq!(rows, DMS_TABLE, "{order:?} {out}");
+    }
+}
+
+#[test]
+fn dms_needs_its_timestamp_column() {
+    let s = Scratch::new();
+    land_fixture(&s, "dms", |_, n| n.to_string());
+    let options: Vec<String> = DMS_OPTIONS[..4].iter().map(|o| o.to_string()).collect();
+    let out = ingest(&s, &options, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("TimestampColumnName"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The README's preset examples, as printed there, each giving the fixtures' table.
+#[test]
+fn the_readme_preset_examples_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let block = readme
+        .split("### Presets for change envelopes")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the README has the preset examples");
+    let s = Scratch::new();
+    let mut tables = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[..2], ["autoloader", "ingest"], "{line}");
+        let args: Vec<String> = words[1..]
+            .iter()
+            .map(|w| {
+                if w.starts_with("fixtures/") {
+                    root.join(w).display().to_string()
+                } else if w.starts_with("silver/") {
+                    s.dir.path().join(w).display().to_string()
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect();
+        ok(&run(&args, &[]));
+        tables.push(s.dir.path().join(words[3]));
+    }
+    assert_eq!(tables.len(), 2, "{block}");
+    assert_eq!(table_rows(&tables[0], "id").1, DEBEZIUM_TABLE);
+    assert_eq!(
+        table_rows(&tables[1], "id"),
+        (
+            vec!["id".to_string(), "name".into(), "city".into()],
+            DMS_TABLE.map(String::from).to_vec()
+        )
+    );
+}
+
+/// `status` of a CDC stream sums what its commits did: rows inserted, updated and deleted,
+/// records stale, in its text and `--json`; an append stream shows none of it.
+#[test]
+fn status_shows_what_the_changes_did() {
+    let s = Scratch::new();
+    land_fixture(&s, "debezium", |_, n| n.to_string());
+    ok(&debezium_ingest(&s, &["cloudFiles.maxFilesPerTrigger=1"]));
+    // A second run with a truncate and a stale record: the sums go on.
+    s.land(
+        "zz-more.json",
+        concat!(
+            r#"{"before":null,"after":{"id":1001,"first_name":"Old","last_name":"Row","email":"o"},"source":{"connector":"mysql","file":"mysql-bin.000001","pos":4,"row":0},"op":"c","ts_ms":1}"#,
+            "\n",
+            r#"{"before":null,"after":null,"source":{"connector":"mysql","file":"mysql-bin.000004","pos":900,"row":0},"op":"t","ts_ms":1764580300000}"#,
+            "\n"
+        ),
+    );
+    ok(&debezium_ingest(&s, &[]));
+    assert_eq!(
+        table_rows(&s.table(), "id").1,
+        Vec::<String>::new(),
+        "the truncate emptied it"
+    );
+    let table = s.table().display().to_string();
+    let json: serde_json::Value = serde_json::from_str(&ok(&run(
+        &["status".into(), table.clone(), "--json".into()],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(
+        json["changes"],
+        serde_json::json!({
+            "rowsInserted": 5, "rowsUpdated": 2, "rowsDeleted": 5,
+            "recordsStale": 2, "recordsTruncated": 0
+        }),
+        "{json}"
+    );
+    let text = ok(&run(&["status".into(), table], &[]));
+    assert!(
+        text.contains("changes:        5 inserted, 2 updated, 5 deleted, 2 stale"),
+        "{text}"
+    );
+
+    let append = Scratch::new();
+    append.land("a.json", format!("{}\n", RECORDS[0]));
+    ok(&append.ingest(&[]));
+    let table = append.table().display().to_string();
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["status".into(), table, "--json".into()], &[]))).unwrap();
+    assert!(json.get("changes").is_none(), "{json}");
+}
+
+/// From `streams.toml` (`format = "debezium"` in `[stream.cdc]`), the first run seeing only
+/// the snapshot (so the schema has `before` as STRING, every record having it null): the
+/// later runs' deletes still find their key in `before`.
+#[test]
+fn debezium_from_streams_toml_over_runs() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let landing = dir.join("landing/customers");
+    std::fs::create_dir_all(&landing).unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(fixture("debezium"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let config = dir.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "customers"
+source = "landing/customers"
+table = "silver/customers"
+[stream.options]
+"cloudFiles.inferColumnTypes" = true
+"cloudFiles.includeMetadata" = false
+[stream.cdc]
+format = "debezium"
+keys = ["id"]
+except_column_list = ["_rescued_data"]
+"#,
+    )
+    .unwrap();
+    for f in &files {
+        std::fs::copy(f, landing.join(f.file_name().unwrap())).unwrap();
+        ok(&run(
+            &["run".into(), config.display().to_string(), "--once".into()],
+            &[],
+        ));
+    }
+    assert_eq!(
+        table_rows(&dir.join("silver/customers"), "id").1,
+        DEBEZIUM_TABLE
+    );
+}
