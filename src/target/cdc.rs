@@ -10,8 +10,9 @@
 //! `pipelines.cdc.tombstoneGCThresholdInSeconds`. When the entries appended since the last
 //! compaction would outnumber the compacted ones, the batch's state commit instead rewrites
 //! the live entries (files tagged `autoloader.cdcCompacted`), so the log stays within about
-//! twice the live entries. A truncate and a compaction read every key's entry into memory;
-//! a plain batch holds only its own keys'.
+//! twice the live entries. A truncate and a compaction hold the whole log, columnar, with
+//! an index of each key's latest entry borrowing its bytes (about 70 bytes an entry); a
+//! plain batch holds only its own keys' entries.
 //!
 //! A batch commits the target first, then the state, each carrying `txn(app_id, batch)`;
 //! the batch counts as committed once the state has it. After a crash between the two, the
@@ -230,28 +231,25 @@ impl CdcTarget {
         let compact = log_rows - compacted_rows + encoded.len() > compacted_rows;
         // A truncate, and a compaction, need every key's entry; a batch only its own keys'.
         let every_key = compact || raises_truncate;
-        let read = read_state(self.state.table(), self.state.location(), &|k: &[u8]| {
-            every_key || batch_keys.contains(k)
-        })
+        // A plain batch holds its own keys' entries only; a truncate or a compaction also
+        // the whole log, columnar, indexed by key (no allocation per entry).
+        let read = read_state(
+            self.state.table(),
+            self.state.location(),
+            &|k: &[u8]| batch_keys.contains(k),
+            every_key,
+        )
         .await?;
+        let index = LogIndex::new(&read.log).map_err(|e| data_err(&loc, e))?;
         let mark = read.mark.clone();
-        let alive = |e: &StateEntry| {
-            !(mark.as_deref().is_some_and(|m| e.seq.as_slice() < m)
-                || e.deleted && e.at_ms < gc_before)
+        let alive_raw = |seq: &[u8], deleted: bool, at_ms: i64| {
+            !(mark.as_deref().is_some_and(|m| seq < m) || deleted && at_ms < gc_before)
         };
+        let alive = |e: &StateEntry| alive_raw(&e.seq, e.deleted, e.at_ms);
         let mut prior: HashMap<Vec<u8>, StateEntry> = HashMap::new();
-        let mut others: FastMap<Vec<u8>, Logged> = FastMap::default();
         for (key, logged) in read.entries {
-            if !alive(&logged.entry) {
-                continue;
-            }
-            if batch_keys.contains(&key) {
-                prior.insert(key.clone(), logged.entry.clone());
-                if compact {
-                    others.insert(key, logged);
-                }
-            } else {
-                others.insert(key, logged);
+            if alive(&logged.entry) {
+                prior.insert(key, logged.entry);
             }
         }
         let reduction = scd1::reduce(
@@ -262,18 +260,22 @@ impl CdcTarget {
             now,
         );
         let effective_mark = reduction.truncate.clone().or(mark.clone());
-        let below = |e: &StateEntry| {
-            effective_mark
-                .as_deref()
-                .is_some_and(|m| e.seq.as_slice() < m)
-        };
+        let below_raw = |seq: &[u8]| effective_mark.as_deref().is_some_and(|m| seq < m);
+        let below = |e: &StateEntry| below_raw(&e.seq);
         // Keys the truncate empties (not in the batch): their rows go; their entries, below
         // the mark, are dead from now on.
-        let emptied: Vec<&Vec<u8>> = if raises_truncate {
-            others
+        let emptied: Vec<Vec<u8>> = if raises_truncate {
+            index
+                .latest
                 .iter()
-                .filter(|(k, l)| !batch_keys.contains(*k) && below(&l.entry) && !l.entry.deleted)
-                .map(|(k, _)| k)
+                .filter(|(k, at)| {
+                    let (seq, deleted, at_ms) = index.parts(**at);
+                    !batch_keys.contains(**k)
+                        && alive_raw(seq, deleted, at_ms)
+                        && below_raw(seq)
+                        && !deleted
+                })
+                .map(|(k, _)| k.to_vec())
                 .collect()
         } else {
             Vec::new()
@@ -301,7 +303,7 @@ impl CdcTarget {
             let touched: FastSet<Vec<u8>> = reduction
                 .rows
                 .keys()
-                .chain(emptied.iter().copied())
+                .chain(emptied.iter())
                 .chain(below_mark.iter())
                 .cloned()
                 .collect();
@@ -326,12 +328,12 @@ impl CdcTarget {
         let batch_no = i64::try_from(batch).unwrap_or(i64::MAX);
         let mut appended: Vec<(Vec<u8>, Logged)> = reduction
             .state
-            .into_iter()
+            .iter()
             .map(|(k, entry)| {
                 (
-                    k,
+                    k.clone(),
                     Logged {
-                        entry,
+                        entry: entry.clone(),
                         batch: batch_no,
                     },
                 )
@@ -350,20 +352,58 @@ impl CdcTarget {
                 },
             ));
         }
-        let (entries, removes, tag) = if compact {
-            let mut live = others;
-            live.retain(|_, l| !below(&l.entry));
-            if let (Some(m), None) = (&read.mark_logged, &reduction.truncate) {
-                live.insert(TRUNCATE_KEY.to_vec(), m.clone());
-            }
-            live.extend(appended);
-            let entries: Vec<(Vec<u8>, Logged)> = live.into_iter().collect();
-            info!(table = %loc, batch, entries = entries.len(), log_rows, "Compacting the CDC state.");
-            (entries, read.removes, true)
+        let appended = if appended.is_empty() {
+            None
         } else {
-            (appended, Vec::new(), false)
+            Some(state_batch(&appended))
         };
-        self.commit_state(&entries, removes, tag, app_id, batch)
+        let (batches, removes) = if compact {
+            // The live entries the batch did not replace, the mark if the batch did not
+            // raise it, then the batch's own: taken from the log's columns.
+            let mut picks: Vec<(usize, usize)> = index
+                .latest
+                .iter()
+                .filter(|(k, at)| {
+                    let (seq, deleted, at_ms) = index.parts(**at);
+                    alive_raw(seq, deleted, at_ms)
+                        && !below_raw(seq)
+                        && !reduction.state.contains_key(**k)
+                })
+                .map(|(_, at)| (at.0 as usize, at.1 as usize))
+                .collect();
+            if reduction.truncate.is_none()
+                && let Some(at) = index.mark
+            {
+                picks.push((at.0 as usize, at.1 as usize));
+            }
+            let mut sources: Vec<&RecordBatch> = read.log.iter().collect();
+            if let Some(a) = &appended {
+                let at = sources.len();
+                sources.push(a);
+                picks.extend((0..a.num_rows()).map(|r| (at, r)));
+            }
+            info!(table = %loc, batch, entries = picks.len(), log_rows, "Compacting the CDC state.");
+            let mut out = Vec::new();
+            for chunk in picks.chunks(128 * 1024) {
+                let columns = (0..state_schema().fields().len())
+                    .map(|c| {
+                        let arrays: Vec<&dyn Array> =
+                            sources.iter().map(|b| b.column(c).as_ref()).collect();
+                        arrow_select::interleave::interleave(&arrays, chunk)
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| data_err(&loc, e.to_string()))?;
+                out.push(
+                    RecordBatch::try_new(state_schema(), columns)
+                        .map_err(|e| data_err(&loc, e.to_string()))?,
+                );
+            }
+            (out, read.removes)
+        } else {
+            (appended.into_iter().collect(), Vec::new())
+        };
+        drop(index);
+        self.commit_state(batches, removes, compact, app_id, batch)
             .await?;
         Ok(version)
     }
@@ -377,7 +417,7 @@ impl CdcTarget {
         layout: &SchemaRef,
         reduction: &scd1::Reduction,
         touched: FastSet<Vec<u8>>,
-        emptied: &[&Vec<u8>],
+        emptied: &[Vec<u8>],
         below_mark: &[Vec<u8>],
         metrics: &mut serde_json::Value,
         app_id: &str,
@@ -560,7 +600,7 @@ impl CdcTarget {
                 )
                 .await?
         };
-        self.commit_state(&[], Vec::new(), false, app_id, batch)
+        self.commit_state(Vec::new(), Vec::new(), false, app_id, batch)
             .await?;
         self.last = Some(ChangeCounts::default());
         Ok(version)
@@ -584,7 +624,7 @@ impl CdcTarget {
     /// `txn`: last, so the batch counts as committed only once the target has it too.
     async fn commit_state(
         &mut self,
-        entries: &[(Vec<u8>, Logged)],
+        batches: Vec<RecordBatch>,
         removes: Vec<deltalake::kernel::Action>,
         compacted: bool,
         app_id: &str,
@@ -593,12 +633,12 @@ impl CdcTarget {
         // A state table created just now has nothing to remove.
         let created = self.state.ensure_created(&state_schema(), app_id).await?;
         let mut actions = if created { Vec::new() } else { removes };
-        if !entries.is_empty() {
+        if !batches.is_empty() {
             let mut writer =
                 self.state
                     .writer_with(&state_schema(), &[], &[], Compression::SNAPPY)?;
-            for chunk in entries.chunks(128 * 1024) {
-                writer.write(state_batch(chunk)).await?;
+            for b in batches {
+                writer.write(b).await?;
             }
             for mut add in writer.finish().await? {
                 if compacted {
@@ -678,11 +718,96 @@ struct Logged {
 struct StateRead {
     /// The latest entry of each key asked for (dead ones included: the caller judges).
     entries: FastMap<Vec<u8>, Logged>,
-    /// The truncate mark, and its entry.
+    /// The truncate mark.
     mark: Option<Vec<u8>>,
-    mark_logged: Option<Logged>,
     /// Every file of the log, to remove when compacting.
     removes: Vec<deltalake::kernel::Action>,
+    /// The whole log, when asked to keep it.
+    log: Vec<RecordBatch>,
+}
+
+/// The state log's columns, indexed: of each key, where its latest entry is (batch of the
+/// log, row), its slice borrowed from the log, so no entry is copied.
+struct LogIndex<'a> {
+    columns: Vec<LogColumns<'a>>,
+    latest: FastMap<&'a [u8], (u32, u32)>,
+    mark: Option<(u32, u32)>,
+}
+
+struct LogColumns<'a> {
+    key: &'a BinaryArray,
+    seq: &'a BinaryArray,
+    deleted: &'a BooleanArray,
+    at_ms: &'a Int64Array,
+    batch: &'a Int64Array,
+}
+
+impl<'a> LogColumns<'a> {
+    fn of(b: &'a RecordBatch) -> Result<LogColumns<'a>, String> {
+        Ok(LogColumns {
+            key: column::<BinaryArray>(b, "key")?,
+            seq: column::<BinaryArray>(b, "seq")?,
+            deleted: column::<BooleanArray>(b, "deleted")?,
+            at_ms: column::<Int64Array>(b, "at_ms")?,
+            batch: column::<Int64Array>(b, "batch")?,
+        })
+    }
+}
+
+impl<'a> LogIndex<'a> {
+    fn new(log: &'a [RecordBatch]) -> Result<LogIndex<'a>, String> {
+        let columns = log
+            .iter()
+            .map(LogColumns::of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let rows: usize = log.iter().map(RecordBatch::num_rows).sum();
+        let mut index = LogIndex {
+            latest: FastMap::with_capacity_and_hasher(rows / 2, Default::default()),
+            mark: None,
+            columns: Vec::new(),
+        };
+        for (bi, c) in columns.iter().enumerate() {
+            for r in 0..c.key.len() {
+                let at = (
+                    u32::try_from(bi).map_err(|e| e.to_string())?,
+                    u32::try_from(r).map_err(|e| e.to_string())?,
+                );
+                let key: &'a [u8] = c.key.value(r);
+                let written = c.batch.value(r);
+                let slot = if key == TRUNCATE_KEY {
+                    &mut index.mark
+                } else {
+                    match index.latest.entry(key) {
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(at);
+                            continue;
+                        }
+                        std::collections::hash_map::Entry::Occupied(o) => {
+                            let (ob, or) = *o.get();
+                            if columns[ob as usize].batch.value(or as usize) < written {
+                                *o.into_mut() = at;
+                            }
+                            continue;
+                        }
+                    }
+                };
+                if slot
+                    .is_none_or(|(ob, or)| columns[ob as usize].batch.value(or as usize) < written)
+                {
+                    *slot = Some(at);
+                }
+            }
+        }
+        index.columns = columns;
+        Ok(index)
+    }
+
+    /// An entry's sequence, whether it is a tombstone, and when it was applied.
+    fn parts(&self, at: (u32, u32)) -> (&'a [u8], bool, i64) {
+        let c = &self.columns[at.0 as usize];
+        let r = at.1 as usize;
+        (c.seq.value(r), c.deleted.value(r), c.at_ms.value(r))
+    }
 }
 
 fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
@@ -697,17 +822,19 @@ async fn read_state(
     table: &deltalake::DeltaTable,
     location: &str,
     wanted: &(dyn Fn(&[u8]) -> bool + Sync),
+    keep: bool,
 ) -> Result<StateRead, SinkError> {
     let mut out = StateRead {
         entries: FastMap::default(),
         mark: None,
-        mark_logged: None,
         removes: Vec::new(),
+        log: Vec::new(),
     };
     if table.version().is_none() {
         return Ok(out);
     }
     let err = |reason: String| data_err(location, reason);
+    let mut mark: Option<Logged> = None;
     let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
     let store = table.log_store().object_store(None);
     let files: Vec<_> = snapshot
@@ -751,7 +878,7 @@ async fn read_state(
                 }
                 let batch = written.value(i);
                 let current = if is_mark {
-                    out.mark_logged.as_ref()
+                    mark.as_ref()
                 } else {
                     out.entries.get(k)
                 };
@@ -767,14 +894,17 @@ async fn read_state(
                     batch,
                 };
                 if is_mark {
-                    out.mark_logged = Some(logged);
+                    mark = Some(logged);
                 } else {
                     out.entries.insert(k.to_vec(), logged);
                 }
             }
+            if keep {
+                out.log.push(b);
+            }
         }
     }
-    out.mark = out.mark_logged.as_ref().map(|l| l.entry.seq.clone());
+    out.mark = mark.map(|l| l.entry.seq);
     Ok(out)
 }
 
