@@ -2,7 +2,7 @@
 //! columns' sort order, so a key compares by equality and a sequence of several columns
 //! compares field by field with a plain byte comparison.
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::DataType;
 
@@ -50,6 +50,45 @@ impl RowEncoder {
                 }
             })
             .collect()
+    }
+
+    /// The rows' byte strings in one buffer (no allocation per row).
+    pub fn rows(&self, batch: &RecordBatch) -> Result<arrow_row::Rows, CdcError> {
+        let arrays = self.arrays(batch)?;
+        self.converter
+            .convert_columns(&arrays)
+            .map_err(|e| CdcError::Data(e.to_string()))
+    }
+
+    /// The first column's values of encoded `keys` as integers, when it is an integer
+    /// column (`None` otherwise): what a file's statistics are compared with.
+    pub fn first_as_i64<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<Option<Vec<i64>>, CdcError> {
+        if !self.types[0].is_integer() {
+            return Ok(None);
+        }
+        let parser = self.converter.parser();
+        let rows: Vec<arrow_row::Row<'_>> = keys.map(|k| parser.parse(k)).collect();
+        if rows.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let columns = self
+            .converter
+            .convert_rows(rows)
+            .map_err(|e| CdcError::Data(e.to_string()))?;
+        let first = arrow_cast::cast(&columns[0], &DataType::Int64)
+            .map_err(|e| CdcError::Data(e.to_string()))?;
+        let ints = first
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .ok_or_else(|| CdcError::Data("a key column cast to integers is not".into()))?;
+        // A value that does not fit (a large unsigned one) rules pruning out.
+        if ints.null_count() > 0 {
+            return Ok(None);
+        }
+        Ok(Some(ints.values().to_vec()))
     }
 
     /// One byte string per row.

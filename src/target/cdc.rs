@@ -3,25 +3,40 @@
 //!
 //! What the flow remembers of each key (the sequence last applied, tombstones, the
 //! truncate mark) lives in a state table of its own, a Delta table in the flow's checkpoint
-//! (`cdc_state`): one row per key, `key` and `seq` as comparable bytes (`cdc::keys`) in hex,
-//! which keeps their order. A
-//! batch commits the target first, then the state, each carrying `txn(app_id, batch)`; the
-//! batch counts as committed once the state has it. After a crash between the two, the
+//! (`cdc_state`), kept as a log: each batch appends only the entries it changed (`key` and
+//! `seq` as comparable bytes, `cdc::keys`, and the batch that wrote them); a key's state is
+//! its entry of the latest batch. The truncate mark is the entry of the empty key: every
+//! entry sequenced below it is dead, as is a tombstone older than
+//! `pipelines.cdc.tombstoneGCThresholdInSeconds`. When the entries appended since the last
+//! compaction would outnumber the compacted ones, the batch's state commit instead rewrites
+//! the live entries (files tagged `autoloader.cdcCompacted`), so the log stays within about
+//! twice the live entries. A truncate and a compaction hold the whole log, columnar, with
+//! an index of each key's latest entry borrowing its bytes (about 70 bytes an entry); a
+//! plain batch holds only its own keys' entries.
+//!
+//! A batch commits the target first, then the state, each carrying `txn(app_id, batch)`;
+//! the batch counts as committed once the state has it. After a crash between the two, the
 //! batch is read again and only the state is committed, computed from the state as it was
 //! before the batch, which the target commit did not change.
 
 use std::collections::{HashMap, HashSet};
+
+/// Sets and maps of keys probed once per row of the target and the state: a fast hash
+/// (SipHash was 7% of a batch's CPU).
+type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
-use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
 use serde_json::json;
 use tracing::{info, warn};
 
 use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
-use super::rewrite::take_rows;
+use super::rewrite::{Selector, Taken, take_rows};
 use super::{ChangeCounts, Target};
 use crate::cdc::keys::RowEncoder;
 use crate::cdc::scd1::{self, Change, RowChange, StateEntry};
@@ -47,14 +62,20 @@ pub struct CdcTarget {
     last: Option<ChangeCounts>,
 }
 
+/// The state log's columns: a key's entry (`key`, `seq` as comparable bytes), and the
+/// batch that wrote it.
 fn state_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Utf8, false),
-        Field::new("seq", DataType::Utf8, false),
+        Field::new("key", DataType::Binary, false),
+        Field::new("seq", DataType::Binary, false),
         Field::new("deleted", DataType::Boolean, false),
         Field::new("at_ms", DataType::Int64, false),
+        Field::new("batch", DataType::Int64, false),
     ]))
 }
+
+/// The add-action tag of the state's compacted files.
+const COMPACTED_TAG: &str = "autoloader.cdcCompacted";
 
 /// The truncate mark's key: no real key encodes to no bytes.
 const TRUNCATE_KEY: &[u8] = b"";
@@ -222,57 +243,43 @@ impl CdcTarget {
         let layout = changes.schema();
         let encoded = self.encode(&changes)?;
         let target_done = self.target_has(app_id, batch).await?;
+        let now = now_ms();
+        let gc_before = now - self.gc_threshold_ms();
 
-        // The state of the batch's keys, and the truncate mark, taken out of the state table.
-        let batch_keys: HashSet<Vec<u8>> = encoded
+        // The state of the batch's keys, and the truncate mark, read from the state log.
+        let batch_keys: FastSet<Vec<u8>> = encoded
             .iter()
             .filter(|c| !c.truncate)
             .map(|c| c.key.clone())
             .collect();
         let raises_truncate = encoded.iter().any(|c| c.truncate);
-        let new_mark_hint = encoded
-            .iter()
-            .filter(|c| c.truncate)
-            .map(|c| c.seq.clone())
-            .max();
-        let mut state_writer = self.state.writer(&state_schema(), &[], &[])?;
-        let batch_hex: HashSet<String> = batch_keys.iter().map(hex::encode).collect();
-        let mark_hex = new_mark_hint.as_ref().map(hex::encode);
-        let selector = |b: &RecordBatch| -> Result<Vec<bool>, String> {
-            let key = text_column(b, "key")?;
-            let seq = text_column(b, "seq")?;
-            Ok((0..b.num_rows())
-                .map(|i| {
-                    let k = key.value(i);
-                    k.is_empty()
-                        || batch_hex.contains(k)
-                        || mark_hex.as_deref().is_some_and(|m| seq.value(i) < m)
-                })
-                .collect())
-        };
-        let taken_state = take_rows(
+        let (log_rows, compacted_rows) = self.state_rows();
+        // Compact when the entries appended since the last compaction would outnumber the
+        // compacted ones (so the log stays under about twice the live entries).
+        let compact = log_rows - compacted_rows + encoded.len() > compacted_rows;
+        // A truncate, and a compaction, need every key's entry; a batch only its own keys'.
+        let every_key = compact || raises_truncate;
+        // A plain batch holds its own keys' entries only; a truncate or a compaction also
+        // the whole log, columnar, indexed by key (no allocation per entry).
+        let read = read_state(
             self.state.table(),
             self.state.location(),
-            &["key", "seq"],
-            &selector,
-            &mut state_writer,
+            &|k: &[u8]| batch_keys.contains(k),
+            every_key,
         )
         .await?;
+        let index = LogIndex::new(&read.log).map_err(|e| data_err(&loc, e))?;
+        let mark = read.mark.clone();
+        let alive_raw = |seq: &[u8], deleted: bool, at_ms: i64| {
+            !(mark.as_deref().is_some_and(|m| seq < m) || deleted && at_ms < gc_before)
+        };
+        let alive = |e: &StateEntry| alive_raw(&e.seq, e.deleted, e.at_ms);
         let mut prior: HashMap<Vec<u8>, StateEntry> = HashMap::new();
-        let mut truncated_keys: Vec<(Vec<u8>, StateEntry)> = Vec::new();
-        let mut mark: Option<Vec<u8>> = None;
-        for b in &taken_state.rows {
-            for (key, entry) in state_entries(b).map_err(|e| data_err(&loc, e))? {
-                if key == TRUNCATE_KEY {
-                    mark = Some(entry.seq);
-                } else if batch_keys.contains(&key) {
-                    prior.insert(key, entry);
-                } else {
-                    truncated_keys.push((key, entry));
-                }
+        for (key, logged) in read.entries {
+            if alive(&logged.entry) {
+                prior.insert(key, logged.entry);
             }
         }
-        let now = now_ms();
         let reduction = scd1::reduce(
             &encoded,
             &prior,
@@ -281,28 +288,31 @@ impl CdcTarget {
             now,
         );
         let effective_mark = reduction.truncate.clone().or(mark.clone());
-        // Keys the truncate empties (not in the batch): their rows go, their state too.
-        let emptied: Vec<&Vec<u8>> = truncated_keys
-            .iter()
-            .filter(|(_, e)| {
-                effective_mark
-                    .as_deref()
-                    .is_some_and(|m| e.seq.as_slice() < m)
-            })
-            .filter(|(_, e)| !e.deleted)
-            .map(|(k, _)| k)
-            .collect();
+        let below_raw = |seq: &[u8]| effective_mark.as_deref().is_some_and(|m| seq < m);
+        let below = |e: &StateEntry| below_raw(&e.seq);
+        // Keys the truncate empties (not in the batch): their rows go; their entries, below
+        // the mark, are dead from now on.
+        let emptied: Vec<Vec<u8>> = if raises_truncate {
+            index
+                .latest
+                .iter()
+                .filter(|(k, at)| {
+                    let (seq, deleted, at_ms) = index.parts(**at);
+                    !batch_keys.contains(**k)
+                        && alive_raw(seq, deleted, at_ms)
+                        && below_raw(seq)
+                        && !deleted
+                })
+                .map(|(k, _)| k.to_vec())
+                .collect()
+        } else {
+            Vec::new()
+        };
         // The batch's keys whose row a raised mark removes (a change after the mark may
         // bring a new one).
         let below_mark: Vec<Vec<u8>> = prior
             .iter()
-            .filter(|(_, e)| {
-                raises_truncate
-                    && !e.deleted
-                    && effective_mark
-                        .as_deref()
-                        .is_some_and(|m| e.seq.as_slice() < m)
-            })
+            .filter(|(_, e)| raises_truncate && !e.deleted && below(e))
             .map(|(k, _)| k.clone())
             .collect();
 
@@ -318,161 +328,296 @@ impl CdcTarget {
             info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's state only.");
             self.target.version().unwrap_or_default()
         } else {
-            let target_schema = match self.target.arrow_schema() {
-                Ok(existing) => widen(&existing, &self.target_schema(&layout)),
-                Err(e) => return Err(e),
-            };
-            let key_encoder = RowEncoder::new(&self.spec.keys, &target_schema)
-                .map_err(|e| data_err(&loc, e.to_string()))?;
-            let touched: HashSet<&[u8]> = reduction
+            let touched: FastSet<Vec<u8>> = reduction
                 .rows
                 .keys()
-                .map(Vec::as_slice)
-                .chain(emptied.iter().map(|k| k.as_slice()))
-                .chain(below_mark.iter().map(|k| k.as_slice()))
+                .chain(emptied.iter())
+                .chain(below_mark.iter())
+                .cloned()
                 .collect();
-            let key_columns: Vec<&str> = self.spec.keys.iter().map(String::as_str).collect();
-            let select = |b: &RecordBatch| -> Result<Vec<bool>, String> {
-                let keys = key_encoder.encode(b).map_err(|e| e.to_string())?;
-                Ok(keys
-                    .iter()
-                    .map(|k| touched.contains(k.as_slice()))
-                    .collect())
-            };
-            let mut target_writer = self.target.writer(&target_schema, &[], &[])?;
-            let taken = take_rows(
-                self.target.table(),
-                &loc,
-                &key_columns,
-                &select,
-                &mut target_writer,
+            self.apply_to_target(
+                &changes,
+                &layout,
+                &reduction,
+                touched,
+                &emptied,
+                &below_mark,
+                &mut metrics,
+                app_id,
+                batch,
+                &mut info,
             )
-            .await?;
-            // Each touched key's current row, as (batch, row) of the taken rows.
-            let mut current: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
-            for (bi, b) in taken.rows.iter().enumerate() {
-                for (ri, k) in key_encoder
-                    .encode(b)
-                    .map_err(|e| data_err(&loc, e.to_string()))?
-                    .into_iter()
-                    .enumerate()
-                {
-                    current.insert(k, (bi, ri));
-                }
-            }
-            let mut upserts = Vec::new();
-            let (mut inserted, mut updated, mut deleted) = (0u64, 0u64, 0u64);
-            let mut ordered: Vec<(&Vec<u8>, &RowChange)> = reduction.rows.iter().collect();
-            ordered.sort_by_key(|(_, c)| match c {
-                RowChange::Upsert { records, .. } => records.last().copied().unwrap_or(0),
-                RowChange::Delete => 0,
-            });
-            for (key, change) in ordered {
-                let existing = current.get(key).copied();
-                match change {
-                    RowChange::Delete => deleted += u64::from(existing.is_some()),
-                    RowChange::Upsert { .. } => {
-                        if existing.is_some() {
-                            updated += 1;
-                        } else {
-                            inserted += 1;
-                        }
-                        upserts.push((change, existing));
-                    }
-                }
-            }
-            deleted += emptied.len() as u64
-                + below_mark
-                    .iter()
-                    .filter(|k| !matches!(reduction.rows.get(*k), Some(RowChange::Upsert { .. })))
-                    .count() as u64;
-            if !upserts.is_empty() {
-                let rows = scd1::upserted_rows(&target_schema, &changes, &upserts, &taken.rows)
-                    .map_err(|e| data_err(&loc, e.to_string()))?;
-                target_writer.write(rows).await?;
-            }
-            metrics["rowsInserted"] = inserted.into();
-            metrics["rowsUpdated"] = updated.into();
-            metrics["rowsDeleted"] = deleted.into();
-            metrics["filesRewritten"] = taken.removes.len().into();
-            info["cdc"] = metrics.clone();
-            let operation = DeltaOperation::Merge {
-                predicate: None,
-                merge_predicate: Some(format!(
-                    "target.{} = source.{}",
-                    self.spec.keys.join(" AND target."),
-                    self.spec.keys.join(" AND source.")
-                )),
-                matched_predicates: vec![MergePredicate {
-                    action_type: "update".into(),
-                    predicate: None,
-                }],
-                not_matched_predicates: vec![MergePredicate {
-                    action_type: "insert".into(),
-                    predicate: None,
-                }],
-                not_matched_by_source_predicates: Vec::new(),
-            };
-            let v = self
-                .target
-                .commit_with(
-                    BatchWriters(vec![target_writer]),
-                    taken.removes,
-                    Some(operation),
-                    app_id,
-                    batch,
-                    info,
-                )
-                .await?;
-            info!(table = %loc, batch, version = v, inserted, updated, deleted, stale = reduction.stale, "Applied changes.");
-            self.last = Some(ChangeCounts {
-                inserted,
-                updated,
-                deleted,
-                stale: reduction.stale + reduction.truncated,
-                ties: reduction.ties,
-            });
-            v
+            .await?
         };
         crate::testing::failpoint::hit("after-cdc-target-commit");
 
-        // The state after the batch: the taken entries replaced, emptied ones dropped,
-        // tombstones past the threshold collected.
-        let gc_before = now - self.gc_threshold_ms();
-        let mut entries: Vec<(Vec<u8>, StateEntry)> = Vec::new();
-        for (k, e) in prior {
-            let replaced = reduction.state.contains_key(&k) || below_mark.contains(&k);
-            let collected = e.deleted && e.at_ms < gc_before;
-            if !replaced && !collected {
-                entries.push((k, e));
-            }
-        }
-        for (k, e) in truncated_keys {
-            let below = effective_mark
-                .as_deref()
-                .is_some_and(|m| e.seq.as_slice() < m);
-            let collected = e.deleted && e.at_ms < gc_before;
-            if !below && !collected {
-                entries.push((k, e));
-            }
-        }
-        entries.extend(reduction.state);
-        if let Some(m) = effective_mark {
-            entries.push((
+        // The state after the batch: appended, the entries the batch changed (and a raised
+        // truncate mark); or, compacting, every live entry rewritten.
+        let batch_no = i64::try_from(batch).unwrap_or(i64::MAX);
+        let mut appended: Vec<(Vec<u8>, Logged)> = reduction
+            .state
+            .iter()
+            .map(|(k, entry)| {
+                (
+                    k.clone(),
+                    Logged {
+                        entry: entry.clone(),
+                        batch: batch_no,
+                    },
+                )
+            })
+            .collect();
+        if let Some(m) = &reduction.truncate {
+            appended.push((
                 TRUNCATE_KEY.to_vec(),
-                StateEntry {
-                    seq: m,
-                    deleted: false,
-                    at_ms: now,
+                Logged {
+                    entry: StateEntry {
+                        seq: m.clone(),
+                        deleted: false,
+                        at_ms: now,
+                    },
+                    batch: batch_no,
                 },
             ));
         }
-        if !entries.is_empty() {
-            state_writer.write(state_batch(&entries)).await?;
-        }
-        self.commit_state(state_writer, taken_state.removes, app_id, batch)
+        let appended = if appended.is_empty() {
+            None
+        } else {
+            Some(state_batch(&appended))
+        };
+        let (batches, removes) = if compact {
+            // The live entries the batch did not replace, the mark if the batch did not
+            // raise it, then the batch's own: taken from the log's columns.
+            let mut picks: Vec<(usize, usize)> = index
+                .latest
+                .iter()
+                .filter(|(k, at)| {
+                    let (seq, deleted, at_ms) = index.parts(**at);
+                    alive_raw(seq, deleted, at_ms)
+                        && !below_raw(seq)
+                        && !reduction.state.contains_key(**k)
+                })
+                .map(|(_, at)| (at.0 as usize, at.1 as usize))
+                .collect();
+            if reduction.truncate.is_none()
+                && let Some(at) = index.mark
+            {
+                picks.push((at.0 as usize, at.1 as usize));
+            }
+            let mut sources: Vec<&RecordBatch> = read.log.iter().collect();
+            if let Some(a) = &appended {
+                let at = sources.len();
+                sources.push(a);
+                picks.extend((0..a.num_rows()).map(|r| (at, r)));
+            }
+            info!(table = %loc, batch, entries = picks.len(), log_rows, "Compacting the CDC state.");
+            let mut out = Vec::new();
+            for chunk in picks.chunks(128 * 1024) {
+                let columns = (0..state_schema().fields().len())
+                    .map(|c| {
+                        let arrays: Vec<&dyn Array> =
+                            sources.iter().map(|b| b.column(c).as_ref()).collect();
+                        arrow_select::interleave::interleave(&arrays, chunk)
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| data_err(&loc, e.to_string()))?;
+                out.push(
+                    RecordBatch::try_new(state_schema(), columns)
+                        .map_err(|e| data_err(&loc, e.to_string()))?,
+                );
+            }
+            (out, read.removes)
+        } else {
+            (appended.into_iter().collect(), Vec::new())
+        };
+        drop(index);
+        self.commit_state(batches, removes, compact, app_id, batch)
             .await?;
         Ok(version)
+    }
+
+    /// Rewrites the target's files holding the `touched` keys without them, writes the
+    /// upserted rows, and commits it all in one MERGE commit with the batch's `txn`.
+    /// Takes the rows of the `touched` keys out of the target (`take_rows`): files whose
+    /// first key column's range (their statistics) holds no touched key are not read; the
+    /// rewritten files' other rows go to writers `new_writer` makes.
+    async fn take_keys(
+        &self,
+        target_schema: &SchemaRef,
+        touched: FastSet<Vec<u8>>,
+        new_writer: &(dyn Fn() -> Result<BatchWriter, SinkError> + Sync),
+    ) -> Result<Taken, SinkError> {
+        let loc = self.target.location().to_string();
+        let key_encoder = RowEncoder::new(&self.spec.keys, target_schema)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        // Files whose first key column's range holds no touched key are not read.
+        let first_key = self.spec.keys[0].clone();
+        let mut bounds: Vec<i64> = key_encoder
+            .first_as_i64(touched.iter().map(Vec::as_slice))
+            .map_err(|e| data_err(&loc, e.to_string()))?
+            .unwrap_or_default();
+        bounds.sort_unstable();
+        let prunable = !bounds.is_empty() || touched.is_empty();
+        let candidate = |stats: Option<&serde_json::Value>| -> bool {
+            if !prunable {
+                return true;
+            }
+            let value = |side: &str| {
+                stats
+                    .and_then(|s| s.get(side))
+                    .and_then(|m| m.get(&first_key))
+                    .and_then(serde_json::Value::as_i64)
+            };
+            match (value("minValues"), value("maxValues")) {
+                (Some(lo), Some(hi)) => {
+                    let at = bounds.partition_point(|&v| v < lo);
+                    bounds.get(at).is_some_and(|&v| v <= hi)
+                }
+                _ => true,
+            }
+        };
+        let key_encoder = Arc::new(key_encoder);
+        let select: Arc<Selector> = {
+            let key_encoder = Arc::clone(&key_encoder);
+            let touched = Arc::new(touched);
+            Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
+                let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
+                Ok(rows.iter().map(|k| touched.contains(k.as_ref())).collect())
+            })
+        };
+        take_rows(self.target.table(), &loc, &candidate, select, new_writer).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_to_target(
+        &mut self,
+        changes: &RecordBatch,
+        layout: &SchemaRef,
+        reduction: &scd1::Reduction,
+        touched: FastSet<Vec<u8>>,
+        emptied: &[Vec<u8>],
+        below_mark: &[Vec<u8>],
+        metrics: &mut serde_json::Value,
+        app_id: &str,
+        batch: u64,
+        info: &mut serde_json::Value,
+    ) -> Result<u64, SinkError> {
+        let loc = self.target.location().to_string();
+        let target_schema = widen(&self.target.arrow_schema()?, &self.target_schema(layout));
+        let new_writer = || {
+            self.target
+                .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
+        };
+        let key_encoder = RowEncoder::new(&self.spec.keys, &target_schema)
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        let mut taken = self.take_keys(&target_schema, touched, &new_writer).await?;
+        // Each touched key's current row, as (batch, row) of the taken rows.
+        let mut current: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
+        for (bi, b) in taken.rows.iter().enumerate() {
+            let rows = key_encoder
+                .rows(b)
+                .map_err(|e| data_err(&loc, e.to_string()))?;
+            for (ri, k) in rows.iter().enumerate() {
+                current.insert(k.as_ref().to_vec(), (bi, ri));
+            }
+        }
+        let mut upserts = Vec::new();
+        let (mut inserted, mut updated, mut deleted) = (0u64, 0u64, 0u64);
+        let mut ordered: Vec<(&Vec<u8>, &RowChange)> = reduction.rows.iter().collect();
+        ordered.sort_by_key(|(_, c)| match c {
+            RowChange::Upsert { records, .. } => records.last().copied().unwrap_or(0),
+            RowChange::Delete => 0,
+        });
+        for (key, change) in ordered {
+            let existing = current.get(key).copied();
+            match change {
+                RowChange::Delete => deleted += u64::from(existing.is_some()),
+                RowChange::Upsert { .. } => {
+                    if existing.is_some() {
+                        updated += 1;
+                    } else {
+                        inserted += 1;
+                    }
+                    upserts.push((change, existing));
+                }
+            }
+        }
+        deleted += emptied.len() as u64
+            + below_mark
+                .iter()
+                .filter(|k| !matches!(reduction.rows.get(*k), Some(RowChange::Upsert { .. })))
+                .count() as u64;
+        if !upserts.is_empty() {
+            let rows = scd1::upserted_rows(&target_schema, changes, &upserts, &taken.rows)
+                .map_err(|e| data_err(&loc, e.to_string()))?;
+            // Into the last rewritten file, which has room (else a new one).
+            if taken.writers.is_empty() {
+                taken.writers.push(new_writer()?);
+            }
+            let last = taken.writers.last_mut().expect("a writer was pushed");
+            last.write(rows).await?;
+        }
+        metrics["rowsInserted"] = inserted.into();
+        metrics["rowsUpdated"] = updated.into();
+        metrics["rowsDeleted"] = deleted.into();
+        metrics["filesRewritten"] = taken.removes.len().into();
+        metrics["filesRead"] = taken.files_read.into();
+        info["cdc"] = metrics.clone();
+        let operation = DeltaOperation::Merge {
+            predicate: None,
+            merge_predicate: Some(format!(
+                "target.{} = source.{}",
+                self.spec.keys.join(" AND target."),
+                self.spec.keys.join(" AND source.")
+            )),
+            matched_predicates: vec![MergePredicate {
+                action_type: "update".into(),
+                predicate: None,
+            }],
+            not_matched_predicates: vec![MergePredicate {
+                action_type: "insert".into(),
+                predicate: None,
+            }],
+            not_matched_by_source_predicates: Vec::new(),
+        };
+        let v = self
+            .target
+            .commit_with(
+                BatchWriters(taken.writers),
+                taken.removes,
+                Some(operation),
+                app_id,
+                batch,
+                info.clone(),
+            )
+            .await?;
+        info!(table = %loc, batch, version = v, inserted, updated, deleted, stale = reduction.stale, "Applied changes.");
+        self.last = Some(ChangeCounts {
+            inserted,
+            updated,
+            deleted,
+            stale: reduction.stale + reduction.truncated,
+            ties: reduction.ties,
+        });
+        Ok(v)
+    }
+
+    /// The state log's rows, and how many of them are in compacted files.
+    fn state_rows(&self) -> (usize, usize) {
+        let Ok(snapshot) = self.state.table().snapshot() else {
+            return (0, 0);
+        };
+        let (mut all, mut compacted) = (0, 0);
+        for f in snapshot.log_data() {
+            let n = f.num_records().unwrap_or(0);
+            all += n;
+            #[allow(deprecated)]
+            let tags = f.add_action().tags;
+            if tags.is_some_and(|t| t.contains_key(COMPACTED_TAG)) {
+                compacted += n;
+            }
+        }
+        (all, compacted)
     }
 }
 
@@ -498,7 +643,7 @@ impl CdcTarget {
                 )
                 .await?
         };
-        self.commit_state(BatchWriters(Vec::new()), Vec::new(), app_id, batch)
+        self.commit_state(Vec::new(), Vec::new(), false, app_id, batch)
             .await?;
         self.last = Some(ChangeCounts::default());
         Ok(version)
@@ -517,13 +662,14 @@ impl CdcTarget {
             .is_some_and(|v| v >= batch_version))
     }
 
-    /// Commits the flow's state after the batch (the rows `writers` hold, replacing the
-    /// files `removes` names), with the batch's `txn`: last, so the batch counts as
-    /// committed only once the target has it too.
+    /// Commits the flow's state after the batch: `entries` appended (or, `compacted`,
+    /// replacing the files `removes` names, in files tagged as compacted), with the batch's
+    /// `txn`: last, so the batch counts as committed only once the target has it too.
     async fn commit_state(
         &mut self,
-        writers: impl Into<BatchWriters>,
+        batches: Vec<RecordBatch>,
         removes: Vec<deltalake::kernel::Action>,
+        compacted: bool,
         app_id: &str,
         batch: u64,
     ) -> Result<(), SinkError> {
@@ -534,15 +680,32 @@ impl CdcTarget {
             state_schema()
         };
         let created = self.state.ensure_created(&schema, app_id).await?;
-        let removes = if created { Vec::new() } else { removes };
+        let mut actions = if created { Vec::new() } else { removes };
+        if !batches.is_empty() {
+            let mut writer = self
+                .state
+                .writer_with(&schema, &[], &[], Compression::SNAPPY)?;
+            for b in batches {
+                writer.write(b).await?;
+            }
+            for mut add in writer.finish().await? {
+                if compacted {
+                    add.tags = Some(HashMap::from([(
+                        COMPACTED_TAG.to_string(),
+                        Some("true".to_string()),
+                    )]));
+                }
+                actions.push(deltalake::kernel::Action::Add(add));
+            }
+        }
         self.state
             .commit_with(
-                writers.into(),
-                removes,
+                BatchWriters(Vec::new()),
+                actions,
                 None,
                 app_id,
                 batch,
-                json!({ "batch": batch }),
+                json!({ "batch": batch, "compacted": compacted }),
             )
             .await?;
         Ok(())
@@ -591,51 +754,232 @@ fn record_place(changes: &RecordBatch, row: usize) -> String {
     }
 }
 
-fn text_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray, String> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| format!("the CDC state has no text column {name}"))
+/// A state entry with the batch that wrote it: of a key's entries in the log, the one of
+/// the latest batch is its state.
+#[derive(Debug, Clone)]
+struct Logged {
+    entry: StateEntry,
+    batch: i64,
 }
 
-fn state_entries(b: &RecordBatch) -> Result<Vec<(Vec<u8>, StateEntry)>, String> {
-    let key = text_column(b, "key")?;
-    let seq = text_column(b, "seq")?;
-    let deleted = b
-        .column_by_name("deleted")
-        .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
-        .ok_or("the CDC state has no deleted column")?;
-    let at = b
-        .column_by_name("at_ms")
-        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .ok_or("the CDC state has no at_ms column")?;
-    let bytes = |s: &str| hex::decode(s).map_err(|e| format!("the CDC state is damaged: {e}"));
-    (0..b.num_rows())
-        .map(|i| {
-            Ok((
-                bytes(key.value(i))?,
-                StateEntry {
-                    seq: bytes(seq.value(i))?,
-                    deleted: deleted.value(i),
-                    at_ms: at.value(i),
-                },
-            ))
+/// What [`read_state`] found.
+struct StateRead {
+    /// The latest entry of each key asked for (dead ones included: the caller judges).
+    entries: FastMap<Vec<u8>, Logged>,
+    /// The truncate mark.
+    mark: Option<Vec<u8>>,
+    /// Every file of the log, to remove when compacting.
+    removes: Vec<deltalake::kernel::Action>,
+    /// The whole log, when asked to keep it.
+    log: Vec<RecordBatch>,
+}
+
+/// The state log's columns, indexed: of each key, where its latest entry is (batch of the
+/// log, row), its slice borrowed from the log, so no entry is copied.
+struct LogIndex<'a> {
+    columns: Vec<LogColumns<'a>>,
+    latest: FastMap<&'a [u8], (u32, u32)>,
+    mark: Option<(u32, u32)>,
+}
+
+struct LogColumns<'a> {
+    key: &'a BinaryArray,
+    seq: &'a BinaryArray,
+    deleted: &'a BooleanArray,
+    at_ms: &'a Int64Array,
+    batch: &'a Int64Array,
+}
+
+impl<'a> LogColumns<'a> {
+    fn of(b: &'a RecordBatch) -> Result<LogColumns<'a>, String> {
+        Ok(LogColumns {
+            key: column::<BinaryArray>(b, "key")?,
+            seq: column::<BinaryArray>(b, "seq")?,
+            deleted: column::<BooleanArray>(b, "deleted")?,
+            at_ms: column::<Int64Array>(b, "at_ms")?,
+            batch: column::<Int64Array>(b, "batch")?,
         })
-        .collect()
+    }
 }
 
-fn state_batch(entries: &[(Vec<u8>, StateEntry)]) -> RecordBatch {
-    let keys: Vec<String> = entries.iter().map(|(k, _)| hex::encode(k)).collect();
-    let seqs: Vec<String> = entries.iter().map(|(_, e)| hex::encode(&e.seq)).collect();
+impl<'a> LogIndex<'a> {
+    fn new(log: &'a [RecordBatch]) -> Result<LogIndex<'a>, String> {
+        let columns = log
+            .iter()
+            .map(LogColumns::of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let rows: usize = log.iter().map(RecordBatch::num_rows).sum();
+        let mut index = LogIndex {
+            latest: FastMap::with_capacity_and_hasher(rows / 2, Default::default()),
+            mark: None,
+            columns: Vec::new(),
+        };
+        for (bi, c) in columns.iter().enumerate() {
+            for r in 0..c.key.len() {
+                let at = (
+                    u32::try_from(bi).map_err(|e| e.to_string())?,
+                    u32::try_from(r).map_err(|e| e.to_string())?,
+                );
+                let key: &'a [u8] = c.key.value(r);
+                let written = c.batch.value(r);
+                let slot = if key == TRUNCATE_KEY {
+                    &mut index.mark
+                } else {
+                    match index.latest.entry(key) {
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(at);
+                            continue;
+                        }
+                        std::collections::hash_map::Entry::Occupied(o) => {
+                            let (ob, or) = *o.get();
+                            if columns[ob as usize].batch.value(or as usize) < written {
+                                *o.into_mut() = at;
+                            }
+                            continue;
+                        }
+                    }
+                };
+                if slot
+                    .is_none_or(|(ob, or)| columns[ob as usize].batch.value(or as usize) < written)
+                {
+                    *slot = Some(at);
+                }
+            }
+        }
+        index.columns = columns;
+        Ok(index)
+    }
+
+    /// An entry's sequence, whether it is a tombstone, and when it was applied.
+    fn parts(&self, at: (u32, u32)) -> (&'a [u8], bool, i64) {
+        let c = &self.columns[at.0 as usize];
+        let r = at.1 as usize;
+        (c.seq.value(r), c.deleted.value(r), c.at_ms.value(r))
+    }
+}
+
+fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| format!("the CDC state has no column {name} of its type (a state written by an older version?)"))
+}
+
+/// Reads the state log: of each key `wanted` picks, the entry of the latest batch, and the
+/// truncate mark (the entry of the empty key).
+async fn read_state(
+    table: &deltalake::DeltaTable,
+    location: &str,
+    wanted: &(dyn Fn(&[u8]) -> bool + Sync),
+    keep: bool,
+) -> Result<StateRead, SinkError> {
+    let mut out = StateRead {
+        entries: FastMap::default(),
+        mark: None,
+        removes: Vec::new(),
+        log: Vec::new(),
+    };
+    if table.version().is_none() {
+        return Ok(out);
+    }
+    let err = |reason: String| data_err(location, reason);
+    let mut mark: Option<Logged> = None;
+    let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
+    let store = table.log_store().object_store(None);
+    let files: Vec<_> = snapshot
+        .log_data()
+        .into_iter()
+        .map(|f| {
+            (
+                f.object_store_path(),
+                u64::try_from(f.size()).unwrap_or(0),
+                f.remove_action(true),
+            )
+        })
+        .collect();
+    for (path, size, remove) in files {
+        out.removes.push(deltalake::kernel::Action::Remove(remove));
+        let reader = crate::storage::RangedFile {
+            store: Arc::clone(&store),
+            path: path.clone(),
+            size,
+        };
+        let mut stream = parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?
+            .with_batch_size(64 * 1024)
+            .build()
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        while let Some(b) = futures::TryStreamExt::try_next(&mut stream)
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?
+        {
+            let key = column::<BinaryArray>(&b, "key").map_err(err)?;
+            let seq = column::<BinaryArray>(&b, "seq").map_err(err)?;
+            let deleted = column::<BooleanArray>(&b, "deleted").map_err(err)?;
+            let at = column::<Int64Array>(&b, "at_ms").map_err(err)?;
+            let written = column::<Int64Array>(&b, "batch").map_err(err)?;
+            for i in 0..b.num_rows() {
+                let k = key.value(i);
+                let is_mark = k == TRUNCATE_KEY;
+                if !is_mark && !wanted(k) {
+                    continue;
+                }
+                let batch = written.value(i);
+                let current = if is_mark {
+                    mark.as_ref()
+                } else {
+                    out.entries.get(k)
+                };
+                if current.is_some_and(|c| c.batch >= batch) {
+                    continue;
+                }
+                let logged = Logged {
+                    entry: StateEntry {
+                        seq: seq.value(i).to_vec(),
+                        deleted: deleted.value(i),
+                        at_ms: at.value(i),
+                    },
+                    batch,
+                };
+                if is_mark {
+                    mark = Some(logged);
+                } else {
+                    out.entries.insert(k.to_vec(), logged);
+                }
+            }
+            if keep {
+                out.log.push(b);
+            }
+        }
+    }
+    out.mark = mark.map(|l| l.entry.seq);
+    Ok(out)
+}
+
+fn state_batch(entries: &[(Vec<u8>, Logged)]) -> RecordBatch {
     RecordBatch::try_new(
         state_schema(),
         vec![
-            Arc::new(StringArray::from(keys)),
-            Arc::new(StringArray::from(seqs)),
+            Arc::new(BinaryArray::from_iter_values(
+                entries.iter().map(|(k, _)| k.as_slice()),
+            )),
+            Arc::new(BinaryArray::from_iter_values(
+                entries.iter().map(|(_, l)| l.entry.seq.as_slice()),
+            )),
             Arc::new(BooleanArray::from(
-                entries.iter().map(|(_, e)| e.deleted).collect::<Vec<_>>(),
+                entries
+                    .iter()
+                    .map(|(_, l)| l.entry.deleted)
+                    .collect::<Vec<_>>(),
             )),
             Arc::new(Int64Array::from(
-                entries.iter().map(|(_, e)| e.at_ms).collect::<Vec<_>>(),
+                entries
+                    .iter()
+                    .map(|(_, l)| l.entry.at_ms)
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                entries.iter().map(|(_, l)| l.batch).collect::<Vec<_>>(),
             )),
         ],
     )

@@ -2,24 +2,41 @@
 //! feature): the rows a change touches are taken out of the files that hold them, those
 //! files are rewritten without them, and one commit removes the old files and adds the new.
 //!
-//! Each file is first read for the selecting columns only; a file with no selected row is
-//! left alone, so a batch whose keys are clustered rewrites only the files that hold them.
-//! Memory holds the taken rows and one file's batches, never the table.
+//! A file whose statistics (the add action's `minValues`/`maxValues`) say it cannot hold a
+//! selected row is not read at all; every other file is read once, whole, and rewritten
+//! only when it held a selected row, so a batch whose keys are clustered rewrites only the
+//! files that hold them. The candidate files are grouped into runs of about
+//! [`REWRITE_ROWS`] rows (small files join their neighbours, so the table does not split
+//! into ever more small files), and the runs are rewritten concurrently, one task each
+//! (two at a time), each into writers of its own capped at about [`REWRITE_ROWS`] rows a
+//! file: the table never becomes one file that every later batch must rewrite whole.
+//! Memory holds the taken rows and, per running task, one file's batches and its writer's
+//! open row group, never the table.
 
 use std::sync::Arc;
 
 use arrow_array::{BooleanArray, RecordBatch};
 use deltalake::DeltaTable;
 use deltalake::kernel::Action;
-use futures::TryStreamExt;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 
 use super::delta::{BatchWriter, SinkError};
 
+/// About how many rows one rewritten file holds (a soft cap: a run's last file may take a
+/// few more).
+pub const REWRITE_ROWS: usize = 256 * 1024;
+/// Runs rewritten at once (the decoding and encoding are CPU-bound).
+const CONCURRENT_RUNS: usize = 2;
+/// Rows per decoded batch while rewriting.
+const READ_BATCH_ROWS: usize = 8192;
+
 /// Chooses rows of a batch read with (at least) the selecting columns.
-pub type Selector<'a> = dyn Fn(&RecordBatch) -> Result<Vec<bool>, String> + Send + Sync + 'a;
+pub type Selector = dyn Fn(&RecordBatch) -> Result<Vec<bool>, String> + Send + Sync;
+
+/// Whether a file may hold a selected row, from its add action's statistics (the JSON
+/// `stats`, absent when the writer kept none): `false` leaves it unread.
+pub type Candidate<'a> = dyn Fn(Option<&serde_json::Value>) -> bool + Sync + 'a;
 
 /// What was taken out of the table.
 #[derive(Default)]
@@ -28,17 +45,27 @@ pub struct Taken {
     pub rows: Vec<RecordBatch>,
     /// The files rewritten, to remove in the commit that adds their survivors.
     pub removes: Vec<Action>,
+    /// The writers holding the survivors (the last one has room for more rows).
+    pub writers: Vec<BatchWriter>,
+    /// Files read (candidates by their statistics).
     pub files_read: usize,
 }
 
-/// Takes the rows `select` chooses out of `table`: files holding none are left alone; the
-/// other rows of a file holding some are written to `survivors`.
+struct RunOut {
+    rows: Vec<RecordBatch>,
+    removes: Vec<Action>,
+    writers: Vec<BatchWriter>,
+}
+
+/// Takes the rows `select` chooses out of `table`: files `candidate` rules out, and files
+/// holding no selected row, are left alone; the other rows of a file holding some are
+/// written to writers `new_writer` makes.
 pub async fn take_rows(
     table: &DeltaTable,
     location: &str,
-    select_columns: &[&str],
-    select: &Selector<'_>,
-    survivors: &mut BatchWriter,
+    candidate: &Candidate<'_>,
+    select: Arc<Selector>,
+    new_writer: &(dyn Fn() -> Result<BatchWriter, SinkError> + Sync),
 ) -> Result<Taken, SinkError> {
     let err = |reason: String| SinkError::Incompatible {
         location: location.to_string(),
@@ -50,75 +77,140 @@ pub async fn take_rows(
     }
     let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
     let store = table.log_store().object_store(None);
-    let files: Vec<_> = snapshot
-        .log_data()
-        .into_iter()
-        .map(|f| {
-            (
-                f.object_store_path(),
-                u64::try_from(f.size()).unwrap_or(0),
-                f.remove_action(true),
-            )
-        })
-        .collect();
+    // The candidate files, in the table's order, grouped into runs of about REWRITE_ROWS.
+    let mut runs: Vec<Vec<(object_store::path::Path, u64, Action)>> = Vec::new();
+    let mut run_sizes: Vec<usize> = Vec::new();
+    for f in snapshot.log_data() {
+        let stats = f
+            .stats()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+        if !candidate(stats.as_ref()) {
+            continue;
+        }
+        let rows = f.num_records().unwrap_or(REWRITE_ROWS);
+        match run_sizes.last_mut() {
+            Some(n) if *n + rows <= REWRITE_ROWS => *n += rows,
+            _ => {
+                runs.push(Vec::new());
+                run_sizes.push(rows);
+            }
+        }
+        runs.last_mut().expect("a run was pushed").push((
+            f.object_store_path(),
+            u64::try_from(f.size()).unwrap_or(0),
+            Action::Remove(f.remove_action(true)),
+        ));
+    }
+    taken.files_read = runs.iter().map(Vec::len).sum();
+    let mut tasks = Vec::with_capacity(runs.len());
+    for (files, rows) in runs.into_iter().zip(run_sizes) {
+        // Writers for about `rows` rows (unused ones write no file).
+        let writers = (0..=rows / REWRITE_ROWS)
+            .map(|_| new_writer())
+            .collect::<Result<Vec<_>, _>>()?;
+        let store = Arc::clone(&store);
+        let select = Arc::clone(&select);
+        let location = location.to_string();
+        tasks.push(async move {
+            tokio::spawn(rewrite_run(store, files, select, writers, location))
+                .await
+                .map_err(|e| SinkError::Incompatible {
+                    location: String::new(),
+                    reason: format!("a rewrite task failed: {e}"),
+                })?
+        });
+    }
+    // Runs finish in any order; the commit does not depend on it.
+    let mut outs = futures::stream::iter(tasks).buffer_unordered(CONCURRENT_RUNS);
+    let mut extra_writers = Vec::new();
+    while let Some(out) = outs.try_next().await? {
+        taken.rows.extend(out.rows);
+        taken.removes.extend(out.removes);
+        extra_writers.extend(out.writers);
+    }
+    taken.writers = extra_writers;
+    Ok(taken)
+}
+
+/// Reads each file of a run once and writes its unselected rows, taking the next of
+/// `writers` (a new file) past REWRITE_ROWS. A file without a selected row is not
+/// rewritten; its batches are held only until its first selected row shows.
+async fn rewrite_run(
+    store: Arc<dyn object_store::ObjectStore>,
+    files: Vec<(object_store::path::Path, u64, Action)>,
+    select: Arc<Selector>,
+    writers: Vec<BatchWriter>,
+    location: String,
+) -> Result<RunOut, SinkError> {
+    let err = |reason: String| SinkError::Incompatible {
+        location: location.clone(),
+        reason,
+    };
+    let mut out = RunOut {
+        rows: Vec::new(),
+        removes: Vec::new(),
+        writers: Vec::new(),
+    };
+    let mut spare = writers.into_iter();
+    let mut writer = spare.next().expect("a run has a writer");
+    let mut written = 0usize;
     for (path, size, remove) in files {
-        taken.files_read += 1;
-        let reader = || crate::storage::RangedFile {
+        let reader = crate::storage::RangedFile {
             store: Arc::clone(&store),
             path: path.clone(),
             size,
         };
-        // The footer is read once, for both passes.
-        let metadata = ArrowReaderMetadata::load_async(&mut reader(), Default::default())
+        let mut stream = ParquetRecordBatchStreamBuilder::new(reader)
             .await
-            .map_err(|e| err(format!("{path}: {e}")))?;
-        let open =
-            || ParquetRecordBatchStreamBuilder::new_with_metadata(reader(), metadata.clone());
-        // First the selecting columns only: does the file hold a selected row at all?
-        let builder = open();
-        let mask =
-            ProjectionMask::columns(builder.parquet_schema(), select_columns.iter().copied());
-        let keys: Vec<RecordBatch> = builder
-            .with_projection(mask)
-            .build()
             .map_err(|e| err(format!("{path}: {e}")))?
-            .try_collect()
-            .await
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
             .map_err(|e| err(format!("{path}: {e}")))?;
+        // Before the file's first selected row, its batches wait (a file holding none is
+        // left as it is); after it, they go straight to the writer.
+        let mut waiting = Vec::new();
         let mut holds = false;
-        for b in &keys {
-            if select(b)
-                .map_err(|e| err(format!("{path}: {e}")))?
-                .contains(&true)
-            {
-                holds = true;
-                break;
-            }
-        }
-        if !holds {
-            continue;
-        }
-        let mut stream = open().build().map_err(|e| err(format!("{path}: {e}")))?;
         while let Some(batch) = stream
             .try_next()
             .await
             .map_err(|e| err(format!("{path}: {e}")))?
         {
             let chosen = select(&batch).map_err(|e| err(format!("{path}: {e}")))?;
-            let keep = BooleanArray::from(chosen.iter().map(|c| !c).collect::<Vec<_>>());
-            let mask = BooleanArray::from(chosen);
-            let rows = arrow_select::filter::filter_record_batch(&batch, &mask)
-                .map_err(|e| err(e.to_string()))?;
-            let rest = arrow_select::filter::filter_record_batch(&batch, &keep)
-                .map_err(|e| err(e.to_string()))?;
-            if rows.num_rows() > 0 {
-                taken.rows.push(rows);
+            let survivors = if chosen.contains(&true) {
+                let keep = BooleanArray::from(chosen.iter().map(|c| !c).collect::<Vec<_>>());
+                let mask = BooleanArray::from(chosen);
+                out.rows.push(
+                    arrow_select::filter::filter_record_batch(&batch, &mask)
+                        .map_err(|e| err(e.to_string()))?,
+                );
+                holds = true;
+                arrow_select::filter::filter_record_batch(&batch, &keep)
+                    .map_err(|e| err(e.to_string()))?
+            } else {
+                batch
+            };
+            if !holds {
+                waiting.push(survivors);
+                continue;
             }
-            if rest.num_rows() > 0 {
-                survivors.write(rest).await?;
+            for b in waiting.drain(..).chain(std::iter::once(survivors)) {
+                if b.num_rows() == 0 {
+                    continue;
+                }
+                written += b.num_rows();
+                writer.write(b).await?;
+                if written >= REWRITE_ROWS
+                    && let Some(next) = spare.next()
+                {
+                    out.writers.push(std::mem::replace(&mut writer, next));
+                    written = 0;
+                }
             }
         }
-        taken.removes.push(Action::Remove(remove));
+        if holds {
+            out.removes.push(remove);
+        }
     }
-    Ok(taken)
+    out.writers.push(writer);
+    Ok(out)
 }

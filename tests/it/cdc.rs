@@ -709,6 +709,161 @@ fn dms_files_apply_full_load_first_then_changes() {
     }
 }
 
+/// The commit files of the Delta table at `table`, in order, as text.
+fn commit_texts(table: &Path) -> Vec<String> {
+    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    commits
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+fn state_table(s: &Scratch) -> std::path::PathBuf {
+    s.table().join("_autoloader").join("cdc_state")
+}
+
+#[test]
+fn the_state_survives_a_restart_and_is_appended_to() {
+    let s = Scratch::new();
+    // 123 inserted then deleted, 125 updated at 6: one run.
+    s.land("a.json", RECORDS[..6].join("\n") + "\n");
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    // Another process: late records, older than what the state remembers (125's update at
+    // 5, 123's at 5 after its delete at 6), change nothing.
+    s.land("b.json", RECORDS[6..].join("\n") + "\n");
+    let out = ok(&ingest(&s, &cdc_options(false), &[]));
+    assert_eq!(rows(&s.table()), EXAMPLE_A);
+    assert!(out.contains("2 stale"), "the late records are stale: {out}");
+    // A third run with a newer record of the deleted key brings it back.
+    s.land(
+        "c.json",
+        r#"{"userId": 123, "name": "Isabel", "city": "Leon", "operation": "UPDATE", "sequenceNum": 7}"#
+            .to_string()
+            + "\n",
+    );
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    let mut expected: Vec<&str> = vec!["123 Isabel Leon"];
+    expected.extend(EXAMPLE_A);
+    assert_eq!(rows(&s.table()), expected);
+    // The state's later commits append the entries their batch changed, removing nothing.
+    let state = commit_texts(&state_table(&s));
+    let last = state.last().unwrap();
+    assert!(last.contains("\"add\""), "{last}");
+    assert!(
+        !last.contains("\"remove\""),
+        "an append, not a rewrite: {last}"
+    );
+}
+
+#[test]
+fn the_state_is_compacted_and_the_table_stays_the_same() {
+    let s = Scratch::new();
+    for (i, r) in RECORDS.iter().enumerate() {
+        s.land(&format!("{i:02}.json"), format!("{r}\n"));
+    }
+    ok(&ingest(
+        &s,
+        &cdc_options(false),
+        &["cloudFiles.maxFilesPerTrigger=1"],
+    ));
+    assert_eq!(rows(&s.table()), EXAMPLE_A);
+    let state = commit_texts(&state_table(&s));
+    // One commit per batch (after the table's creation); some compact (remove the log's
+    // files, add tagged ones), the others only append.
+    let compactions: Vec<&String> = state
+        .iter()
+        .filter(|c| c.contains("\"compacted\":true") && c.contains("\"remove\""))
+        .collect();
+    let appends = state
+        .iter()
+        .filter(|c| c.contains("\"compacted\":false") && c.contains("\"add\""))
+        .count();
+    assert!(!compactions.is_empty(), "no compaction: {state:?}");
+    assert!(appends > 0, "no append: {state:?}");
+    assert!(
+        compactions[0].contains("autoloader.cdcCompacted"),
+        "compacted files are tagged: {}",
+        compactions[0]
+    );
+    // More records after the compactions: still the SCD 1 result (124 updated at 9).
+    s.land(
+        "99.json",
+        r#"{"userId": 124, "name": "Raul", "city": "Puebla", "operation": "UPDATE", "sequenceNum": 9}"#
+            .to_string()
+            + "\n",
+    );
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    assert_eq!(
+        rows(&s.table()),
+        [
+            "124 Raul Puebla",
+            "125 Mercedes Guadalajara",
+            "126 Lily Cancun"
+        ]
+    );
+}
+
+#[test]
+fn a_truncate_in_a_later_batch_empties_the_table_and_drops_older_records() {
+    let s = Scratch::new();
+    s.land("a.json", RECORDS[..4].join("\n") + "\n");
+    ok(&ingest(&s, &cdc_options(true), &[]));
+    assert_eq!(rows(&s.table()).len(), 4);
+    // The truncate at 3 alone: every row goes (all were sequenced at 1 or 2).
+    s.land("b.json", format!("{TRUNCATE}\n"));
+    ok(&ingest(&s, &cdc_options(true), &[]));
+    assert!(rows(&s.table()).is_empty(), "{:?}", rows(&s.table()));
+    // Later: a record below the mark is dropped, one after it applies.
+    s.land(
+        "c.json",
+        [RECORDS[5], RECORDS[0]].join("\n") + "\n", // 125 at 6; 124 at 1
+    );
+    ok(&ingest(&s, &cdc_options(true), &[]));
+    assert_eq!(rows(&s.table()), ["125 Mercedes Guadalajara"]);
+    // And a restart remembers the mark: 126 at 2 stays out.
+    s.land("d.json", format!("{}\n", RECORDS[3]));
+    ok(&ingest(&s, &cdc_options(true), &[]));
+    assert_eq!(rows(&s.table()), ["125 Mercedes Guadalajara"]);
+}
+
+#[test]
+fn tombstones_past_the_gc_threshold_are_forgotten() {
+    for (threshold, expected) in [
+        // The default (two days): the delete is remembered, the late update stays out.
+        (None, vec!["124 Raul Oaxaca"]),
+        // Zero seconds: the tombstone is collected, the late update inserts the row again.
+        (Some("0"), vec!["123 Isabel Chihuahua", "124 Raul Oaxaca"]),
+    ] {
+        let s = Scratch::new();
+        s.land(
+            "a.json",
+            [RECORDS[0], RECORDS[1], RECORDS[4]].join("\n") + "\n",
+        );
+        ok(&ingest(&s, &cdc_options(false), &[]));
+        assert_eq!(rows(&s.table()), ["124 Raul Oaxaca"]);
+        if let Some(t) = threshold {
+            ok(&run(
+                &[
+                    "table".to_string(),
+                    "set".to_string(),
+                    s.table().display().to_string(),
+                    format!("pipelines.cdc.tombstoneGCThresholdInSeconds={t}"),
+                ],
+                &[],
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.land("b.json", format!("{}\n", RECORDS[7])); // 123 at 5, below the delete at 6
+        ok(&ingest(&s, &cdc_options(false), &[]));
+        assert_eq!(rows(&s.table()), expected, "threshold {threshold:?}");
+    }
+}
+
 #[test]
 fn dms_needs_its_timestamp_column() {
     let s = Scratch::new();
@@ -860,4 +1015,64 @@ except_column_list = ["_rescued_data"]
         table_rows(&dir.join("silver/customers"), "id").1,
         DEBEZIUM_TABLE
     );
+}
+
+#[test]
+fn a_clustered_batch_rewrites_only_the_files_holding_its_keys() {
+    let s = Scratch::new();
+    // Three batches of new keys: three files of consecutive ids, none rewritten.
+    for f in 0..3 {
+        let lines: Vec<String> = (f * 100 + 1..=f * 100 + 100)
+            .map(|id| {
+                format!(
+                    r#"{{"userId": {id}, "name": "n{id}", "city": "c", "operation": "INSERT", "sequenceNum": 1}}"#
+                )
+            })
+            .collect();
+        s.land(&format!("{f}.json"), lines.join("\n") + "\n");
+    }
+    let opts = [
+        cdc_options(false),
+        vec!["cloudFiles.maxFilesPerTrigger=1".into()],
+    ]
+    .concat();
+    ok(&ingest(&s, &opts, &[]));
+    let info = |c: &str, k: &str| -> i64 {
+        let v: serde_json::Value = c
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get("commitInfo").is_some())
+            .unwrap();
+        v["commitInfo"]["autoloader"]["cdc"][k].as_i64().unwrap()
+    };
+    let commits = commit_texts(&s.table());
+    let merges: Vec<&String> = commits.iter().filter(|c| c.contains("MERGE")).collect();
+    assert_eq!(merges.len(), 3);
+    for m in &merges {
+        assert_eq!(info(m, "filesRewritten"), 0, "inserts of new keys: {m}");
+        assert_eq!(
+            info(m, "filesRead"),
+            0,
+            "pruned by the files' key ranges: {m}"
+        );
+    }
+    // Updates of ids 150..=160: only the second file holds them.
+    let lines: Vec<String> = (150..=160)
+        .map(|id| {
+            format!(
+                r#"{{"userId": {id}, "name": "u{id}", "city": "c", "operation": "UPDATE", "sequenceNum": 2}}"#
+            )
+        })
+        .collect();
+    s.land("3.json", lines.join("\n") + "\n");
+    ok(&ingest(&s, &opts, &[]));
+    let commits = commit_texts(&s.table());
+    let last = commits.last().unwrap();
+    assert_eq!(info(last, "filesRewritten"), 1, "{last}");
+    assert_eq!(info(last, "filesRead"), 1, "{last}");
+    assert_eq!(info(last, "rowsUpdated"), 11, "{last}");
+    let all = rows(&s.table());
+    assert_eq!(all.len(), 300);
+    assert!(all.contains(&"155 u155 c".to_string()), "{all:?}");
+    assert!(all.contains(&"149 n149 c".to_string()), "{all:?}");
 }

@@ -30,7 +30,7 @@ use crate::cdc::scd2::{self, Record, Values};
 use crate::cdc::{END_AT, START_AT};
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, SinkError};
-use crate::target::rewrite::take_rows;
+use parquet::basic::Compression;
 
 /// The records table's own columns, before the records' columns.
 const KEY: &str = "__cdc_key";
@@ -222,34 +222,28 @@ impl CdcTarget {
                 &self.spec.sequence_by,
             )
             .map_err(|e| data_err(&loc, e))?;
-            let key_encoder = RowEncoder::new(&self.spec.keys, &target_schema)
-                .map_err(|e| data_err(&loc, e.to_string()))?;
-            let touched = &keys;
-            let select = |b: &RecordBatch| -> Result<Vec<bool>, String> {
-                let ks = key_encoder.encode(b).map_err(|e| e.to_string())?;
-                Ok(ks.iter().map(|k| touched.contains(k)).collect())
+            let new_writer = || {
+                self.target
+                    .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
             };
-            let key_columns: Vec<&str> = self.spec.keys.iter().map(String::as_str).collect();
-            let mut writer = self.target.writer(&target_schema, &[], &[])?;
-            let taken = take_rows(
-                self.target.table(),
-                &loc,
-                &key_columns,
-                &select,
-                &mut writer,
-            )
-            .await?;
+            let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
+            let mut taken = self.take_keys(&target_schema, touched, &new_writer).await?;
             let (inserted, updated, deleted) =
                 count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
                     .map_err(|e| data_err(&loc, e))?;
             if rows.num_rows() > 0 {
-                writer.write(rows).await?;
+                // Into the last rewritten file, which has room (else a new one).
+                if taken.writers.is_empty() {
+                    taken.writers.push(new_writer()?);
+                }
+                let last = taken.writers.last_mut().expect("a writer was pushed");
+                last.write(rows).await?;
             }
             info["cdc"] = json!({
                 "scdType": 2,
                 "rowsInserted": inserted, "rowsUpdated": updated, "rowsDeleted": deleted,
                 "recordsStale": stale, "sequenceTies": ties,
-                "filesRewritten": taken.removes.len(),
+                "filesRewritten": taken.removes.len(), "filesRead": taken.files_read,
             });
             let operation = DeltaOperation::Merge {
                 predicate: None,
@@ -271,7 +265,7 @@ impl CdcTarget {
             let v = self
                 .target
                 .commit_with(
-                    BatchWriters(vec![writer]),
+                    BatchWriters(taken.writers),
                     taken.removes,
                     Some(operation),
                     app_id,
