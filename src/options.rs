@@ -1385,7 +1385,7 @@ pub fn parse_bytes(key: &str, value: &str) -> Result<u64, OptionsError> {
         .ok_or_else(|| invalid(key, value, "too large"))
 }
 
-/// Parses `500ms`, `3s`, `2m`, `1h`, `3 seconds` (a bare number is seconds).
+/// Parses `500ms`, `3s`, `2m`, `1h`, `7d`, `3 seconds` (a bare number is seconds).
 pub fn parse_duration(key: &str, value: &str) -> Result<std::time::Duration, OptionsError> {
     let v = value.trim().to_ascii_lowercase();
     let digits_end = v
@@ -1400,6 +1400,7 @@ pub fn parse_duration(key: &str, value: &str) -> Result<std::time::Duration, Opt
         "ms" | "millis" | "milliseconds" => n / 1000.0,
         "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
         "h" | "hour" | "hours" => n * 3600.0,
+        "d" | "day" | "days" => n * 86400.0,
         _ => return Err(invalid(key, value, "expected a duration such as 3s")),
     };
     std::time::Duration::try_from_secs_f64(secs).map_err(|_| invalid(key, value, "out of range"))

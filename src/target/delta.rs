@@ -536,14 +536,7 @@ impl DeltaAppend {
         partition_columns: &[String],
         keep_last: &[String],
     ) -> Result<BatchWriter, SinkError> {
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(1).expect("level 1 is valid"),
-            ))
-            .set_max_row_group_row_count(Some(128 * 1024))
-            .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
-            .set_dictionary_page_size_limit(DICT_LIMIT)
-            .build();
+        let props = writer_properties();
         let writer = if self.exists() {
             RecordBatchWriter::for_table(&self.table)
         } else {
@@ -716,6 +709,19 @@ impl DeltaAppend {
         self.table.state = Some(finalized.snapshot());
         Ok(finalized.version())
     }
+}
+
+/// How every Parquet file of a table is written (ingest and `optimize` alike): zstd, row
+/// groups closed by rows or bytes, a small dictionary page limit.
+pub(crate) fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).expect("level 1 is valid"),
+        ))
+        .set_max_row_group_row_count(Some(128 * 1024))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+        .set_dictionary_page_size_limit(DICT_LIMIT)
+        .build()
 }
 
 /// The table property counting resets (full or checkpoints-only).
