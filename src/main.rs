@@ -796,6 +796,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     first_writer: pipeline::FirstWriter::Alone,
                     upstream: Vec::new(),
                     table_properties: Vec::new(),
+                    auto_compact: None,
                     flow: flow.spec()?,
                     cdc,
                     once: None,

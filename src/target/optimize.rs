@@ -43,6 +43,20 @@ use crate::storage::StorageSettings;
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
 /// A partition is compacted when it holds at least this many small files.
 pub const DEFAULT_MIN_FILES: usize = 2;
+/// Auto compaction runs after this many batch commits of a stream, unless the table's
+/// `optimize.everyCommits` says otherwise.
+pub const AUTO_COMPACT_EVERY: u64 = 50;
+/// The table property that turns auto compaction on (Delta's name for it).
+pub const AUTO_COMPACT_PROPERTY: &str = "delta.autoOptimize.autoCompact";
+
+/// A table's `optimize` section in the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoCompact {
+    /// `optimize.autoCompact = true` (else the table property decides).
+    pub enabled: bool,
+    pub every_commits: u64,
+}
+
 /// Commit attempts against a table other writers keep committing to.
 const COMMIT_ATTEMPTS: u32 = 50;
 /// Rows per batch read from an input file.
@@ -162,6 +176,27 @@ pub async fn optimize(
 ) -> Result<OptimizeReport, MaintenanceError> {
     let mut sink = open_existing(table, storage).await?;
     compact(&mut sink, settings).await
+}
+
+/// A stream's auto compaction: compacts with the default settings when `configured` or
+/// when the table's `delta.autoOptimize.autoCompact` is true; `None` when neither is.
+pub async fn auto_compact(
+    table: &Location,
+    storage: &StorageSettings,
+    configured: bool,
+) -> Result<Option<OptimizeReport>, MaintenanceError> {
+    let mut sink = open_existing(table, storage).await?;
+    let enabled = configured
+        || sink
+            .properties()?
+            .get(AUTO_COMPACT_PROPERTY)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if !enabled {
+        return Ok(None);
+    }
+    Ok(Some(
+        compact(&mut sink, &OptimizeSettings::default()).await?,
+    ))
 }
 
 pub(crate) async fn open_existing(

@@ -104,7 +104,6 @@ pub async fn vacuum(
     }
     let mut files: Vec<String> = Vec::new();
     for (mode, retention) in passes {
-        crate::testing::failpoint::hit("before-vacuum");
         // Each pass from the latest version (the previous one committed its own).
         sink.refresh().await?;
         let (_, metrics) = sink

@@ -267,11 +267,7 @@ fn killed_at_any_moment_optimize_leaves_the_rows_once_and_a_rerun_compacts() {
     one_file_batches(&s, 60);
     let all: Vec<i64> = (0..60).collect();
     // At each step it has.
-    for point in [
-        "optimize-mid-read",
-        "before-optimize-commit",
-        "after-optimize-commit",
-    ] {
+    for point in autoloader::testing::failpoint::OPTIMIZE_NAMES {
         let out = run(
             &args("optimize", &table, &["--target-size", "4k"]),
             &[("AUTOLOADER_FAILPOINT", point)],
@@ -465,4 +461,115 @@ fn vacuum_frees_the_replaced_files_and_never_touches_autoloader_or_a_fresh_file(
     s.land("late.json", common::orders_jsonl(30, 31));
     ok(&s.ingest(&["cloudFiles.inferColumnTypes=true"]));
     s.assert_ids_once(0..31, "after vacuum");
+}
+
+/// A config's streams into a table with `optimize.autoCompact` (or the table property),
+/// 12 one-file batches: compacted in the background after every 5 commits.
+fn auto_compact_run(table_section: &str) -> (Scratch, PathBuf, Vec<Vec<serde_json::Value>>) {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    for i in 0..12u64 {
+        s.land(&format!("o{i:04}.json"), common::orders_jsonl(i, i + 1));
+    }
+    let config = dir.join("streams.toml");
+    fs::write(
+        &config,
+        format!(
+            r#"
+{table_section}
+
+[[stream]]
+name = "orders"
+source = "landing"
+table = "bronze/orders"
+[stream.options]
+"cloudFiles.maxFilesPerTrigger" = 1
+"cloudFiles.inferColumnTypes" = true
+"#
+        ),
+    )
+    .unwrap();
+    ok(&run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    ));
+    let table = dir.join("bronze/orders");
+    let last = fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count() as u64;
+    let commits = (0..last).map(|v| commit(&table, v)).collect();
+    (s, table, commits)
+}
+
+fn operations(commits: &[Vec<serde_json::Value>]) -> Vec<String> {
+    commits
+        .iter()
+        .filter_map(|c| c.iter().find_map(|a| a.get("commitInfo")))
+        .map(|ci| ci["operation"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn auto_compaction_declared_in_the_config_compacts_in_the_background_of_the_stream() {
+    let (_s, table, commits) = auto_compact_run(
+        "[[table]]\npath = \"bronze/orders\"\noptimize.autoCompact = true\noptimize.everyCommits = 5",
+    );
+    let ops = operations(&commits);
+    let optimizes = ops.iter().filter(|o| *o == "OPTIMIZE").count();
+    assert!(optimizes >= 1, "no OPTIMIZE commit: {ops:?}");
+    assert!(active_files(&table).len() < 12, "compacted");
+    assert_eq!(python_ids(&table), (0..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_auto_compact_table_property_turns_it_on_and_without_either_nothing_compacts() {
+    // The property alone, applied by the run's declared properties: every 50 commits, so
+    // 12 commits do not compact...
+    let (_s, table, commits) = auto_compact_run(
+        "[[table]]\npath = \"bronze/orders\"\n[table.properties]\n\"delta.autoOptimize.autoCompact\" = \"true\"",
+    );
+    assert!(!operations(&commits).contains(&"OPTIMIZE".to_string()));
+    let read = common::read_with_python(&table, "order_id");
+    assert_eq!(
+        read["configuration"]["delta.autoOptimize.autoCompact"],
+        "true"
+    );
+    // ...with everyCommits = 5 and no autoCompact in the config, the property decides
+    // (from the run after the one that created the table and then applied it).
+    let (s, table, commits) = auto_compact_run(
+        "[[table]]\npath = \"bronze/orders\"\noptimize.everyCommits = 5\n[table.properties]\n\"delta.autoOptimize.autoCompact\" = \"true\"",
+    );
+    assert!(!operations(&commits).contains(&"OPTIMIZE".to_string()));
+    for i in 12..18u64 {
+        s.land(&format!("o{i:04}.json"), common::orders_jsonl(i, i + 1));
+    }
+    let config = s.dir.path().join("streams.toml");
+    ok(&run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    ));
+    let versions = fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count() as u64;
+    let commits: Vec<_> = (0..versions).map(|v| commit(&table, v)).collect();
+    assert!(operations(&commits).contains(&"OPTIMIZE".to_string()));
+    assert_eq!(python_ids(&table), (0..18).collect::<Vec<_>>());
+    // Neither: no compaction.
+    let (_s, _table, commits) =
+        auto_compact_run("[[table]]\npath = \"bronze/orders\"\noptimize.everyCommits = 5");
+    assert!(!operations(&commits).contains(&"OPTIMIZE".to_string()));
 }
