@@ -1088,23 +1088,30 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                 print_json(&report, false);
             } else if let Some(version) = report.version {
                 println!(
-                    "{}: {} files -> {} ({} small files in {} partitions into {}; {} -> {}) \
-                     in version {version}, {:.1}s",
+                    "{}: {} -> {} ({} small {} of {} {} rewritten into {}; {} -> {}) in \
+                     version {version}, {:.1} s",
                     report.table,
-                    report.files_before,
-                    report.files_after,
+                    files(report.files_before),
+                    files(report.files_after),
                     report.files_removed,
+                    plural(report.files_removed as u64, "file"),
                     report.partitions_optimized,
-                    report.files_added,
+                    plural(report.partitions_optimized as u64, "partition"),
+                    files(report.files_added),
                     human_bytes(report.bytes_removed as f64),
                     human_bytes(report.bytes_added as f64),
                     report.seconds
                 );
             } else {
                 println!(
-                    "{}: {} files, nothing to compact ({} partitions with fewer small files \
-                     than --min-files); nothing committed",
-                    report.table, report.files_before, report.partitions_skipped
+                    "{}: {}, nothing to compact ({} with fewer small files than \
+                     --min-files); nothing committed",
+                    report.table,
+                    files(report.files_before),
+                    match report.partitions_skipped {
+                        0 => "no partition".to_string(),
+                        n => format!("{n} {}", plural(n as u64, "partition")),
+                    }
                 );
             }
             Ok(())
@@ -1678,6 +1685,11 @@ fn print_table(info: &autoloader::tables::TableInfo) {
             f.checkpoint
         );
     }
+}
+
+/// `1 file`, `30 files`.
+fn files(n: usize) -> String {
+    format!("{n} {}", plural(n as u64, "file"))
 }
 
 fn plural(n: u64, one: &str) -> String {
