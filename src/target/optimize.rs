@@ -656,3 +656,69 @@ impl PartitionSelector {
         Ok((0..chosen.len()).map(|i| chosen.value(i)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_checked_in_one_place() {
+        let s =
+            OptimizeSettings::new(Some("256MiB"), Some(10), Some("day = '2026-11-30'")).unwrap();
+        assert_eq!((s.target_size, s.min_files), (256 << 20, 10));
+        assert_eq!(s.condition.unwrap().columns(), ["day"]);
+        let d = OptimizeSettings::new(None, None, None).unwrap();
+        assert_eq!((d.target_size, d.min_files), (128 << 20, 2));
+        assert!(OptimizeSettings::new(Some("12 parsecs"), None, None).is_err());
+        assert!(
+            OptimizeSettings::new(Some("10"), None, None)
+                .unwrap_err()
+                .is_usage()
+        );
+        assert!(OptimizeSettings::new(None, Some(0), None).is_err());
+        assert!(
+            OptimizeSettings::new(None, None, Some("day = "))
+                .unwrap_err()
+                .is_usage()
+        );
+        let v = super::super::vacuum::VacuumSettings::new(Some("7d"), false, false).unwrap();
+        assert_eq!(v.retain, super::super::vacuum::DEFAULT_RETAIN);
+        assert!(super::super::vacuum::VacuumSettings::new(Some("soon"), false, false).is_err());
+    }
+
+    #[test]
+    fn a_batch_is_conformed_to_the_table_with_its_partition_values() {
+        use arrow_array::Int64Array;
+        use arrow_schema::{DataType, Field};
+        let target = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("late", DataType::Utf8, true),
+            Field::new("day", DataType::Date32, true),
+        ]));
+        let file = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, true)])),
+            vec![Arc::new(arrow_array::Int32Array::from(vec![1, 2]))],
+        )
+        .unwrap();
+        let values = HashMap::from([("day", Some("2026-11-30"))]);
+        let out = conform(&file, &target, &["day".to_string()], &values).unwrap();
+        assert_eq!(out.schema(), target);
+        assert_eq!(
+            out.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values(),
+            &[1, 2]
+        );
+        assert_eq!(
+            out.column(1).null_count(),
+            2,
+            "a column the file predates is null"
+        );
+        assert_eq!(
+            arrow_cast::display::array_value_to_string(out.column(2), 1).unwrap(),
+            "2026-11-30"
+        );
+    }
+}
