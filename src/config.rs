@@ -96,6 +96,25 @@ struct TableConfig {
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     properties: BTreeMap<String, toml::Value>,
+    /// Auto compaction of the table by its streams (`optimize.autoCompact = true`).
+    #[serde(default)]
+    optimize: Option<TableOptimize>,
+}
+
+/// `optimize.autoCompact = true`: each stream writing into the table compacts its small
+/// files in the background after every `everyCommits` batch commits (as `autoloader
+/// optimize` does, 128 MiB files). The table property `delta.autoOptimize.autoCompact =
+/// "true"` turns it on too. Not for CDC streams.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(inline)]
+struct TableOptimize {
+    /// Compact in the background of the table's streams.
+    #[serde(default)]
+    auto_compact: bool,
+    /// After this many batch commits of a stream (default 50).
+    #[schemars(range(min = 1))]
+    every_commits: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -417,6 +436,7 @@ pub fn load(
                 first_writer: FirstWriter::Alone,
                 upstream,
                 table_properties: Vec::new(),
+                auto_compact: None,
                 flow,
                 cdc,
                 once: s.once.then(|| OnceFlow {
@@ -523,8 +543,24 @@ pub fn load(
                 t.path
             )));
         }
+        let auto_compact = match &t.optimize {
+            Some(o) if o.every_commits == Some(0) => {
+                return Err(invalid(format!(
+                    "table {}: optimize.everyCommits is at least 1",
+                    t.path
+                )));
+            }
+            Some(o) => Some(crate::target::optimize::AutoCompact {
+                enabled: o.auto_compact,
+                every_commits: o
+                    .every_commits
+                    .unwrap_or(crate::target::optimize::AUTO_COMPACT_EVERY),
+            }),
+            None => None,
+        };
         for w in writers {
             w.request.table_properties = properties.clone();
+            w.request.auto_compact = auto_compact;
         }
     }
     // Streams sharing a table: the first declared writes the table's first schema, so its

@@ -56,6 +56,9 @@ pub enum Error {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Cdc(#[from] crate::cdc::CdcError),
+    /// `optimize` and `vacuum`.
+    #[error(transparent)]
+    Maintenance(#[from] crate::target::optimize::MaintenanceError),
     /// An I/O failure outside any stream (the async runtime, the metrics listener).
     #[error("{what}: {source}")]
     Io {
@@ -92,6 +95,8 @@ impl Error {
             Error::Table(_) => ErrorClass::Usage,
             Error::Reset(e) => reset_class(e),
             Error::StreamsFailed { class, .. } => *class,
+            Error::Maintenance(e) if e.is_usage() => ErrorClass::Usage,
+            Error::Maintenance(_) => ErrorClass::Failed,
             Error::Io { .. } => ErrorClass::Failed,
         }
     }

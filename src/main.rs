@@ -375,6 +375,51 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compact small files: per partition, files smaller than the target are concatenated
+    /// (oldest first) into files near the target size, in one OPTIMIZE commit with
+    /// dataChange=false (streaming readers ignore it). Safe beside a running stream.
+    #[command(after_help = EXIT_CODES)]
+    Optimize {
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location)]
+        table: Location,
+        /// Size of the files written, e.g. 128MiB, 512m, 1g [default: 128MiB].
+        #[arg(long, value_name = "SIZE")]
+        target_size: Option<String>,
+        /// Leave a partition alone when it has fewer small files than this [default: 2].
+        #[arg(long, value_name = "N")]
+        min_files: Option<usize>,
+        /// Only partitions for which this condition over partition columns holds, in the
+        /// flows' where language: "day >= '2026-11-01' AND region = 'kr'".
+        #[arg(long = "where", value_name = "PREDICATE")]
+        condition: Option<String>,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete files no version within the retention reads (what optimize replaced, files
+    /// of commits that never landed). Never _delta_log, _autoloader (the checkpoints) or a
+    /// file not committed yet that is younger than an hour.
+    #[command(after_help = EXIT_CODES)]
+    Vacuum {
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location)]
+        table: Location,
+        /// Keep files removed less than this long ago, e.g. 168h, 7d [default: 168h];
+        /// shorter than the table's delta.deletedFileRetentionDuration needs --force.
+        #[arg(long, value_name = "DURATION")]
+        retain: Option<String>,
+        /// List the files it would delete; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Allow a retention shorter than the table's delta.deletedFileRetentionDuration
+        /// (readers of older versions lose their files).
+        #[arg(long)]
+        force: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
         /// The Delta table: a local directory or s3://BUCKET/PATH.
@@ -751,6 +796,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     first_writer: pipeline::FirstWriter::Alone,
                     upstream: Vec::new(),
                     table_properties: Vec::new(),
+                    auto_compact: None,
                     flow: flow.spec()?,
                     cdc,
                     once: None,
@@ -1023,6 +1069,84 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             },
             state,
         ),
+        Command::Optimize {
+            table,
+            target_size,
+            min_files,
+            condition,
+            json,
+        } => {
+            use autoloader::target::optimize;
+            let settings = optimize::OptimizeSettings::new(
+                target_size.as_deref(),
+                min_files,
+                condition.as_deref(),
+            )?;
+            check_s3(state, [&table])?;
+            let report = runtime()?.block_on(optimize::optimize(&table, state, &settings))?;
+            if json {
+                print_json(&report, false);
+            } else if let Some(version) = report.version {
+                println!(
+                    "{}: {} -> {} ({} small {} of {} {} rewritten into {}; {} -> {}) in \
+                     version {version}, {:.1} s",
+                    report.table,
+                    files(report.files_before),
+                    files(report.files_after),
+                    report.files_removed,
+                    plural(report.files_removed as u64, "file"),
+                    report.partitions_optimized,
+                    plural(report.partitions_optimized as u64, "partition"),
+                    files(report.files_added),
+                    human_bytes(report.bytes_removed as f64),
+                    human_bytes(report.bytes_added as f64),
+                    report.seconds
+                );
+            } else {
+                println!(
+                    "{}: {}, nothing to compact ({} with fewer small files than \
+                     --min-files); nothing committed",
+                    report.table,
+                    files(report.files_before),
+                    match report.partitions_skipped {
+                        0 => "no partition".to_string(),
+                        n => format!("{n} {}", plural(n as u64, "partition")),
+                    }
+                );
+            }
+            Ok(())
+        }
+        Command::Vacuum {
+            table,
+            retain,
+            dry_run,
+            force,
+            json,
+        } => {
+            use autoloader::target::vacuum;
+            let settings = vacuum::VacuumSettings::new(retain.as_deref(), dry_run, force)?;
+            check_s3(state, [&table])?;
+            let report = runtime()?.block_on(vacuum::vacuum(&table, state, &settings))?;
+            if json {
+                print_json(&report, false);
+            } else {
+                for f in &report.files {
+                    println!("{f}");
+                }
+                let verb = if report.dry_run {
+                    "would delete"
+                } else {
+                    "deleted"
+                };
+                println!(
+                    "{}: {verb} {} files (retention {}h)",
+                    report.table,
+                    report.files.len(),
+                    report.retain_hours
+                );
+            }
+            Ok(())
+        }
         Command::Options { json } => {
             print!("{}", options::describe(json));
             Ok(())
@@ -1567,6 +1691,11 @@ fn print_table(info: &autoloader::tables::TableInfo) {
             f.checkpoint
         );
     }
+}
+
+/// `1 file`, `30 files`.
+fn files(n: usize) -> String {
+    format!("{n} {}", plural(n as u64, "file"))
 }
 
 fn plural(n: u64, one: &str) -> String {

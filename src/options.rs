@@ -1395,7 +1395,7 @@ pub fn parse_bytes(key: &str, value: &str) -> Result<u64, OptionsError> {
         .ok_or_else(|| invalid(key, value, "too large"))
 }
 
-/// Parses `500ms`, `3s`, `2m`, `1h`, `3 seconds` (a bare number is seconds).
+/// Parses `500ms`, `3s`, `2m`, `1h`, `7d`, `3 seconds` (a bare number is seconds).
 pub fn parse_duration(key: &str, value: &str) -> Result<std::time::Duration, OptionsError> {
     crate::parse::scalars::duration(value).map_err(|reason| invalid(key, value, reason))
 }

@@ -106,6 +106,16 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
              generations that `autoloader reset` writes); they are not set by hand",
         ));
     }
+    if key.eq_ignore_ascii_case(crate::target::optimize::AUTO_COMPACT_PROPERTY) {
+        // Read by autoloader's streams (auto compaction), written as Delta names it.
+        return match value.trim().to_ascii_lowercase().as_str() {
+            v @ ("true" | "false") => Ok((
+                crate::target::optimize::AUTO_COMPACT_PROPERTY.to_string(),
+                v.to_string(),
+            )),
+            _ => Err(refuse("delta.autoOptimize.autoCompact is true or false")),
+        };
+    }
     if key.to_ascii_lowercase().starts_with("delta.") {
         return Err(refuse(
             "delta.* properties change how Delta readers and writers treat the table; \
@@ -167,6 +177,11 @@ mod tests {
         assert!(parse_property("=x").is_err());
         let err = parse_property("autoloader.resetGeneration=0").unwrap_err();
         assert!(err.to_string().contains("bookkeeping"), "{err}");
+        assert_eq!(
+            parse_property("delta.autoOptimize.autoCompact = TRUE").unwrap(),
+            ("delta.autoOptimize.autoCompact".into(), "true".into())
+        );
+        assert!(parse_property("delta.autoOptimize.autoCompact=yes").is_err());
         let err = parse_property("delta.appendOnly=true").unwrap_err();
         assert!(err.to_string().contains("not supported here yet"), "{err}");
     }

@@ -298,7 +298,7 @@ pub fn format_timestamp(micros: i64) -> String {
         .unwrap_or_default()
 }
 
-/// A duration as options write it: `3s`, `500ms`, `5m`, `26h` (seconds without a unit).
+/// A duration as options write it: `3s`, `500ms`, `5m`, `26h`, `7d` (seconds without a unit).
 pub fn duration(value: &str) -> Result<std::time::Duration, &'static str> {
     let v = value.trim().to_ascii_lowercase();
     let digits_end = v
@@ -311,6 +311,7 @@ pub fn duration(value: &str) -> Result<std::time::Duration, &'static str> {
         "ms" | "millis" | "milliseconds" => n / 1000.0,
         "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
         "h" | "hour" | "hours" => n * 3600.0,
+        "d" | "day" | "days" => n * 86400.0,
         _ => return Err("expected a duration such as 3s"),
     };
     std::time::Duration::try_from_secs_f64(secs).map_err(|_| "out of range")

@@ -140,6 +140,8 @@ pub struct IngestRequest {
     pub first_writer: FirstWriter,
     /// Delta table properties declared for the table (`[[table]]`), applied each run.
     pub table_properties: Vec<(String, String)>,
+    /// The table's `optimize` section (`[[table]]`): auto compaction and how often.
+    pub auto_compact: Option<crate::target::optimize::AutoCompact>,
     /// Which columns and rows reach the table (default: all).
     pub flow: FlowSpec,
     /// Streams of the same run whose table this stream reads (a Delta source): with

@@ -60,6 +60,10 @@ pub struct StreamRun<'a> {
     /// The overdue snapshot last reported: (last snapshot time, intervals missed).
     overdue_reported: Option<(i64, i64)>,
     summary: Summary,
+    /// Auto compaction (`optimize.autoCompact`): the one running in the background, and
+    /// the stream's batch count when it was started.
+    compaction: Option<tokio::task::JoinHandle<()>>,
+    batches_at_compaction: u64,
 }
 
 /// The checkpoint remembers the schema location it started with and refuses another: a
@@ -228,6 +232,8 @@ impl<'a> StreamRun<'a> {
             snapshots_taken: Default::default(),
             snapshots_unchanged: Default::default(),
             overdue_reported: None,
+            compaction: None,
+            batches_at_compaction: 0,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -518,10 +524,14 @@ impl<'a> StreamRun<'a> {
 
     /// Ends a run: records `stream_stopped` or `stream_failed` and returns the summary.
     pub async fn finish(
-        &self,
+        &mut self,
         result: Result<(), IngestError>,
         started: Instant,
     ) -> Result<Summary, IngestError> {
+        // A compaction under way finishes (or fails) first, rather than leaving its files.
+        if let Some(compaction) = self.compaction.take() {
+            let _ = compaction.await;
+        }
         let outcome = self.finish_events(result, started);
         self.telemetry.alerter.close(ALERT_DRAIN).await;
         outcome
@@ -832,6 +842,13 @@ impl<'a> StreamRun<'a> {
                 self.checkpoint
                     .set_meta(SNAPSHOT_LAST_TAKEN, &plan.created_at_ms.to_string())?;
             }
+            maybe_compact(
+                self.req,
+                self.sink.exists(),
+                self.summary.batches,
+                &mut self.compaction,
+                &mut self.batches_at_compaction,
+            );
         }
         // Every file of the listing is planned or was ingested before.
         self.source.advance();
@@ -847,4 +864,46 @@ impl<'a> StreamRun<'a> {
         }
         Ok(())
     }
+}
+
+/// Auto compaction: after every `everyCommits` batches this stream committed, the table is
+/// compacted in the background (`target/optimize.rs` `auto_compact`, which also reads the
+/// table's `delta.autoOptimize.autoCompact`); never two at once, a failure a warning. Not
+/// for a CDC table: delta-rs' conflict checker would let the next MERGE commit over files
+/// the compaction replaced.
+fn maybe_compact(
+    req: &IngestRequest,
+    exists: bool,
+    batches: u64,
+    running: &mut Option<tokio::task::JoinHandle<()>>,
+    batches_at_compaction: &mut u64,
+) {
+    use crate::target::optimize;
+    if req.cdc.is_some() || !exists {
+        return;
+    }
+    let every = req
+        .auto_compact
+        .map_or(optimize::AUTO_COMPACT_EVERY, |a| a.every_commits);
+    if batches < *batches_at_compaction + every
+        || running.as_ref().is_some_and(|h| !h.is_finished())
+    {
+        return;
+    }
+    *batches_at_compaction = batches;
+    let table = req.table.clone();
+    let storage = req.storage.clone();
+    let configured = req.auto_compact.is_some_and(|a| a.enabled);
+    *running = Some(tokio::spawn(async move {
+        match optimize::auto_compact(&table, &storage, configured).await {
+            Ok(Some(r)) if r.version.is_some() => info!(
+                table = %table, version = r.version, removed = r.files_removed, added = r.files_added,
+                "Auto compaction: compacted small files."
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                warn!(table = %table, error = %e, "Auto compaction failed; the stream goes on.")
+            }
+        }
+    }));
 }

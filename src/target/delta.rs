@@ -555,12 +555,7 @@ impl DeltaAppend {
         keep_last: &[String],
         compression: Compression,
     ) -> Result<BatchWriter, SinkError> {
-        let props = WriterProperties::builder()
-            .set_compression(compression)
-            .set_max_row_group_row_count(Some(128 * 1024))
-            .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
-            .set_dictionary_page_size_limit(DICT_LIMIT)
-            .build();
+        let props = writer_properties_with(compression);
         let writer = if self.exists() {
             RecordBatchWriter::for_table(&self.table)
         } else {
@@ -733,6 +728,24 @@ impl DeltaAppend {
         self.table.state = Some(finalized.snapshot());
         Ok(finalized.version())
     }
+}
+
+/// How every Parquet file of a table is written (ingest and `optimize` alike): zstd, row
+/// groups closed by rows or bytes, a small dictionary page limit.
+pub(crate) fn writer_properties() -> WriterProperties {
+    writer_properties_with(Compression::ZSTD(
+        ZstdLevel::try_new(1).expect("level 1 is valid"),
+    ))
+}
+
+/// [`writer_properties`] with another compression.
+pub(crate) fn writer_properties_with(compression: Compression) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(128 * 1024))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+        .set_dictionary_page_size_limit(DICT_LIMIT)
+        .build()
 }
 
 /// The table property counting resets (full or checkpoints-only).

@@ -58,6 +58,13 @@ pub const RESET_NAMES: &[&str] = &[
     "reset-after-aside",
 ];
 
+/// Failpoints of `autoloader optimize`, in the order it reaches them (`tests/it/optimize.rs`).
+pub const OPTIMIZE_NAMES: &[&str] = &[
+    "optimize-mid-read",
+    "before-optimize-commit",
+    "after-optimize-commit",
+];
+
 /// The failpoint a ONCE flow reaches after recording its completion (`pipeline/once.rs`).
 pub const ONCE_COMPLETE: &str = "after-once-complete";
 

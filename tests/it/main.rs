@@ -19,6 +19,7 @@ mod layout;
 mod lifecycle;
 mod locations;
 mod once;
+mod optimize;
 mod reader;
 mod reports;
 mod reset;
