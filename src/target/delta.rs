@@ -633,9 +633,21 @@ impl DeltaAppend {
                 Some(chrono::Utc::now().timestamp_millis()),
             ))
             .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
+        // A rewrite (a MERGE's removes) commits only on the snapshot it checked: delta-rs'
+        // conflict check passes over another writer's `dataChange=false` removes, so a
+        // compaction of the same files meanwhile would otherwise leave their rows twice.
+        let rewrites = actions.iter().any(|a| matches!(a, Action::Remove(_)));
+        let props = if rewrites {
+            props.with_max_retries(0)
+        } else {
+            props
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
+            if rewrites {
+                self.check_removes_active(&actions)?;
+            }
             crate::testing::failpoint::hit("before-delta-commit");
             // The new schema is made against the table as it is at this attempt, so a
             // column another writer added meanwhile is kept, not overwritten.
@@ -708,6 +720,37 @@ impl DeltaAppend {
 
     /// One append commit of `actions` (what delta-rs' `flush_and_commit` does, for the
     /// files of several writers at once).
+    /// Every file `actions` removes is still in the table as last read: else another
+    /// writer replaced it (a compaction) after the batch read it, and nothing is committed.
+    fn check_removes_active(&self, actions: &[Action]) -> Result<(), SinkError> {
+        let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| delta_err(&self.location, e))?;
+        let active: std::collections::HashSet<String> = snapshot
+            .log_data()
+            .into_iter()
+            .map(|f| name(&f.path()))
+            .collect();
+        for a in actions {
+            if let Action::Remove(r) = a
+                && !active.contains(&name(&r.path))
+            {
+                return Err(SinkError::Incompatible {
+                    location: self.location.clone(),
+                    reason: format!(
+                        "file {} that this batch rewrites was replaced by another writer (an \
+                         optimize?) after the batch read it; nothing of the batch was \
+                         committed: run again, and the batch applies to the table as it is",
+                        r.path
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     async fn commit_actions(
         &mut self,
         actions: &[Action],

@@ -1076,3 +1076,64 @@ fn a_clustered_batch_rewrites_only_the_files_holding_its_keys() {
     assert!(all.contains(&"155 u155 c".to_string()), "{all:?}");
     assert!(all.contains(&"149 n149 c".to_string()), "{all:?}");
 }
+
+/// An `optimize` that compacts the files a CDC batch is rewriting, between the batch's read
+/// and its commit: the batch commits nothing and says so, and the next run applies it to
+/// the compacted table, every row once.
+#[test]
+fn a_merge_over_files_compacted_meanwhile_commits_nothing_and_applies_on_the_rerun() {
+    let s = Scratch::new();
+    let opts = [
+        cdc_options(false),
+        vec!["cloudFiles.maxFilesPerTrigger=1".into()],
+    ]
+    .concat();
+    // Three files of inserts (ids 1..=30), then one batch updating a key of each.
+    for f in 0..3u32 {
+        let lines: Vec<String> = (f * 10 + 1..=f * 10 + 10)
+            .map(|id| {
+                format!(
+                    r#"{{"userId": {id}, "name": "n{id}", "city": "c", "operation": "INSERT", "sequenceNum": 1}}"#
+                )
+            })
+            .collect();
+        s.land(&format!("{f}.json"), lines.join("\n") + "\n");
+    }
+    ok(&ingest(&s, &opts, &[]));
+    s.land(
+        "3.json",
+        [5u32, 15, 25]
+            .map(|id| {
+                format!(
+                    r#"{{"userId": {id}, "name": "u{id}", "city": "c", "operation": "UPDATE", "sequenceNum": 2}}"#
+                )
+            })
+            .join("\n")
+            + "\n",
+    );
+    let slow = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(ingest_args(&s, &opts, &[]))
+        .env("AUTOLOADER_FAILPOINT", "before-delta-commit=sleep(3000)")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    ok(&run(
+        &["optimize".into(), s.table().display().to_string()],
+        &[],
+    ));
+    let out = slow.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("replaced by another writer"),
+        "{}",
+        stderr(&out)
+    );
+    ok(&ingest(&s, &opts, &[]));
+    let all = rows(&s.table());
+    assert_eq!(all.len(), 30, "every row once: {all:?}");
+    for id in [5, 15, 25] {
+        assert!(all.contains(&format!("{id} u{id} c")), "{all:?}");
+    }
+}
