@@ -104,15 +104,10 @@ impl SnapshotSpec {
                 "it must differ from ingest_time_column",
             ));
         }
-        let skip_unchanged = match get("skip_unchanged").unwrap_or("true") {
-            v if v.eq_ignore_ascii_case("true") => true,
-            v if v.eq_ignore_ascii_case("false") => false,
-            other => {
-                return Err(invalid(
-                    "skip_unchanged",
-                    format!("{other}: expected true or false"),
-                ));
-            }
+        let skip_unchanged = match get("skip_unchanged") {
+            None => true,
+            Some(v) => crate::parse::scalars::parse_bool(v)
+                .ok_or_else(|| invalid("skip_unchanged", format!("{v}: expected true or false")))?,
         };
         let expected_interval = get("expected_interval")
             .map(|v| {

@@ -232,15 +232,14 @@ impl CdcSpec {
                  too); use stored_as_scd_type = 1",
             ));
         }
-        let ignore_null_updates = match get("ignore_null_updates").unwrap_or("false") {
-            v if v.eq_ignore_ascii_case("true") => true,
-            v if v.eq_ignore_ascii_case("false") => false,
-            other => {
-                return Err(invalid(
+        let ignore_null_updates = match get("ignore_null_updates") {
+            None => false,
+            Some(v) => crate::parse::scalars::parse_bool(v).ok_or_else(|| {
+                invalid(
                     "ignore_null_updates",
-                    format!("{other}: expected true or false"),
-                ));
-            }
+                    format!("{v}: expected true or false"),
+                )
+            })?,
         };
         Ok(Some(CdcSpec {
             keys,

@@ -162,27 +162,11 @@ pub fn upserted_rows(
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         // Source 0 is the changes' column; 1.. the current rows' batches.
-        let mut sources: Vec<ArrayRef> = Vec::with_capacity(1 + current.len());
-        sources.push(
-            changes
-                .column_by_name(field.name())
-                .cloned()
-                .unwrap_or_else(|| {
-                    arrow_array::new_null_array(field.data_type(), changes.num_rows())
-                }),
-        );
-        for b in current {
-            sources.push(
-                b.column_by_name(field.name()).cloned().unwrap_or_else(|| {
-                    arrow_array::new_null_array(field.data_type(), b.num_rows())
-                }),
-            );
-        }
-        for s in &mut sources {
-            if s.data_type() != field.data_type() {
-                *s = arrow_cast::cast(s, field.data_type()).map_err(data)?;
-            }
-        }
+        let sources: Vec<ArrayRef> = std::iter::once(changes)
+            .chain(current)
+            .map(|b| crate::record::column_as(b, field))
+            .collect::<Result<_, _>>()
+            .map_err(data)?;
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(upserts.len());
         for (change, existing) in upserts {
             let RowChange::Upsert {

@@ -97,6 +97,22 @@ impl TableLayout {
     }
 }
 
+/// `batch`'s column named as `field`, of `field`'s type: cast where its type differs, null
+/// where the batch lacks it (a batch older than a widened schema).
+pub fn column_as(
+    batch: &arrow_array::RecordBatch,
+    field: &ArrowField,
+) -> Result<arrow_array::ArrayRef, arrow_schema::ArrowError> {
+    match batch.column_by_name(field.name()) {
+        Some(c) if c.data_type() == field.data_type() => Ok(Arc::clone(c)),
+        Some(c) => arrow_cast::cast(c, field.data_type()),
+        None => Ok(arrow_array::new_null_array(
+            field.data_type(),
+            batch.num_rows(),
+        )),
+    }
+}
+
 pub(crate) fn metadata_fields() -> Fields {
     Fields::from(vec![
         ArrowField::new("file_path", ArrowType::Utf8, true),

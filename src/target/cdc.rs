@@ -563,23 +563,7 @@ impl CdcTarget {
         metrics["filesRewritten"] = taken.removes.len().into();
         metrics["filesRead"] = taken.files_read.into();
         info["cdc"] = metrics.clone();
-        let operation = DeltaOperation::Merge {
-            predicate: None,
-            merge_predicate: Some(format!(
-                "target.{} = source.{}",
-                self.spec.keys.join(" AND target."),
-                self.spec.keys.join(" AND source.")
-            )),
-            matched_predicates: vec![MergePredicate {
-                action_type: "update".into(),
-                predicate: None,
-            }],
-            not_matched_predicates: vec![MergePredicate {
-                action_type: "insert".into(),
-                predicate: None,
-            }],
-            not_matched_by_source_predicates: Vec::new(),
-        };
+        let operation = merge_operation(&self.spec.keys);
         let v = self
             .target
             .commit_with(
@@ -736,6 +720,28 @@ impl CdcTarget {
                 self.target.location()
             )
         }))
+    }
+}
+
+/// The `MERGE` operation a batch's target commit records: matched by the keys, updated
+/// when matched, inserted when not (what a reader of the table's history expects).
+fn merge_operation(keys: &[String]) -> DeltaOperation {
+    DeltaOperation::Merge {
+        predicate: None,
+        merge_predicate: Some(format!(
+            "target.{} = source.{}",
+            keys.join(" AND target."),
+            keys.join(" AND source.")
+        )),
+        matched_predicates: vec![MergePredicate {
+            action_type: "update".into(),
+            predicate: None,
+        }],
+        not_matched_predicates: vec![MergePredicate {
+            action_type: "insert".into(),
+            predicate: None,
+        }],
+        not_matched_by_source_predicates: Vec::new(),
     }
 }
 

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{Schema, SchemaRef};
 use deltalake::DeltaTableError;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
@@ -573,12 +573,7 @@ fn conform(
             arrow_cast::cast(&text, field.data_type())
                 .map_err(|e| format!("partition value {name}={value:?}: {e}"))?
         } else {
-            match batch.column_by_name(name) {
-                Some(c) if c.data_type() == field.data_type() => Arc::clone(c),
-                Some(c) => arrow_cast::cast(c, field.data_type())
-                    .map_err(|e| format!("column {name}: {e}"))?,
-                None => new_null_array(field.data_type(), n),
-            }
+            crate::record::column_as(batch, field).map_err(|e| format!("column {name}: {e}"))?
         };
         columns.push(column);
     }

@@ -16,7 +16,6 @@ use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, Struc
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use deltalake::DeltaTable;
-use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
@@ -24,7 +23,7 @@ use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::{CdcTarget, data_err, widen};
+use super::{CdcTarget, column, data_err, widen};
 use crate::cdc::keys::RowEncoder;
 use crate::cdc::scd2::{self, Record, Values};
 use crate::cdc::{END_AT, START_AT};
@@ -127,12 +126,9 @@ impl CdcTarget {
         let mut records: Vec<(Vec<u8>, Record)> = Vec::new();
         let mut row = 0usize;
         for b in &kept {
-            let key = binary_column(b, KEY)?;
-            let seq = binary_column(b, SEQ)?;
-            let delete = b
-                .column_by_name(DELETE)
-                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
-                .ok_or_else(|| data_err(&loc, "the CDC records have no delete column"))?;
+            let key = column::<BinaryArray>(b, KEY).map_err(|e| data_err(&loc, e))?;
+            let seq = column::<BinaryArray>(b, SEQ).map_err(|e| data_err(&loc, e))?;
+            let delete = column::<BooleanArray>(b, DELETE).map_err(|e| data_err(&loc, e))?;
             for i in 0..b.num_rows() {
                 records.push((
                     key.value(i).to_vec(),
@@ -245,23 +241,7 @@ impl CdcTarget {
                 "recordsStale": stale, "sequenceTies": ties,
                 "filesRewritten": taken.removes.len(), "filesRead": taken.files_read,
             });
-            let operation = DeltaOperation::Merge {
-                predicate: None,
-                merge_predicate: Some(format!(
-                    "target.{} = source.{}",
-                    self.spec.keys.join(" AND target."),
-                    self.spec.keys.join(" AND source.")
-                )),
-                matched_predicates: vec![MergePredicate {
-                    action_type: "update".into(),
-                    predicate: None,
-                }],
-                not_matched_predicates: vec![MergePredicate {
-                    action_type: "insert".into(),
-                    predicate: None,
-                }],
-                not_matched_by_source_predicates: Vec::new(),
-            };
+            let operation = super::merge_operation(&self.spec.keys);
             let v = self
                 .target
                 .commit_with(
@@ -348,25 +328,12 @@ fn data_schema(schema: &Schema) -> SchemaRef {
     ))
 }
 
-fn binary_column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a BinaryArray, SinkError> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<BinaryArray>())
-        .ok_or_else(|| SinkError::Incompatible {
-            location: String::new(),
-            reason: format!("the CDC records have no binary column {name}"),
-        })
-}
-
 /// `batch`'s columns in `schema`: by name, cast where the type differs, null where absent.
 fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
     let columns = schema
         .fields()
         .iter()
-        .map(|f| match batch.column_by_name(f.name()) {
-            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => arrow_cast::cast(c, f.data_type()).map_err(|e| format!("{}: {e}", f.name())),
-            None => Ok(arrow_array::new_null_array(f.data_type(), batch.num_rows())),
-        })
+        .map(|f| crate::record::column_as(batch, f).map_err(|e| format!("{}: {e}", f.name())))
         .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new_with_options(
         schema.clone(),
@@ -453,11 +420,8 @@ impl RecordValues {
         let mut tracked = Vec::new();
         let mut rows = Vec::new();
         for f in columns {
-            let array = match all.column_by_name(f.name()) {
-                Some(c) if c.data_type() == f.data_type() => c.clone(),
-                Some(c) => arrow_cast::cast(c, f.data_type()).map_err(|e| e.to_string())?,
-                None => arrow_array::new_null_array(f.data_type(), all.num_rows()),
-            };
+            let array =
+                crate::record::column_as(all, f).map_err(|e| format!("{}: {e}", f.name()))?;
             let tracks = spec.tracks(f.name());
             rows.push(if tracks {
                 let converter = RowConverter::new(vec![SortField::new(f.data_type().clone())])
