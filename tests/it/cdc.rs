@@ -388,14 +388,7 @@ stored_as_scd_type = 1
 /// The README's `[stream.cdc]` example, as printed there, on Databricks' records.
 #[test]
 fn the_readme_cdc_config_runs() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let toml = readme
-        .split("## APPLY CHANGES")
-        .nth(1)
-        .and_then(|s| s.split("```toml\n").nth(1))
-        .and_then(|b| b.split("```").next())
-        .expect("the README has the CDC example");
+    let toml = common::readme_block("## APPLY CHANGES", "toml");
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customer_cdc");
@@ -882,13 +875,7 @@ fn dms_needs_its_timestamp_column() {
 #[test]
 fn the_readme_preset_examples_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let block = readme
-        .split("### Presets for change envelopes")
-        .nth(1)
-        .and_then(|s| s.split("```sh\n").nth(1))
-        .and_then(|b| b.split("```").next())
-        .expect("the README has the preset examples");
+    let block = common::readme_block("### Presets for change envelopes", "sh");
     let s = Scratch::new();
     let mut tables = Vec::new();
     for line in block.lines().filter(|l| !l.trim().is_empty()) {

@@ -261,17 +261,7 @@ fn random_sigkills_of_a_silver_flow_lose_and_duplicate_nothing() {
 /// new landing files into bronze and on into silver.
 #[test]
 fn the_readme_bronze_to_silver_config_runs() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
-        .split("### A Delta table as a source")
-        .nth(1)
-        .expect("README has the section");
-    let toml = section
-        .split("```toml\n")
-        .nth(1)
-        .and_then(|b| b.split("```").next())
-        .expect("the section has a toml block");
+    let toml = common::readme_block("### A Delta table as a source", "toml");
     let s = Scratch::new();
     let config = s.dir.path().join("streams.toml");
     std::fs::write(&config, toml).unwrap();

@@ -398,14 +398,7 @@ fn an_scd2_flow_killed_at_every_step_gives_the_uninterrupted_table() {
 
 #[test]
 fn the_readme_scd2_config_runs() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let toml = readme
-        .split("### SCD type 2")
-        .nth(1)
-        .and_then(|s| s.split("```toml\n").nth(1))
-        .and_then(|b| b.split("```").next())
-        .expect("the README has the SCD type 2 example");
+    let toml = common::readme_block("### SCD type 2", "toml");
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customer_cdc");
@@ -442,17 +435,7 @@ fn records_sharing_a_sequence_follow_the_documented_rule_and_emit_an_event() {
         ["1 B x 5-null"],
         "the later upsert wins; the delete wins over upserts (nothing to close)"
     );
-    let out = ok(&run(
-        &[
-            "events".into(),
-            "--checkpoint".into(),
-            s.table().join("_autoloader").display().to_string(),
-            "--type".into(),
-            "sequence_ties".into(),
-            "--json".into(),
-        ],
-        &[],
-    ));
-    let event: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    assert_eq!(event["ties"], 3, "{out}");
+    let events = common::events_of(&s.table().join("_autoloader"), "sequence_ties");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["ties"], 3, "{events:?}");
 }

@@ -198,19 +198,9 @@ fn a_late_snapshot_raises_snapshot_overdue() {
     ok(&run(&ingest_args(&s, &opts), &[]));
     std::thread::sleep(Duration::from_millis(1500));
     ok(&run(&ingest_args(&s, &opts), &[]));
-    let out = ok(&run(
-        &[
-            "events".into(),
-            "--checkpoint".into(),
-            s.table().join("_autoloader").display().to_string(),
-            "--type".into(),
-            "snapshot_overdue".into(),
-            "--json".into(),
-        ],
-        &[],
-    ));
-    let event: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    assert_eq!(event["expectedIntervalSeconds"], 1, "{out}");
+    let events = common::events_of(&s.table().join("_autoloader"), "snapshot_overdue");
+    assert!(!events.is_empty(), "no snapshot_overdue event");
+    assert_eq!(events[0]["expectedIntervalSeconds"], 1, "{events:?}");
 }
 
 #[test]
@@ -232,14 +222,7 @@ fn a_stamp_name_the_data_has_is_refused() {
 
 #[test]
 fn the_readme_snapshot_config_runs() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let toml = readme
-        .split("## Snapshot flows")
-        .nth(1)
-        .and_then(|s| s.split("```toml\n").nth(1))
-        .and_then(|b| b.split("```").next())
-        .expect("the README has the snapshot example");
+    let toml = common::readme_block("## Snapshot flows", "toml");
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customers");

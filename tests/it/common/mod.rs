@@ -622,3 +622,36 @@ pub fn sigkill_until_done(args: &[String], mut after_kill: impl FnMut(u64)) -> u
         assert!(kills < 300, "the stream never finished");
     }
 }
+
+/// The first `lang` code block after `heading` in the README (the examples the tests run
+/// as printed).
+pub fn readme_block(heading: &str, lang: &str) -> String {
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    readme
+        .split(heading)
+        .nth(1)
+        .and_then(|s| s.split(&format!("```{lang}\n")).nth(1))
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("the README has a {lang} block after {heading}"))
+        .to_string()
+}
+
+/// The events of type `kind` in the stream's event log (`autoloader events --json`).
+pub fn events_of(checkpoint: &Path, kind: &str) -> Vec<serde_json::Value> {
+    let out = run(
+        &[
+            "events".into(),
+            "--checkpoint".into(),
+            checkpoint.display().to_string(),
+            "--type".into(),
+            kind.into(),
+            "--json".into(),
+        ],
+        &[],
+    );
+    ok(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an event is JSON"))
+        .collect()
+}
