@@ -391,7 +391,7 @@ pub fn load(
             .flatten()
             .map(|(k, v)| (k.clone(), cdc_text(v)))
             .collect();
-        let cdc = crate::cdc::CdcSpec::from_pairs(&cdc_pairs)
+        let cdc = crate::cdc::CdcSpec::from_pairs_for(&cdc_pairs, settings.snapshot.as_ref())
             .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         let source_format = match &s.source_format {
             None => SourceFormat::Detect,

@@ -771,10 +771,13 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     .map(|o| options::split_key_value(o))
                     .collect::<Result<Vec<_>, _>>()?;
                 let (pairs, cdc_pairs) = autoloader::cdc::CdcSpec::split_options(pairs);
-                let cdc = autoloader::cdc::CdcSpec::from_pairs(&cdc_pairs)?;
                 let checkpoint =
                     checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
                 let (mut settings, warnings) = options::resolve(&pairs, &checkpoint)?;
+                let cdc = autoloader::cdc::CdcSpec::from_pairs_for(
+                    &cdc_pairs,
+                    settings.snapshot.as_ref(),
+                )?;
                 for w in warnings {
                     tracing::warn!("{w}");
                 }

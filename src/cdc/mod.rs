@@ -59,7 +59,23 @@ pub struct CdcSpec {
     pub ignore_null_updates: bool,
     /// `format`: the change envelope a preset unwraps (none: plain records).
     pub format: Option<preset::Envelope>,
+    /// AUTO CDC from snapshots: the snapshot flow's stamps, which sequence the changes.
+    pub from_snapshots: Option<FromSnapshots>,
 }
+
+/// AUTO CDC from snapshots (a `[stream.snapshot]` flow with `[stream.cdc]`): each snapshot
+/// is diffed against the target into change records (`target/cdc/from_snapshots.rs`),
+/// sequenced by the snapshot's ingest time. The stamp columns are never target columns
+/// and never compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FromSnapshots {
+    pub ingest_time_column: String,
+    pub snapshot_id_column: String,
+}
+
+/// The column the snapshot diff marks its delete records with (true: the key is absent
+/// from the snapshot).
+pub const SNAPSHOT_DELETE: &str = "__snapshot_delete";
 
 /// The SCD type 2 target's version columns: when a version starts (inclusive) and ends
 /// (exclusive, null while it is current), of the sequence's type.
@@ -112,6 +128,16 @@ impl CdcSpec {
     /// Parses settings given as `key = value` pairs (without the `cdc.` prefix; lists
     /// comma-separated). `None` when there are none: the flow appends.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Option<CdcSpec>, CdcError> {
+        Self::from_pairs_for(pairs, None)
+    }
+
+    /// [`Self::from_pairs`] for a stream that may be a snapshot flow: then the changes are
+    /// the snapshots' differences, sequenced by their ingest time, and `sequence_by`,
+    /// the conditions and `format` do not apply.
+    pub fn from_pairs_for(
+        pairs: &[(String, String)],
+        snapshot: Option<&crate::snapshot::SnapshotSpec>,
+    ) -> Result<Option<CdcSpec>, CdcError> {
         if pairs.is_empty() {
             return Ok(None);
         }
@@ -122,6 +148,31 @@ impl CdcSpec {
                 return Err(CdcError::Unknown(key.to_string()));
             }
             map.insert(key, v.trim().to_string());
+        }
+        if let Some(snapshot) = snapshot {
+            for (k, why) in [
+                (
+                    "sequence_by",
+                    "the snapshots' order is the sequence (their ingest time)",
+                ),
+                (
+                    "apply_as_deletes",
+                    "a key absent from a snapshot is deleted",
+                ),
+                (
+                    "apply_as_truncates",
+                    "a key absent from a snapshot is deleted",
+                ),
+                ("format", "a snapshot holds rows, not change events"),
+            ] {
+                if map.contains_key(k) {
+                    return Err(invalid(
+                        k,
+                        format!("AUTO CDC from snapshots takes none: {why}; leave it out"),
+                    ));
+                }
+            }
+            map.insert("sequence_by", snapshot.ingest_time_column.clone());
         }
         let get = |k: &str| map.get(k).map(String::as_str);
         let keys = names(
@@ -255,6 +306,10 @@ impl CdcSpec {
             track_history,
             ignore_null_updates,
             format,
+            from_snapshots: snapshot.map(|s| FromSnapshots {
+                ingest_time_column: s.ingest_time_column.clone(),
+                snapshot_id_column: s.snapshot_id_column.clone(),
+            }),
         }))
     }
 
@@ -273,6 +328,13 @@ impl CdcSpec {
     /// Whether change column `name` goes into the target. A preset's own columns
     /// (`__op`, `__dms_phase`, ...) only when `column_list` names them.
     pub fn keeps(&self, name: &str) -> bool {
+        if let Some(s) = &self.from_snapshots
+            && (name == s.ingest_time_column
+                || name == s.snapshot_id_column
+                || name == SNAPSHOT_DELETE)
+        {
+            return false;
+        }
         if self.format.is_some()
             && preset::GENERATED.contains(&name)
             && !matches!(&self.columns, ColumnSelection::Only(list) if list.iter().any(|c| c == name))
@@ -400,6 +462,17 @@ impl CdcSpec {
 
     /// The delete and truncate conditions, bound to each batch's columns as it comes.
     pub fn conditions(&self, zone: chrono_tz::Tz) -> (Option<RowCondition>, Option<RowCondition>) {
+        if self.from_snapshots.is_some() {
+            // The snapshot diff marks its deletes itself.
+            let marked: RowCondition = std::sync::Arc::new(|batch: &arrow_array::RecordBatch| {
+                let flags = batch
+                    .column_by_name(SNAPSHOT_DELETE)
+                    .and_then(|c| c.as_any().downcast_ref::<arrow_array::BooleanArray>())
+                    .ok_or_else(|| format!("the snapshot's changes have no {SNAPSHOT_DELETE}"))?;
+                Ok(flags.iter().map(|f| f == Some(true)).collect())
+            });
+            return (Some(marked), None);
+        }
         let make = |text: &Option<String>| {
             text.clone().map(|text| -> RowCondition {
                 std::sync::Arc::new(move |batch: &arrow_array::RecordBatch| {
@@ -423,6 +496,31 @@ mod tests {
         p.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_snapshot_flow_is_sequenced_by_its_ingest_time_and_takes_no_conditions() {
+        let snapshot = crate::snapshot::SnapshotSpec::from_pairs(&pairs(&[("unit", "file")]))
+            .unwrap()
+            .unwrap();
+        let spec = CdcSpec::from_pairs_for(&pairs(&[("keys", "id")]), Some(&snapshot))
+            .unwrap()
+            .unwrap();
+        assert_eq!(spec.sequence_by, ["_ingested_at"]);
+        assert!(!spec.keeps("_ingested_at") && !spec.keeps("_snapshot_id"));
+        assert!(!spec.keeps(SNAPSHOT_DELETE) && spec.keeps("name"));
+        for bad in ["sequence_by", "apply_as_deletes", "format"] {
+            let err =
+                CdcSpec::from_pairs_for(&pairs(&[("keys", "id"), (bad, "x")]), Some(&snapshot))
+                    .unwrap_err()
+                    .to_string();
+            assert!(
+                err.contains(bad) && err.contains("AUTO CDC from snapshots"),
+                "{err}"
+            );
+        }
+        // Without a snapshot flow, sequence_by stays required.
+        assert!(CdcSpec::from_pairs(&pairs(&[("keys", "id")])).is_err());
     }
 
     #[test]

@@ -100,21 +100,12 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
-        if settings.snapshot.is_some() {
-            if req.cdc.is_some() {
-                return Err(IngestError::Config(
-                    "AUTO CDC from snapshots ([stream.snapshot] with [stream.cdc]) is not \
-                     supported yet: keep the history table, or apply changes from a change feed"
-                        .into(),
-                ));
-            }
-            if req.source.reads_delta() {
-                return Err(IngestError::Config(
-                    "a snapshot flow reads files that are replaced; a Delta table source is \
-                     read commit by commit: leave out [stream.snapshot]"
-                        .into(),
-                ));
-            }
+        if settings.snapshot.is_some() && req.source.reads_delta() {
+            return Err(IngestError::Config(
+                "a snapshot flow reads files that are replaced; a Delta table source is read \
+                 commit by commit: leave out [stream.snapshot]"
+                    .into(),
+            ));
         }
         let source = own_output::source_without_own_output(req)?;
         let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
@@ -823,7 +814,7 @@ impl<'a> StreamRun<'a> {
             let plan = Plan {
                 batch,
                 files: files.to_vec(),
-                created_at_ms: now_ms(),
+                created_at_ms: self.plan_time()?,
             };
             self.checkpoint.write_plan(&plan)?;
             debug!(
@@ -853,6 +844,20 @@ impl<'a> StreamRun<'a> {
         // Every file of the listing is planned or was ingested before.
         self.source.advance();
         self.save_source_position()
+    }
+
+    /// A new plan's creation time. A snapshot's is its ingest time, which sequences AUTO
+    /// CDC from snapshots: later than the last snapshot's, even if the clock went back.
+    fn plan_time(&self) -> Result<i64, IngestError> {
+        let now = now_ms();
+        if self.req.settings.snapshot.is_none() {
+            return Ok(now);
+        }
+        let last = self
+            .checkpoint
+            .meta(SNAPSHOT_LAST_TAKEN)?
+            .and_then(|v| v.parse::<i64>().ok());
+        Ok(last.map_or(now, |last| now.max(last + 1)))
     }
 
     /// Saves the source's own position (a Delta table's next version) when it moved.

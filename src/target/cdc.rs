@@ -45,6 +45,7 @@ use crate::clock::now_ms;
 use crate::location::Location;
 use crate::storage::StorageSettings;
 
+mod from_snapshots;
 mod scd2;
 
 /// The table property that says how long a tombstone is kept (Databricks' name).
@@ -211,6 +212,10 @@ impl CdcTarget {
         let loc = self.target.location().to_string();
         self.last = None;
         let collected = writers.collected();
+        // AUTO CDC from snapshots: the snapshot becomes its differences from the target.
+        let collected = self
+            .snapshot_changes(collected, app_id, batch, &info)
+            .await?;
         if self.spec.stored_as_scd_type == 2 {
             let changes = match collected.first() {
                 Some(first) => {

@@ -245,6 +245,47 @@ impl DeltaAppend {
             .map_err(|e| delta_err(&self.location, e))
     }
 
+    /// The version whose commit holds `txn(app_id, batch)`, looked for from the latest
+    /// version back (a batch's commit is among the last ones); `None` when no commit left
+    /// in the log holds it.
+    pub async fn version_of_batch(
+        &self,
+        app_id: &str,
+        batch: u64,
+    ) -> Result<Option<u64>, SinkError> {
+        let Some(latest) = self.table.version() else {
+            return Ok(None);
+        };
+        let wanted = i64::try_from(batch).unwrap_or(i64::MAX);
+        let store = self.table.log_store();
+        for version in (0..=latest).rev() {
+            let Some(bytes) = store
+                .read_commit_entry(version)
+                .await
+                .map_err(|e| delta_err(&self.location, e))?
+            else {
+                return Ok(None);
+            };
+            for line in bytes.split(|b| *b == b'\n') {
+                let Ok(action) = serde_json::from_slice::<serde_json::Value>(line) else {
+                    continue;
+                };
+                let Some(txn) = action.get("txn") else {
+                    continue;
+                };
+                if txn.get("appId").and_then(serde_json::Value::as_str) != Some(app_id) {
+                    continue;
+                }
+                match txn.get("version").and_then(serde_json::Value::as_i64) {
+                    Some(v) if v == wanted => return Ok(Some(version)),
+                    Some(v) if v < wanted => return Ok(None),
+                    _ => {}
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The `autoloader` commit info of every commit still in the table's log, with its
     /// commit time, oldest first: what a lost checkpoint is rebuilt from.
     pub async fn autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {

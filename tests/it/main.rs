@@ -26,6 +26,7 @@ mod reset;
 mod s3;
 mod scd2;
 mod schemas;
+mod snapshot_cdc;
 mod snapshots;
 mod tables;
 mod watch;
