@@ -370,10 +370,16 @@ pub fn load(
                 option_text(v),
             )
         }));
-        // A relative schema location is relative to the config file too.
+        // A relative schema location (or move destination) is relative to the config
+        // file too.
         for (k, v) in &mut raw {
-            if k.eq_ignore_ascii_case("cloudFiles.schemaLocation") {
-                *v = location("cloudFiles.schemaLocation", v)?.to_string();
+            for key in [
+                "cloudFiles.schemaLocation",
+                "cloudFiles.cleanSource.moveDestination",
+            ] {
+                if k.eq_ignore_ascii_case(key) {
+                    *v = location(key, v)?.to_string();
+                }
             }
         }
         let (mut settings, warnings) =

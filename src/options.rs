@@ -354,23 +354,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         "how long a file is tracked for deduplication",
         "every ingested file is tracked for the life of the checkpoint",
     ),
-    not_yet(
+    opt(
         "cloudFiles.cleanSource",
         "OFF",
-        "delete or move processed files",
-        "remove ingested files yourself; `autoloader status` lists what was ingested",
+        "OFF, DELETE or MOVE: what becomes of a file once its rows are committed and the retention passed",
     ),
-    not_yet(
+    opt(
         "cloudFiles.cleanSource.retentionDuration",
         "30 days",
-        "when cleanSource acts",
-        "see cloudFiles.cleanSource",
+        "how long after its ingestion a file is cleaned",
     ),
-    not_yet(
+    opt(
         "cloudFiles.cleanSource.moveDestination",
         "none",
-        "where cleanSource=MOVE puts files",
-        "see cloudFiles.cleanSource",
+        "where cleanSource=MOVE puts files (outside the source; their paths under the source kept)",
     ),
     not_yet(
         "cloudFiles.useStrictGlobber",
@@ -797,6 +794,8 @@ pub struct Settings {
     pub max_decompressed_bytes: u64,
     /// Watch mode: how long a file seen only by listing must be unchanged.
     pub settle_time: std::time::Duration,
+    /// `cloudFiles.cleanSource`: what becomes of ingested files (`None`: they stay).
+    pub clean_source: Option<CleanSource>,
     pub incremental_listing: IncrementalListing,
     /// Incremental listing does a full listing at least this often.
     pub full_listing_interval: std::time::Duration,
@@ -1162,6 +1161,7 @@ pub fn resolve(
         .map(|v| parse_bytes("cloudFiles.maxDecompressedBytes", v))
         .transpose()?
         .unwrap_or(64 << 30);
+    let clean_source = clean_source(&get, &mut warnings)?;
     let settle_time = get("cloudFiles.settleTime")
         .map(|v| parse_duration("cloudFiles.settleTime", v))
         .transpose()?
@@ -1235,6 +1235,7 @@ pub fn resolve(
         max_record_bytes,
         max_decompressed_bytes,
         settle_time,
+        clean_source,
         incremental_listing,
         full_listing_interval,
         max_nesting_depth,
@@ -1243,6 +1244,61 @@ pub fn resolve(
             .map_err(|e| OptionsError::Conflict(e.to_string()))?,
     };
     Ok((settings, warnings))
+}
+
+/// What `cloudFiles.cleanSource` does with a file once its rows are committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CleanAction {
+    Delete,
+    /// Moved under this location, at its path under the source.
+    Move(Location),
+}
+
+/// `cloudFiles.cleanSource` and its retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanSource {
+    pub action: CleanAction,
+    /// A file is cleaned this long after its batch was planned.
+    pub retention: std::time::Duration,
+}
+
+fn clean_source<'a>(
+    get: &dyn Fn(&str) -> Option<&'a str>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<CleanSource>, OptionsError> {
+    const KEY: &str = "cloudFiles.cleanSource";
+    const DEST: &str = "cloudFiles.cleanSource.moveDestination";
+    const RETENTION: &str = "cloudFiles.cleanSource.retentionDuration";
+    let mode = get(KEY).unwrap_or("OFF");
+    let retention = get(RETENTION)
+        .map(|v| parse_duration(RETENTION, v))
+        .transpose()?
+        .unwrap_or(std::time::Duration::from_secs(30 * 24 * 3600));
+    let action = match mode.trim().to_ascii_uppercase().as_str() {
+        "OFF" => {
+            if let Some(d) = get(DEST) {
+                warnings.push(format!("{DEST}={d} is ignored: {KEY} is OFF"));
+            }
+            return Ok(None);
+        }
+        "DELETE" => {
+            if retention < std::time::Duration::from_secs(7 * 24 * 3600) {
+                warnings.push(format!(
+                    "{KEY}=DELETE with {RETENTION} under 7 days: a file is gone soon after its \
+                     commit, so a table rebuilt from the source (a full refresh) will lack it"
+                ));
+            }
+            CleanAction::Delete
+        }
+        "MOVE" => {
+            let d = get(DEST).ok_or_else(|| {
+                OptionsError::Conflict(format!("{KEY}=MOVE needs {DEST}: where the files go"))
+            })?;
+            CleanAction::Move(Location::parse(d).map_err(|e| invalid(DEST, d, &e.to_string()))?)
+        }
+        _ => return Err(invalid(KEY, mode, "expected OFF, DELETE or MOVE")),
+    };
+    Ok(Some(CleanSource { action, retention }))
 }
 
 /// Splits `KEY=VALUE` (the value may contain `=`).
@@ -1598,7 +1654,7 @@ mod tests {
         for key in [
             "cloudFiles.useNotifications",
             "cloudFiles.resourceTag.team",
-            "CLOUDFILES.cleanSource",
+            "CLOUDFILES.useStrictGlobber",
         ] {
             assert!(
                 matches!(

@@ -96,6 +96,9 @@ pub struct CommitSummary {
     /// Files skipped as corrupt (`ignoreCorruptFiles`) or missing (`ignoreMissingFiles`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// The keys of those files (their rows are not in the table: never cleaned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_keys: Vec<String>,
 }
 
 /// An entry of the file index: the file as it was ingested, and the batch that took it.
@@ -501,6 +504,34 @@ impl Checkpoint {
             }
         }
         txn.commit().map_err(|e| self.store_err(&e))
+    }
+
+    /// A committed batch's plan and summary (`None`: not committed, or its plan is not
+    /// kept).
+    pub fn committed(&self, batch: u64) -> Result<Option<(Plan, CommitSummary)>, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let commits = txn.open_table(COMMITS).map_err(|e| self.store_err(&e))?;
+        let Some(summary) = commits.get(batch).map_err(|e| self.store_err(&e))? else {
+            return Ok(None);
+        };
+        let summary: CommitSummary =
+            serde_json::from_str(summary.value()).map_err(|e| self.store_err(&e))?;
+        let plans = txn.open_table(PLANS).map_err(|e| self.store_err(&e))?;
+        let Some(plan) = plans.get(batch).map_err(|e| self.store_err(&e))? else {
+            return Ok(None);
+        };
+        let plan: Plan = serde_json::from_str(plan.value()).map_err(|e| self.store_err(&e))?;
+        Ok(Some((plan, summary)))
+    }
+
+    /// The highest committed batch.
+    pub fn last_committed(&self) -> Result<Option<u64>, CheckpointError> {
+        let txn = self.db.begin_read().map_err(|e| self.store_err(&e))?;
+        let commits = txn.open_table(COMMITS).map_err(|e| self.store_err(&e))?;
+        Ok(commits
+            .last()
+            .map_err(|e| self.store_err(&e))?
+            .map(|(k, _)| k.value()))
     }
 
     /// Summaries of committed batches, ascending.

@@ -235,6 +235,13 @@ pub(crate) async fn execute_counted(
         bytes,
         schema_version: state.version.version,
         skipped: attempt.skipped_reasons,
+        skipped_keys: plan
+            .files
+            .iter()
+            .zip(&attempt.skip)
+            .filter(|(_, s)| **s)
+            .map(|(f, _)| f.key.clone())
+            .collect(),
     };
     ctx.checkpoint.mark_committed(plan, &commit)?;
     failpoint::hit("after-mark");

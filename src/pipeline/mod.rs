@@ -9,6 +9,11 @@
 
 mod active_schema;
 mod batch;
+mod clean;
+
+/// Files cleaned (`cloudFiles.cleanSource`) per pass, so a watcher goes back to new files
+/// between passes.
+pub(crate) const CLEAN_BUDGET: u64 = 500;
 mod dry_run;
 mod first_version;
 mod generation;
@@ -288,6 +293,8 @@ pub async fn run_once(
         stream.set_pending(total_files);
         progress.start(total_files, total_bytes);
         stream.ingest(files, stop).await?;
+        // cleanSource: at the end of the run, everything due.
+        while !stop.is_stopped() && stream.clean_source(CLEAN_BUDGET).await? {}
         progress.finish();
         Ok(())
     }

@@ -66,6 +66,63 @@ pub struct StreamRun<'a> {
     batches_at_compaction: u64,
 }
 
+/// `cloudFiles.cleanSource` fits the stream: a source of files (not a Delta table, not a
+/// snapshot folder that cleaning would change), and a move destination of the source's
+/// kind, outside it.
+fn check_clean_source(
+    req: &IngestRequest,
+    clean: &crate::options::CleanSource,
+) -> Result<(), IngestError> {
+    let refuse = |why: &str| {
+        Err(IngestError::Config(format!(
+            "cloudFiles.cleanSource: {why}"
+        )))
+    };
+    if req.source.reads_delta() {
+        return refuse("a Delta table source is read, never cleaned");
+    }
+    if req
+        .settings
+        .snapshot
+        .as_ref()
+        .is_some_and(|s| s.unit != crate::snapshot::Unit::File)
+    {
+        return refuse(
+            "a folder or partition snapshot with files cleaned away would be read again as a \
+             changed snapshot; clean only with snapshot.unit = \"file\"",
+        );
+    }
+    if let crate::options::CleanAction::Move(dest) = &clean.action {
+        if dest.as_local().is_some() != req.source.local_root().is_some() {
+            return refuse(&format!(
+                "moveDestination {dest} must be of the source's kind (a local folder for a \
+                 local source, the source's S3 bucket for an S3 one)"
+            ));
+        }
+        let source_bucket = req
+            .source
+            .describe()
+            .strip_prefix("s3://")
+            .and_then(|rest| rest.split('/').next().map(str::to_string));
+        if let (Some(bucket), crate::location::Location::S3(url)) = (&source_bucket, dest)
+            && url.host_str() != Some(bucket.as_str())
+        {
+            return refuse(&format!(
+                "moveDestination {dest} must be in the source's bucket ({bucket}): files are \
+                 moved by a copy within the bucket"
+            ));
+        }
+        if !matches!(req.source.overlap(dest), crate::source::Overlap::Apart) {
+            return refuse(&format!(
+                "moveDestination {dest} must lie outside the source {} (moved files would \
+                 be listed again)",
+                req.source.describe()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The checkpoint remembers the schema location it started with and refuses another: a
 /// different one (or a different default) would silently infer a fresh `_schemas/0`.
 fn keep_one_schema_location(
@@ -106,6 +163,9 @@ impl<'a> StreamRun<'a> {
                  commit by commit: leave out [stream.snapshot]"
                     .into(),
             ));
+        }
+        if let Some(clean) = &settings.clean_source {
+            check_clean_source(req, clean)?;
         }
         let source = own_output::source_without_own_output(req)?;
         let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
@@ -502,6 +562,23 @@ impl<'a> StreamRun<'a> {
             .flat_map(|p| &p.files)
             .map(|f| f.size)
             .sum()
+    }
+
+    /// `cloudFiles.cleanSource`: cleans the due files of committed batches, at most
+    /// `budget` of them; returns whether more are due.
+    pub(crate) async fn clean_source(&self, budget: u64) -> Result<bool, IngestError> {
+        let Some(clean) = &self.req.settings.clean_source else {
+            return Ok(false);
+        };
+        let pass = super::clean::clean_due(
+            &self.checkpoint,
+            &self.req.source,
+            clean,
+            &self.telemetry,
+            budget,
+        )
+        .await?;
+        Ok(pass.more && pass.failed == 0)
     }
 
     /// Sets the files-pending gauge.

@@ -248,6 +248,10 @@ async fn watch_loop(
             ingested_since_idle = true;
             continue;
         }
+        // cleanSource, in the background of watching: a bounded pass while idle.
+        if stream.clean_source(super::CLEAN_BUDGET).await? {
+            continue;
+        }
         if std::mem::take(&mut ingested_since_idle) {
             crate::memory::release_free_memory();
         }

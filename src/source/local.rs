@@ -75,6 +75,14 @@ impl FileSource for LocalFolder {
         Some(&self.root)
     }
 
+    fn clean<'a>(
+        &'a self,
+        file: &'a FileRef,
+        action: &'a crate::options::CleanAction,
+    ) -> BoxFuture<'a, Result<super::clean::Cleaned, DiscoveryError>> {
+        Box::pin(async move { super::clean::local(&self.root, file, action) })
+    }
+
     fn overlap(&self, location: &Location) -> Overlap {
         let Location::Local(other) = location.resolved() else {
             return Overlap::Apart;
@@ -100,7 +108,7 @@ fn list_one(root: &Path, name: &str) -> Vec<FileRef> {
     }]
 }
 
-fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
+pub(super) fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
     meta.modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())

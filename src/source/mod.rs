@@ -14,6 +14,7 @@ use crate::location::Location;
 use crate::options::Settings;
 use crate::storage::{RemoteObject, StorageSettings};
 
+pub mod clean;
 mod delta;
 pub mod incremental;
 mod local;
@@ -119,6 +120,20 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     /// their messages here. Nothing to do for a listed source.
     fn planned<'a>(&'a self, _files: &'a [FileRef]) -> BoxFuture<'a, Result<(), DiscoveryError>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// Cleans an ingested file (`cloudFiles.cleanSource`), if it is still the file that
+    /// was ingested. A source whose files are not its own to clean (a Delta table) refuses.
+    fn clean<'a>(
+        &'a self,
+        _file: &'a FileRef,
+        _action: &'a crate::options::CleanAction,
+    ) -> BoxFuture<'a, Result<clean::Cleaned, DiscoveryError>> {
+        Box::pin(async {
+            Err(DiscoveryError::Usage(
+                "cloudFiles.cleanSource applies to files in a folder or an S3 prefix".into(),
+            ))
+        })
     }
 
     /// Where `location` lies relative to this source, so a stream never reads its own

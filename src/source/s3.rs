@@ -119,6 +119,20 @@ impl FileSource for S3Prefix {
         OBJECT_STORE_GRACE_MS
     }
 
+    fn clean<'a>(
+        &'a self,
+        file: &'a FileRef,
+        action: &'a crate::options::CleanAction,
+    ) -> BoxFuture<'a, Result<super::clean::Cleaned, DiscoveryError>> {
+        Box::pin(super::clean::s3(
+            self.store.as_ref(),
+            &self.bucket,
+            &self.prefix,
+            file,
+            action,
+        ))
+    }
+
     fn overlap(&self, location: &Location) -> Overlap {
         match location {
             Location::S3(url) if url.host_str() == Some(self.bucket.as_str()) => {

@@ -105,6 +105,10 @@ event_kinds! {
     SequenceTies = "sequence_ties" as SEQUENCE_TIES;
     /// A snapshot flow took no snapshot for longer than its expected interval.
     SnapshotOverdue = "snapshot_overdue" as SNAPSHOT_OVERDUE;
+    /// An ingested file was deleted or moved out of the source (`cloudFiles.cleanSource`).
+    FileCleaned = "file_cleaned" as FILE_CLEANED;
+    /// An ingested file could not be cleaned; it is tried again later.
+    CleanFailed = "clean_failed" as CLEAN_FAILED;
 }
 
 impl fmt::Display for EventKind {

@@ -5,6 +5,7 @@
 mod alerts;
 mod bad_inputs;
 mod cdc;
+mod clean_source;
 mod cli;
 mod common;
 mod config;

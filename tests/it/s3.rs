@@ -1028,3 +1028,69 @@ where = "order_id < 1005"
         expected
     );
 }
+
+#[test]
+fn clean_source_moves_and_deletes_ingested_objects_on_s3() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    for (i, key) in ["in/a.json", "in/day/b.json"].iter().enumerate() {
+        let i = i as u64;
+        moto.put("lake", key, common::orders_jsonl(i * 5, i * 5 + 5));
+    }
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt").display().to_string();
+    let args = |clean: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "ingest",
+            "s3://lake/in",
+            "s3://lake/t",
+            "--once",
+            "--checkpoint",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(ckpt.clone());
+        for o in clean
+            .iter()
+            .chain(&["cloudFiles.cleanSource.retentionDuration=0s"])
+        {
+            a.push("-o".into());
+            a.push(o.to_string());
+        }
+        a
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run_on(&moto, s.dir.path(), &a)
+    };
+    let moving = [
+        "cloudFiles.cleanSource=MOVE",
+        "cloudFiles.cleanSource.moveDestination=s3://lake/done",
+    ];
+    ok(&run(args(&moving)));
+    assert_eq!(moto.keys("lake", "in"), Vec::<String>::new());
+    assert_eq!(
+        moto.keys("lake", "done"),
+        ["done/a.json", "done/day/b.json"]
+    );
+    assert_eq!(
+        moto.get("lake", "done/day/b.json"),
+        common::orders_jsonl(5, 10).into_bytes()
+    );
+    // Another bucket is refused before anything runs.
+    let out = run(args(&[
+        "cloudFiles.cleanSource=MOVE",
+        "cloudFiles.cleanSource.moveDestination=s3://elsewhere/done",
+    ]));
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    // DELETE: a new object goes once ingested.
+    moto.put("lake", "in/c.json", common::orders_jsonl(10, 12));
+    ok(&run(args(&["cloudFiles.cleanSource=DELETE"])));
+    assert_eq!(moto.keys("lake", "in"), Vec::<String>::new());
+    assert_eq!(moto.keys("lake", "done").len(), 2);
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/t")),
+        (0..12).collect::<Vec<_>>()
+    );
+}

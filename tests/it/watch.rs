@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::{self, Scratch, ok, read_table, summary_figure, wait_until};
 
-fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
+pub(crate) fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
     cmd.args([
         "ingest",
@@ -38,7 +38,7 @@ fn wait_for_rows(s: &Scratch, rows: usize) {
     );
 }
 
-fn sigterm(child: &Child) {
+pub(crate) fn sigterm(child: &Child) {
     // SAFETY: kill(2) with a valid pid of our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
