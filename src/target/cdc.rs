@@ -501,14 +501,28 @@ impl CdcTarget {
                 _ => true,
             }
         };
-        let key_encoder = Arc::new(key_encoder);
-        let select: Arc<Selector> = {
-            let key_encoder = Arc::clone(&key_encoder);
-            Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
-                let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
-                Ok(rows.iter().map(|k| touched.contains(k.as_ref())).collect())
-            })
-        };
+        // One BIGINT key (the common case): rows are chosen by the integers themselves,
+        // not by encoding every row of the target as bytes first.
+        let int_keys: Option<FastSet<i64>> = (self.spec.keys.len() == 1
+            && bounds.len() == touched.len()
+            && target_schema
+                .field_with_name(&first_key)
+                .is_ok_and(|f| f.data_type() == &DataType::Int64))
+        .then(|| bounds.iter().copied().collect());
+        let key_column = first_key.clone();
+        let select: Arc<Selector> = Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
+            if let Some(ints) = &int_keys
+                && let Some(column) = b
+                    .column_by_name(&key_column)
+                    .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            {
+                return Ok((0..column.len())
+                    .map(|i| column.is_valid(i) && ints.contains(&column.value(i)))
+                    .collect());
+            }
+            let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
+            Ok(rows.iter().map(|k| touched.contains(k.as_ref())).collect())
+        });
         take_rows(self.target.table(), &loc, &candidate, select, new_writer).await
     }
 

@@ -26,8 +26,9 @@ use super::delta::{BatchWriter, SinkError};
 /// About how many rows one rewritten file holds (a soft cap: a run's last file may take a
 /// few more).
 pub const REWRITE_ROWS: usize = 256 * 1024;
-/// Runs rewritten at once (the decoding and encoding are CPU-bound).
-const CONCURRENT_RUNS: usize = 2;
+/// Runs rewritten at once (the decoding and encoding are CPU-bound): one more than the
+/// cores, so the last runs of a batch share both rather than one finishing alone.
+const CONCURRENT_RUNS: usize = 3;
 /// Rows per decoded batch while rewriting.
 const READ_BATCH_ROWS: usize = 8192;
 
