@@ -8,7 +8,7 @@
 //! files that hold them. The candidate files are grouped into runs of about
 //! [`REWRITE_ROWS`] rows (small files join their neighbours, so the table does not split
 //! into ever more small files), and the runs are rewritten concurrently, one task each
-//! (two at a time), each into writers of its own capped at about [`REWRITE_ROWS`] rows a
+//! (three at a time), each into writers of its own capped at about [`REWRITE_ROWS`] rows a
 //! file: the table never becomes one file that every later batch must rewrite whole.
 //! Memory holds the taken rows and, per running task, one file's batches and its writer's
 //! open row group, never the table.
