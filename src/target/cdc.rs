@@ -14,6 +14,10 @@
 //! an index of each key's latest entry borrowing its bytes (about 70 bytes an entry); a
 //! plain batch holds only its own keys' entries.
 //!
+//! Without a truncate, the batch's keys' rows are taken out of the target (`take_keys`)
+//! while the state is read, on both cores; the rows of keys the state shows stale are
+//! written back. A batch raising a truncate reads the state first.
+//!
 //! A batch commits the target first, then the state, each carrying `txn(app_id, batch)`;
 //! the batch counts as committed once the state has it. After a crash between the two, the
 //! batch is read again and only the state is committed, computed from the state as it was
