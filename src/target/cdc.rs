@@ -14,6 +14,10 @@
 //! an index of each key's latest entry borrowing its bytes (about 70 bytes an entry); a
 //! plain batch holds only its own keys' entries.
 //!
+//! Without a truncate, the batch's keys' rows are taken out of the target (`take_keys`)
+//! while the state is read, on both cores; the rows of keys the state shows stale are
+//! written back. A batch raising a truncate reads the state first.
+//!
 //! A batch commits the target first, then the state, each carrying `txn(app_id, batch)`;
 //! the batch counts as committed once the state has it. After a crash between the two, the
 //! batch is read again and only the state is committed, computed from the state as it was
@@ -33,7 +37,7 @@ use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 use super::rewrite::{Selector, Taken, take_rows};
@@ -211,6 +215,7 @@ impl CdcTarget {
     ) -> Result<u64, SinkError> {
         let loc = self.target.location().to_string();
         self.last = None;
+        let started = std::time::Instant::now();
         let collected = writers.collected();
         // AUTO CDC from snapshots: the snapshot becomes its differences from the target.
         let collected = self
@@ -247,7 +252,9 @@ impl CdcTarget {
             .map_err(|e| data_err(&loc, e.to_string()))?;
         let layout = changes.schema();
         let encoded = self.encode(&changes)?;
+        let encoded_at = started.elapsed();
         let target_done = self.target_has(app_id, batch).await?;
+        let refreshed_at = started.elapsed();
         let now = now_ms();
         let gc_before = now - self.gc_threshold_ms();
 
@@ -266,14 +273,33 @@ impl CdcTarget {
         let every_key = compact || raises_truncate;
         // A plain batch holds its own keys' entries only; a truncate or a compaction also
         // the whole log, columnar, indexed by key (no allocation per entry).
-        let read = read_state(
+        let wanted = |k: &[u8]| batch_keys.contains(k);
+        let state_read = read_state(
             self.state.table(),
             self.state.location(),
-            &|k: &[u8]| batch_keys.contains(k),
+            &wanted,
             every_key,
-        )
-        .await?;
+        );
+        // Without a truncate, the rows the batch may touch are its keys' rows: they are
+        // taken out of the target while the state is read (the two cores work on both);
+        // the rows of keys whose every record turns out stale are written back. A truncate
+        // must know the state first (it removes rows of keys not in the batch).
+        let target_schema = widen(&self.target.arrow_schema()?, &self.target_schema(&layout));
+        let (read, early) = if target_done || raises_truncate {
+            (state_read.await?, None)
+        } else {
+            let new_writer = || {
+                self.target
+                    .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
+            };
+            let (read, taken) = futures::try_join!(
+                state_read,
+                self.take_keys(&target_schema, Arc::new(batch_keys.clone()), &new_writer)
+            )?;
+            (read, Some(taken))
+        };
         let index = LogIndex::new(&read.log).map_err(|e| data_err(&loc, e))?;
+        let state_read_at = started.elapsed();
         let mark = read.mark.clone();
         let alive_raw = |seq: &[u8], deleted: bool, at_ms: i64| {
             !(mark.as_deref().is_some_and(|m| seq < m) || deleted && at_ms < gc_before)
@@ -342,9 +368,10 @@ impl CdcTarget {
                 .collect();
             self.apply_to_target(
                 &changes,
-                &layout,
+                &target_schema,
                 &reduction,
                 touched,
+                early,
                 &emptied,
                 &below_mark,
                 &mut metrics,
@@ -354,6 +381,7 @@ impl CdcTarget {
             )
             .await?
         };
+        let target_at = started.elapsed();
         crate::testing::failpoint::hit("after-cdc-target-commit");
 
         // The state after the batch: appended, the entries the batch changed (and a raised
@@ -438,6 +466,7 @@ impl CdcTarget {
         drop(index);
         self.commit_state(batches, removes, compact, app_id, batch)
             .await?;
+        debug!(table = %loc, batch, ?encoded_at, ?refreshed_at, ?state_read_at, ?target_at, done = ?started.elapsed(), "CDC batch phases.");
         Ok(version)
     }
 
@@ -449,7 +478,7 @@ impl CdcTarget {
     async fn take_keys(
         &self,
         target_schema: &SchemaRef,
-        touched: FastSet<Vec<u8>>,
+        touched: Arc<FastSet<Vec<u8>>>,
         new_writer: &(dyn Fn() -> Result<BatchWriter, SinkError> + Sync),
     ) -> Result<Taken, SinkError> {
         let loc = self.target.location().to_string();
@@ -481,25 +510,41 @@ impl CdcTarget {
                 _ => true,
             }
         };
-        let key_encoder = Arc::new(key_encoder);
-        let select: Arc<Selector> = {
-            let key_encoder = Arc::clone(&key_encoder);
-            let touched = Arc::new(touched);
-            Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
-                let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
-                Ok(rows.iter().map(|k| touched.contains(k.as_ref())).collect())
-            })
-        };
+        // One BIGINT key (the common case): rows are chosen by the integers themselves,
+        // not by encoding every row of the target as bytes first.
+        let int_keys: Option<FastSet<i64>> = (self.spec.keys.len() == 1
+            && bounds.len() == touched.len()
+            && target_schema
+                .field_with_name(&first_key)
+                .is_ok_and(|f| f.data_type() == &DataType::Int64))
+        .then(|| bounds.iter().copied().collect());
+        let key_column = first_key.clone();
+        let select: Arc<Selector> = Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
+            if let Some(ints) = &int_keys
+                && let Some(column) = b
+                    .column_by_name(&key_column)
+                    .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            {
+                return Ok((0..column.len())
+                    .map(|i| column.is_valid(i) && ints.contains(&column.value(i)))
+                    .collect());
+            }
+            let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
+            Ok(rows.iter().map(|k| touched.contains(k.as_ref())).collect())
+        });
         take_rows(self.target.table(), &loc, &candidate, select, new_writer).await
     }
 
+    /// `taken`: the rows of a superset of the `touched` keys, taken out before the state
+    /// was read (their other rows are written back); else they are taken now.
     #[allow(clippy::too_many_arguments)]
     async fn apply_to_target(
         &mut self,
         changes: &RecordBatch,
-        layout: &SchemaRef,
+        target_schema: &SchemaRef,
         reduction: &scd1::Reduction,
         touched: FastSet<Vec<u8>>,
+        taken: Option<Taken>,
         emptied: &[Vec<u8>],
         below_mark: &[Vec<u8>],
         metrics: &mut serde_json::Value,
@@ -508,23 +553,51 @@ impl CdcTarget {
         info: &mut serde_json::Value,
     ) -> Result<u64, SinkError> {
         let loc = self.target.location().to_string();
-        let target_schema = widen(&self.target.arrow_schema()?, &self.target_schema(layout));
         let new_writer = || {
             self.target
-                .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
+                .writer_with(target_schema, &[], &[], Compression::SNAPPY)
         };
-        let key_encoder = RowEncoder::new(&self.spec.keys, &target_schema)
+        let key_encoder = RowEncoder::new(&self.spec.keys, target_schema)
             .map_err(|e| data_err(&loc, e.to_string()))?;
-        let mut taken = self.take_keys(&target_schema, touched, &new_writer).await?;
-        // Each touched key's current row, as (batch, row) of the taken rows.
-        let mut current: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
+        let started = std::time::Instant::now();
+        let touched = Arc::new(touched);
+        let mut taken = match taken {
+            Some(taken) => taken,
+            None => {
+                self.take_keys(target_schema, Arc::clone(&touched), &new_writer)
+                    .await?
+            }
+        };
+        let taken_at = started.elapsed();
+        // Each touched key's current row, as (batch, row) of the taken rows; the rows of
+        // keys not touched after all go back.
+        let mut current: FastMap<Vec<u8>, (usize, usize)> = FastMap::default();
+        let mut back = Vec::new();
         for (bi, b) in taken.rows.iter().enumerate() {
             let rows = key_encoder
                 .rows(b)
                 .map_err(|e| data_err(&loc, e.to_string()))?;
+            let mut keep = Vec::with_capacity(rows.num_rows());
             for (ri, k) in rows.iter().enumerate() {
-                current.insert(k.as_ref().to_vec(), (bi, ri));
+                let is_touched = touched.contains(k.as_ref());
+                keep.push(!is_touched);
+                if is_touched {
+                    current.insert(k.as_ref().to_vec(), (bi, ri));
+                }
             }
+            if keep.contains(&true) {
+                back.push(
+                    arrow_select::filter::filter_record_batch(b, &BooleanArray::from(keep))
+                        .map_err(|e| data_err(&loc, e.to_string()))?,
+                );
+            }
+        }
+        for b in back {
+            if taken.writers.is_empty() {
+                taken.writers.push(new_writer()?);
+            }
+            let last = taken.writers.last_mut().expect("a writer was pushed");
+            last.write(b).await?;
         }
         let mut upserts = Vec::new();
         let (mut inserted, mut updated, mut deleted) = (0u64, 0u64, 0u64);
@@ -553,7 +626,7 @@ impl CdcTarget {
                 .filter(|k| !matches!(reduction.rows.get(*k), Some(RowChange::Upsert { .. })))
                 .count() as u64;
         if !upserts.is_empty() {
-            let rows = scd1::upserted_rows(&target_schema, changes, &upserts, &taken.rows)
+            let rows = scd1::upserted_rows(target_schema, changes, &upserts, &taken.rows)
                 .map_err(|e| data_err(&loc, e.to_string()))?;
             // Into the last rewritten file, which has room (else a new one).
             if taken.writers.is_empty() {
@@ -562,6 +635,7 @@ impl CdcTarget {
             let last = taken.writers.last_mut().expect("a writer was pushed");
             last.write(rows).await?;
         }
+        let upserted_at = started.elapsed();
         metrics["rowsInserted"] = inserted.into();
         metrics["rowsUpdated"] = updated.into();
         metrics["rowsDeleted"] = deleted.into();
@@ -580,6 +654,7 @@ impl CdcTarget {
                 info.clone(),
             )
             .await?;
+        debug!(table = %loc, batch, ?taken_at, ?upserted_at, committed = ?started.elapsed(), "CDC target phases.");
         info!(table = %loc, batch, version = v, inserted, updated, deleted, stale = reduction.stale, "Applied changes.");
         self.last = Some(ChangeCounts {
             inserted,

@@ -8,7 +8,7 @@
 //! files that hold them. The candidate files are grouped into runs of about
 //! [`REWRITE_ROWS`] rows (small files join their neighbours, so the table does not split
 //! into ever more small files), and the runs are rewritten concurrently, one task each
-//! (two at a time), each into writers of its own capped at about [`REWRITE_ROWS`] rows a
+//! (three at a time), each into writers of its own capped at about [`REWRITE_ROWS`] rows a
 //! file: the table never becomes one file that every later batch must rewrite whole.
 //! Memory holds the taken rows and, per running task, one file's batches and its writer's
 //! open row group, never the table.
@@ -26,8 +26,9 @@ use super::delta::{BatchWriter, SinkError};
 /// About how many rows one rewritten file holds (a soft cap: a run's last file may take a
 /// few more).
 pub const REWRITE_ROWS: usize = 256 * 1024;
-/// Runs rewritten at once (the decoding and encoding are CPU-bound).
-const CONCURRENT_RUNS: usize = 2;
+/// Runs rewritten at once (the decoding and encoding are CPU-bound): one more than the
+/// cores, so the last runs of a batch share both rather than one finishing alone.
+const CONCURRENT_RUNS: usize = 3;
 /// Rows per decoded batch while rewriting.
 const READ_BATCH_ROWS: usize = 8192;
 

@@ -468,7 +468,7 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 /// Copies fixture folder `name` into the scratch landing folder, each file renamed by
 /// `rename` (so the listing, and so the batches, come in another order).
-fn land_fixture(s: &Scratch, name: &str, rename: impl Fn(usize, &str) -> String) {
+pub(crate) fn land_fixture(s: &Scratch, name: &str, rename: impl Fn(usize, &str) -> String) {
     let mut files: Vec<_> = std::fs::read_dir(fixture(name))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -503,7 +503,7 @@ fn table_rows(table: &Path, key: &str) -> (Vec<String>, Vec<String>) {
     (columns, out)
 }
 
-const DEBEZIUM_OPTIONS: &[&str] = &[
+pub(crate) const DEBEZIUM_OPTIONS: &[&str] = &[
     "cloudFiles.inferColumnTypes=true",
     "cloudFiles.includeMetadata=false",
     "cdc.format=debezium",

@@ -6,7 +6,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
-use crate::cdc::{RECORDS, cdc_options, ingest, ingest_args};
+use crate::cdc::{DEBEZIUM_OPTIONS, RECORDS, cdc_options, ingest, ingest_args, land_fixture};
 use crate::common::{self, Scratch, ok, run, stderr};
 
 fn scd2_options(extra: &[&str]) -> Vec<String> {
@@ -253,6 +253,82 @@ fn a_sequence_of_two_columns_gives_struct_version_columns() {
         ],
         "ordered by ts, then pos"
     );
+}
+
+/// The Debezium fixtures' versions: 1002 closed by its delete, 1003's late update (file
+/// 0008, `ts_ms` ...0000000, before ...0100000 of file 0004) a version of its own between
+/// the two others; `__START_AT` is the preset's sequence `(ts_ms, source position)`.
+const DEBEZIUM_VERSIONS: [&str; 8] = [
+    "1001 sally.t@acme.com 1764579800000/3.1423.0-null",
+    "1001 sally.thomas@acme.com 1764579600101/3.157.0-1764579800000/3.1423.0",
+    "1002 gbailey@foobar.com 1764579600102/3.157.0-1764579900000/3.1871.0",
+    "1003 ed.walker@example.com 1764580100000/3.2950.0-null",
+    "1003 ed@walker.com 1764579600103/3.157.0-1764580000000/3.2466.0",
+    "1003 edward@walker.com 1764580000000/3.2466.0-1764580100000/3.2950.0",
+    "1004 annek@noanswer.org 1764579700000/3.1012.0-null",
+    "1005 jane.doe@example.com 1764580200000/4.405.0-null",
+];
+
+/// A version bound `{__ts_ms, __source_pos}` as `ts_ms/file.pos.row` (the MySQL position's
+/// three big-endian u64s), or `null`.
+fn debezium_bound(v: &serde_json::Value) -> String {
+    if v.is_null() {
+        return "null".into();
+    }
+    let pos = text(&v["__source_pos"]);
+    let bytes = hex::decode(&pos).unwrap_or_else(|e| panic!("{pos}: {e}"));
+    assert_eq!(bytes.len(), 24, "{pos}");
+    let part = |i: usize| u64::from_be_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+    format!(
+        "{}/{}.{}.{}",
+        text(&v["__ts_ms"]),
+        part(0),
+        part(1),
+        part(2)
+    )
+}
+
+fn debezium_versions(table: &Path) -> Vec<String> {
+    let py = common::read_with_python(table, "id");
+    let start = text(&py["types"]["__START_AT"]);
+    assert_eq!(
+        start, "struct<__ts_ms: int64, __source_pos: binary>",
+        "the version columns have the preset's sequence type"
+    );
+    let mut out: Vec<String> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}-{}",
+                text(&r["id"]),
+                text(&r["email"]),
+                debezium_bound(&r["__START_AT"]),
+                debezium_bound(&r["__END_AT"])
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn debezium_events_into_an_scd2_target_give_every_version() {
+    let mut opts: Vec<String> = DEBEZIUM_OPTIONS.iter().map(|o| o.to_string()).collect();
+    opts.push("cdc.stored_as_scd_type=2".into());
+    // In one batch, and one file a batch (1003's late update then splits the version the
+    // previous batch opened).
+    for extra in [&[][..], &["cloudFiles.maxFilesPerTrigger=1"][..]] {
+        let s = Scratch::new();
+        land_fixture(&s, "debezium", |_, n| n.to_string());
+        let out = ok(&ingest(&s, &opts, extra));
+        assert_eq!(
+            debezium_versions(&s.table()),
+            DEBEZIUM_VERSIONS,
+            "{extra:?} {out}"
+        );
+    }
 }
 
 #[test]

@@ -223,7 +223,9 @@ impl CdcTarget {
                     .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
             };
             let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
-            let mut taken = self.take_keys(&target_schema, touched, &new_writer).await?;
+            let mut taken = self
+                .take_keys(&target_schema, Arc::new(touched), &new_writer)
+                .await?;
             let (inserted, updated, deleted) =
                 count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
                     .map_err(|e| data_err(&loc, e))?;

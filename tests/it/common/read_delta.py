@@ -1,9 +1,15 @@
 """Reads a Delta table with the Python `deltalake` package (an outside reader) and prints
-one JSON document: row count, column types, and rows sorted by the given key column; with
-a third argument `--summary`, the key column's sum and distinct count instead of rows."""
+one JSON document: row count, column types, and rows sorted by the given key column (binary
+values as hex); with a third argument `--summary`, the key column's sum and distinct count
+instead of rows."""
 import json
 import os
 import sys
+
+
+def printable(value):
+    """Bytes as hex (a binary column's value), anything else JSON lacks as its str()."""
+    return value.hex() if isinstance(value, bytes) else str(value)
 
 
 def main():
@@ -29,7 +35,7 @@ def main():
         if key:
             rows.sort(key=lambda r: (r.get(key) is None, str(r.get(key))))
         out["rows"] = rows
-    sys.stdout.write(json.dumps(out, default=str))
+    sys.stdout.write(json.dumps(out, default=printable))
     sys.stdout.flush()
 
 
