@@ -288,6 +288,11 @@ pub async fn run_once(
         stream.set_pending(total_files);
         progress.start(total_files, total_bytes);
         stream.ingest(files, stop).await?;
+        // A queue holding more than one discovery takes: drained until it is empty.
+        while stream.more_queued() && !stop.is_stopped() {
+            let files = stream.discover().await?;
+            stream.ingest(files, stop).await?;
+        }
         progress.finish();
         Ok(())
     }

@@ -27,5 +27,6 @@ mod s3;
 mod scd2;
 mod schemas;
 mod snapshots;
+mod sqs;
 mod tables;
 mod watch;
