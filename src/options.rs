@@ -379,7 +379,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.useManagedFileEvents",
         "false",
         "Unity Catalog file events",
-        "watch mode uses local file events, and listing on S3",
+        "on S3, cloudFiles.useNotifications with a queue of your own; watch mode uses local file events",
     ),
     opt(
         "cloudFiles.fetchParallelism",
@@ -406,7 +406,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.pathRewrites",
         "none",
         "prefix rewrites of notified paths",
-        "there is no notification mode yet; see cloudFiles.useNotifications",
+        "notified keys are taken as they are, relative to the source prefix",
     ),
     not_yet(
         "cloudFiles.resourceTag.<key>",

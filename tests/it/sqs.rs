@@ -516,3 +516,79 @@ fn notification_mode_is_refused_without_a_queue_or_an_s3_source() {
         "nothing was written"
     );
 }
+
+/// A watcher in notification mode takes files from the queue as they are uploaded, once.
+#[test]
+fn a_watcher_takes_uploads_from_the_queue_as_they_arrive() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "watched", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let mut a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &[],
+    );
+    a.retain(|x| x != "--once");
+    a.extend(["--poll-interval".to_string(), "0.3".to_string()]);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(&a)
+        .envs(moto.env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read from the event log as it grows (the reports refuse a checkpoint not made yet).
+    let events = |kind: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(ckpt.join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == kind)
+            .collect()
+    };
+    let committed_files = || {
+        events("batch_committed")
+            .iter()
+            .map(|e| e["files"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    for i in 0..3u64 {
+        // One at a time, each after the watcher started (the first listing found none).
+        if i == 0 {
+            common::wait_until("the watcher to start", Duration::from_secs(30), || {
+                !events("stream_started").is_empty()
+            });
+        }
+        moto.put(
+            "lake",
+            &format!("landing/{i}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+        common::wait_until(
+            "the watcher to commit the upload",
+            Duration::from_secs(60),
+            || committed_files() == i + 1,
+        );
+    }
+    // A duplicate of an event already taken: deleted, nothing ingested again.
+    q.send(&s3_event("lake", "landing/1.json", &now_rfc3339()));
+    common::wait_until(
+        "the duplicate to be deleted",
+        Duration::from_secs(30),
+        || q.depth(&q.queue) == (0, 0),
+    );
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(committed_files(), 3);
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..30).collect::<Vec<_>>()
+    );
+}
