@@ -110,6 +110,19 @@ impl Moto {
         let body: Vec<u8> = body.into();
         block_on(store.put(&key.into(), PutPayload::from(body))).unwrap();
     }
+
+    /// Puts an object through a multipart upload of one part (moto then sends two
+    /// `ObjectCreated` events for it, as `tests/it/sqs.rs` relies on).
+    pub(crate) fn put_multipart(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
+        let store = self.store(bucket);
+        let body: Vec<u8> = body.into();
+        block_on(async {
+            let mut upload = store.put_multipart(&key.into()).await?;
+            upload.put_part(PutPayload::from(body)).await?;
+            upload.complete().await
+        })
+        .unwrap();
+    }
 }
 
 impl Drop for Moto {

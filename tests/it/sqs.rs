@@ -284,6 +284,8 @@ fn notifications_land_new_files_once_acknowledge_the_rest_and_leave_poison_to_th
         "landing/sub/c d+e.json",
         common::orders_jsonl(20, 30),
     );
+    // Two events for one upload.
+    moto.put_multipart("lake", "landing/multi.json", common::orders_jsonl(30, 40));
     moto.put("lake", "elsewhere/x.json", common::orders_jsonl(100, 110));
     moto.put("lake", "landing/notes.csv", "order_id\n200\n");
     moto.put(
@@ -305,19 +307,19 @@ fn notifications_land_new_files_once_acknowledge_the_rest_and_leave_poison_to_th
     let stdout = ok(&out);
     assert_eq!(
         common::summary_figure(&stdout, "files"),
-        2,
+        3,
         "{stdout} {}",
         common::stderr(&out)
     );
     assert_eq!(
         sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
-        (0..30).collect::<Vec<_>>(),
-        "old.json, b.json and 'sub/c d+e.json' once each"
+        (0..40).collect::<Vec<_>>(),
+        "old.json, b.json, 'sub/c d+e.json' and multi.json once each"
     );
     assert_eq!(
         event_sum(&ckpt, "queue_messages_skipped", "alreadyTaken"),
         0,
-        "both of b.json's messages were deleted with its plan"
+        "both of b.json's and of multi.json's messages were deleted with their plan"
     );
     // elsewhere/, _tmp/, and the table's own objects (the notification covers the bucket).
     let outside = event_sum(&ckpt, "queue_messages_skipped", "outsideSource");
@@ -385,7 +387,7 @@ fn notifications_land_new_files_once_acknowledge_the_rest_and_leave_poison_to_th
     );
     assert_eq!(
         sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
-        (0..30).collect::<Vec<_>>()
+        (0..40).collect::<Vec<_>>()
     );
     assert!(
         event_sum(&ckpt, "queue_message_left", "receiveCount") >= 2 + 2 * 2,
