@@ -125,6 +125,11 @@ pub struct SqsNotifications {
     /// When the last full listing whose files were all planned started (the position
     /// saved in the checkpoint), and the one under way.
     listed_at: Mutex<(Option<i64>, Option<i64>)>,
+    /// Set once a stream took the source back with its position ([`FileSource::resume`]):
+    /// only then is the queue read. Before (`--dry-run`, `status`) the source is its
+    /// prefix's listing, and no message is received (each receipt counts towards the
+    /// dead-letter queue).
+    armed: std::sync::atomic::AtomicBool,
 }
 
 impl SqsNotifications {
@@ -175,6 +180,7 @@ impl SqsNotifications {
             client: OnceCell::new(),
             queue: Mutex::new(Queue::default()),
             listed_at: Mutex::new((None, None)),
+            armed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -620,12 +626,16 @@ impl FileSource for SqsNotifications {
     }
 
     /// A full listing when one is due (the first start, then every
-    /// `cloudFiles.backfillInterval`), and the queue's files, drained.
+    /// `cloudFiles.backfillInterval`), and the queue's files, drained; before a stream
+    /// resumed the source, only the listing.
     fn list_files<'a>(
         &'a self,
         _after: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
         Box::pin(async move {
+            if !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+                return self.prefix.list_files(None).await;
+            }
             let now = crate::clock::now_ms();
             let due = {
                 let listed = self.listed_at.lock().expect("listing lock");
@@ -701,6 +711,7 @@ impl FileSource for SqsNotifications {
 
     fn resume(&self, saved: Option<&str>) -> Result<(), DiscoveryError> {
         self.listed_at.lock().expect("listing lock").0 = saved.and_then(|s| s.parse().ok());
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 

@@ -269,6 +269,18 @@ fn notifications_land_new_files_once_acknowledge_the_rest_and_leave_poison_to_th
             ),
         )
     };
+    // A dry run lists the prefix and receives nothing (a receipt counts towards the DLQ).
+    let mut dry = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &[],
+    );
+    dry.push("--dry-run".into());
+    let planned = ok(&run_with(&moto, &dry));
+    assert!(planned.contains("old.json"), "{planned}");
+    assert_eq!(q.depth(&q.queue), (1, 0), "the test event is still visible");
     // First start: the listing (old.json) and the queue (the test event), then exit.
     ok(&run(&[]));
     assert_eq!(
