@@ -606,3 +606,44 @@ fn a_watcher_takes_uploads_from_the_queue_as_they_arrive() {
         (0..30).collect::<Vec<_>>()
     );
 }
+
+/// The first start lists; later runs read only the queue, so a lost event's file waits
+/// for the next `cloudFiles.backfillInterval` listing, which finds it once.
+#[test]
+fn a_lost_event_is_found_by_the_backfill_listing_only() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "backfilled", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let run = |backfill: &str| {
+        let out = run_with(
+            &moto,
+            &args(
+                "s3://lake/landing",
+                "s3://lake/bronze",
+                &ckpt,
+                &q.queue,
+                &[&format!("cloudFiles.backfillInterval={backfill}")],
+            ),
+        );
+        common::summary_figure(&ok(&out), "files")
+    };
+    moto.put("lake", "landing/0.json", common::orders_jsonl(0, 10));
+    assert_eq!(
+        run("1h"),
+        1,
+        "the first start lists (and takes the event's file once)"
+    );
+    moto.put("lake", "landing/1.json", common::orders_jsonl(10, 20));
+    // The event is lost.
+    q.rt.block_on(q.sqs.purge_queue().queue_url(&q.queue).send())
+        .unwrap();
+    assert_eq!(run("1h"), 0, "no listing before the backfill interval");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(run("1s"), 1, "the backfill listing finds the file");
+    assert_eq!(run("1h"), 0);
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..20).collect::<Vec<_>>()
+    );
+}
