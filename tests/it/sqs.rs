@@ -647,3 +647,71 @@ fn a_lost_event_is_found_by_the_backfill_listing_only() {
         (0..20).collect::<Vec<_>>()
     );
 }
+
+/// SIGKILLs at pseudo-random moments while a queue is drained, then a clean run: every
+/// file lands once and nothing is left in the queue or its dead-letter queue.
+#[test]
+fn random_kills_while_draining_the_queue_lose_and_duplicate_nothing() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "killed", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &["cloudFiles.maxFilesPerTrigger=3"],
+    );
+    ok(&run_with(&moto, &a));
+    for i in 0..12u64 {
+        moto.put(
+            "lake",
+            &format!("landing/{i:02}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+    }
+    let env = moto.env();
+    let mut seed: u64 = 0x5eed_5a5a;
+    let mut kills = 0u64;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis(100 + kills * 100 + (seed >> 33) % 400);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&a)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "a run failed: {status:?}");
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        assert!(kills < 60, "the stream never finished");
+    }
+    // Messages a killed run held come back after the timeout and find their files owned.
+    std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_millis(500));
+    ok(&run_with(&moto, &a));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..120).collect::<Vec<_>>(),
+        "every file once after {kills} kills"
+    );
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+    // A run killed between a plan and its delete leaves the message to come back; with
+    // kills this frequent its receive count can pass maxReceiveCount after its file was
+    // owned. Such a dead letter is only ever an event for a file that landed (all did).
+    for body in q.dead_letters() {
+        assert!(
+            body.contains("ObjectCreated") && body.contains("landing%2F"),
+            "only events of landed files are dead-lettered: {body}"
+        );
+    }
+}
