@@ -336,23 +336,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         "Databricks: write unparsable records and files to a path",
         "malformed records are kept in _rescued_data (or columnNameOfCorruptRecord); files that cannot be read stop the run, or are skipped and recorded with ignoreCorruptFiles",
     ),
-    not_yet(
+    opt(
         "cloudFiles.useNotifications",
         "false",
-        "file notification mode (SNS/SQS, Event Grid, Pub/Sub)",
-        "watch mode (ingest without --once) uses file events for local folders and listing for S3",
+        "S3 only: take new files from S3 event notifications in an SQS queue (cloudFiles.queueUrl) instead of listing",
     ),
-    not_yet(
+    opt(
         "cloudFiles.backfillInterval",
         "none",
-        "periodic full backfill listing",
-        "S3 incremental listing does a full listing every cloudFiles.fullListingInterval",
+        "notification mode: a full listing this often, catching any event S3 failed to deliver",
     ),
-    not_yet(
+    opt(
         "cloudFiles.maxFileAge",
         "none",
-        "how long a file is tracked for deduplication",
-        "every ingested file is tracked for the life of the checkpoint",
+        "notification mode: events older than this (by their event time) are acknowledged, not ingested",
     ),
     opt(
         "cloudFiles.cleanSource",
@@ -379,25 +376,22 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.useManagedFileEvents",
         "false",
         "Unity Catalog file events",
-        "watch mode uses local file events, and listing on S3",
+        "on S3, cloudFiles.useNotifications with a queue of your own; watch mode uses local file events",
     ),
-    not_yet(
+    opt(
         "cloudFiles.fetchParallelism",
         "1",
-        "threads fetching queue messages (notification mode)",
-        "there is no notification mode yet; see cloudFiles.useNotifications",
+        "notification mode: concurrent receive requests on the queue (1 to 32)",
     ),
-    not_yet(
+    opt(
         "cloudFiles.queueUrl",
         "none",
-        "an existing SQS queue (notification mode)",
-        "there is no notification mode yet; see cloudFiles.useNotifications",
+        "notification mode: the existing SQS queue receiving the bucket's ObjectCreated events (required with it)",
     ),
-    not_yet(
+    opt(
         "cloudFiles.region",
         "none",
-        "the region of the notification resources",
-        "S3 sources take their region from AWS_REGION (see README, S3)",
+        "notification mode: the queue's region (unset: AWS_REGION, else the queue URL's)",
     ),
     not_yet(
         "cloudFiles.roleArn",
@@ -409,7 +403,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.pathRewrites",
         "none",
         "prefix rewrites of notified paths",
-        "there is no notification mode yet; see cloudFiles.useNotifications",
+        "notified keys are taken as they are, relative to the source prefix",
     ),
     not_yet(
         "cloudFiles.resourceTag.<key>",
@@ -806,6 +800,107 @@ pub struct Settings {
     /// A snapshot flow (`[stream.snapshot]`, `-o snapshot.KEY=VALUE`): each snapshot of
     /// the source read whole, stamped, into a history table.
     pub snapshot: Option<crate::snapshot::SnapshotSpec>,
+    /// Notification mode (`cloudFiles.useNotifications=true`): new files come from S3
+    /// events in an SQS queue (`source/sqs.rs`).
+    pub notifications: Option<NotificationSettings>,
+}
+
+/// `cloudFiles.useNotifications=true` and its options, checked together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationSettings {
+    /// `cloudFiles.queueUrl`.
+    pub queue_url: String,
+    /// `cloudFiles.region`: `None`, the environment's (or the queue URL's).
+    pub region: Option<String>,
+    /// `cloudFiles.fetchParallelism`: receive requests in flight at once.
+    pub fetch_parallelism: usize,
+    /// `cloudFiles.backfillInterval`: a full listing this often (`None`: only the first).
+    pub backfill_interval: Option<std::time::Duration>,
+    /// `cloudFiles.maxFileAge`: older events are acknowledged and counted, not ingested.
+    pub max_file_age: Option<std::time::Duration>,
+}
+
+/// The notification options, validated: `None` without `cloudFiles.useNotifications=true`,
+/// where giving any of the others is refused (it would be silently ignored).
+fn notification_settings(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<NotificationSettings>, OptionsError> {
+    const DEPENDENT: [&str; 5] = [
+        "cloudFiles.queueUrl",
+        "cloudFiles.region",
+        "cloudFiles.fetchParallelism",
+        "cloudFiles.backfillInterval",
+        "cloudFiles.maxFileAge",
+    ];
+    let on = match get("cloudFiles.useNotifications") {
+        Some(v) => parse_bool("cloudFiles.useNotifications", &v)?,
+        None => false,
+    };
+    if !on {
+        if let Some(key) = DEPENDENT.iter().find(|k| get(k).is_some()) {
+            return Err(OptionsError::Conflict(format!(
+                "{key} applies to notification mode only; set cloudFiles.useNotifications=true \
+                 (with cloudFiles.queueUrl) or leave it out"
+            )));
+        }
+        return Ok(None);
+    }
+    let queue_url = match get("cloudFiles.queueUrl") {
+        Some(v) if !v.trim().is_empty() => v.trim().to_string(),
+        _ => {
+            return Err(OptionsError::Conflict(
+                "cloudFiles.useNotifications=true needs cloudFiles.queueUrl: the URL of an \
+                 existing SQS queue receiving the bucket's ObjectCreated events (README, \
+                 Notification mode, shows how to create one); autoloader sets none up itself"
+                    .into(),
+            ));
+        }
+    };
+    let parsed = url::Url::parse(&queue_url).map_err(|e| {
+        invalid(
+            "cloudFiles.queueUrl",
+            &queue_url,
+            &format!("expected https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE ({e})"),
+        )
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.path().trim_matches('/').is_empty() {
+        return Err(invalid(
+            "cloudFiles.queueUrl",
+            &queue_url,
+            "expected https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE",
+        ));
+    }
+    let region = get("cloudFiles.region")
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let fetch_parallelism = match get("cloudFiles.fetchParallelism") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=32).contains(n))
+            .ok_or_else(|| invalid("cloudFiles.fetchParallelism", &v, "expected 1 to 32"))?,
+        None => 1,
+    };
+    let duration = |key: &str| -> Result<Option<std::time::Duration>, OptionsError> {
+        match get(key) {
+            None => Ok(None),
+            Some(v) => {
+                let d = parse_duration(key, &v)?;
+                if d.is_zero() {
+                    return Err(invalid(key, &v, "expected a positive duration"));
+                }
+                Ok(Some(d))
+            }
+        }
+    };
+    Ok(Some(NotificationSettings {
+        queue_url,
+        region,
+        fetch_parallelism,
+        backfill_interval: duration("cloudFiles.backfillInterval")?,
+        max_file_age: duration("cloudFiles.maxFileAge")?,
+    }))
 }
 
 /// Where a stream reading a Delta table starts, and which commits it passes over (Spark's
@@ -1201,6 +1296,16 @@ pub fn resolve(
             .map_err(|e| invalid("cloudFiles.schemaLocation", v, &e.to_string()))?,
         None => checkpoint.clone(),
     };
+    let notifications = notification_settings(&|k| get(k).map(str::to_string))?;
+    let snapshot = crate::snapshot::SnapshotSpec::from_pairs(&snapshot_pairs)
+        .map_err(|e| OptionsError::Conflict(e.to_string()))?;
+    if notifications.is_some() && snapshot.is_some() {
+        return Err(OptionsError::Conflict(
+            "a snapshot flow compares whole units of the listing; cloudFiles.useNotifications \
+             takes single files from a queue: leave one of them out"
+                .into(),
+        ));
+    }
     let settings = Settings {
         format,
         schema_location,
@@ -1240,8 +1345,8 @@ pub fn resolve(
         full_listing_interval,
         max_nesting_depth,
         delta,
-        snapshot: crate::snapshot::SnapshotSpec::from_pairs(&snapshot_pairs)
-            .map_err(|e| OptionsError::Conflict(e.to_string()))?,
+        snapshot,
+        notifications,
     };
     Ok((settings, warnings))
 }
@@ -1652,7 +1757,7 @@ mod tests {
         );
         assert!(!text.contains("unknown"), "{text}");
         for key in [
-            "cloudFiles.useNotifications",
+            "cloudFiles.roleArn",
             "cloudFiles.resourceTag.team",
             "CLOUDFILES.useStrictGlobber",
         ] {
@@ -1678,6 +1783,53 @@ mod tests {
         let (_, warnings) = resolve(&raw, &Location::Local("/c".into())).unwrap();
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("does not support yet"), "{warnings:?}");
+    }
+
+    #[test]
+    fn notification_options_parse_together() {
+        assert_eq!(opts(&[]).unwrap().notifications, None);
+        let n = opts(&[
+            ("cloudFiles.useNotifications", "true"),
+            (
+                "cloudFiles.queueUrl",
+                "https://sqs.eu-west-1.amazonaws.com/1/q",
+            ),
+            ("cloudFiles.fetchParallelism", "4"),
+            ("cloudFiles.backfillInterval", "1 day"),
+            ("cloudFiles.maxFileAge", "90d"),
+        ])
+        .unwrap()
+        .notifications
+        .unwrap();
+        assert_eq!(n.queue_url, "https://sqs.eu-west-1.amazonaws.com/1/q");
+        assert_eq!(n.fetch_parallelism, 4);
+        assert_eq!(
+            n.backfill_interval,
+            Some(std::time::Duration::from_secs(86_400))
+        );
+        assert_eq!(
+            n.max_file_age,
+            Some(std::time::Duration::from_secs(90 * 86_400))
+        );
+        assert_eq!(n.region, None);
+        for bad in [
+            vec![("cloudFiles.useNotifications", "true")],
+            vec![
+                ("cloudFiles.useNotifications", "true"),
+                ("cloudFiles.queueUrl", "not a url"),
+            ],
+            vec![
+                ("cloudFiles.useNotifications", "true"),
+                (
+                    "cloudFiles.queueUrl",
+                    "https://sqs.eu-west-1.amazonaws.com/1/q",
+                ),
+                ("cloudFiles.backfillInterval", "0s"),
+            ],
+            vec![("cloudFiles.maxFileAge", "90d")],
+        ] {
+            assert!(opts(&bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

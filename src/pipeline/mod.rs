@@ -293,6 +293,11 @@ pub async fn run_once(
         stream.set_pending(total_files);
         progress.start(total_files, total_bytes);
         stream.ingest(files, stop).await?;
+        // A queue holding more than one discovery takes: drained until it is empty.
+        while stream.more_queued() && !stop.is_stopped() {
+            let files = stream.discover().await?;
+            stream.ingest(files, stop).await?;
+        }
         // cleanSource: at the end of the run, everything due.
         while !stop.is_stopped() && stream.clean_source(CLEAN_BUDGET).await? {}
         progress.finish();

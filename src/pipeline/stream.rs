@@ -369,6 +369,9 @@ impl<'a> StreamRun<'a> {
                 .iter()
                 .any(|p| p.files.iter().any(|pf| pf.key == f.key))
         });
+        // A queue source deletes the messages of files owned already (or left out).
+        self.source.discovered(&new).await?;
+        self.report_queue();
         debug!(
             listed = listed_files,
             new = new.len(),
@@ -376,6 +379,57 @@ impl<'a> StreamRun<'a> {
             "Listed the source."
         );
         Ok(new)
+    }
+
+    /// Notification mode: what became of the queue's messages, as metrics and events (a
+    /// message left for the dead-letter queue is a warning naming it).
+    fn report_queue(&self) {
+        let Some(tally) = self.source.queue_tally() else {
+            return;
+        };
+        let m = &self.telemetry.metrics;
+        m.queue_planned.fetch_add(tally.planned, Ordering::Relaxed);
+        m.queue_skipped
+            .fetch_add(tally.skipped(), Ordering::Relaxed);
+        m.queue_left
+            .fetch_add(tally.left.len() as u64, Ordering::Relaxed);
+        if tally.skipped() > 0 {
+            debug!(
+                skipped = tally.skipped(),
+                "Queue messages deleted with nothing to ingest."
+            );
+            self.telemetry.emit(
+                Severity::Info,
+                kind::QUEUE_MESSAGES_SKIPPED,
+                json!({
+                    "queue": self.req.settings.notifications.as_ref().map(|n| n.queue_url.as_str()),
+                    "alreadyTaken": tally.already_taken,
+                    "testEvents": tally.test_events,
+                    "outsideSource": tally.outside_source,
+                    "filtered": tally.filtered,
+                    "tooOld": tally.too_old,
+                    "notCreated": tally.not_created,
+                }),
+            );
+        }
+        for left in &tally.left {
+            self.telemetry.emit(
+                Severity::Warning,
+                kind::QUEUE_MESSAGE_LEFT,
+                json!({
+                    "queue": self.req.settings.notifications.as_ref().map(|n| n.queue_url.as_str()),
+                    "messageId": left.message_id,
+                    "receiveCount": left.receive_count,
+                    "reason": left.reason,
+                    "error": left.detail,
+                }),
+            );
+        }
+    }
+
+    /// Whether a queue source has more files waiting than the last discovery took.
+    pub(crate) fn more_queued(&self) -> bool {
+        self.source.more_queued()
     }
 
     /// A snapshot flow's listing: the files of the units holding a new snapshot.
@@ -903,6 +957,7 @@ impl<'a> StreamRun<'a> {
             failpoint::hit("after-plan");
             // The files are durably owned by the plan now: a queue source may forget them.
             self.req.source.planned(&plan.files).await?;
+            failpoint::hit(failpoint::AFTER_QUEUE_DELETE);
             execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
             if let Some(spec) = &self.req.settings.snapshot {
                 self.snapshots_taken

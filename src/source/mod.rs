@@ -19,10 +19,12 @@ mod delta;
 pub mod incremental;
 mod local;
 mod s3;
+mod sqs;
 
 pub use delta::DeltaTableSource;
 pub use local::LocalFolder;
 pub use s3::S3Prefix;
+pub use sqs::{LeftMessage, QueueTally, SqsNotifications};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -136,6 +138,28 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
         })
     }
 
+    /// Called after each discovery with the files the stream will plan (`taken`): every
+    /// other file the last listing gave is already owned (ingested, in an unfinished
+    /// plan) or left out by the stream, so a queue source deletes their messages here.
+    fn discovered<'a>(
+        &'a self,
+        _taken: &'a [FileRef],
+    ) -> BoxFuture<'a, Result<(), DiscoveryError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// A queue source: what became of its messages since the last call (reported as
+    /// events and metrics by the stream). `None` for a listed source.
+    fn queue_tally(&self) -> Option<QueueTally> {
+        None
+    }
+
+    /// A queue source whose last listing stopped at its limit: more files are waiting
+    /// (`--once` lists again until none are).
+    fn more_queued(&self) -> bool {
+        false
+    }
+
     /// Where `location` lies relative to this source, so a stream never reads its own
     /// table, checkpoint or schema location as input.
     fn overlap(&self, location: &Location) -> Overlap;
@@ -219,6 +243,21 @@ impl Source {
         format: SourceFormat,
         settings: &Settings,
     ) -> Result<Source, DiscoveryError> {
+        if let Some(notifications) = &settings.notifications {
+            // Notification mode reads loose files of an S3 prefix; a table is read by commits.
+            if format == SourceFormat::Delta || holds_delta_log(location, storage)? {
+                return Err(DiscoveryError::Usage(format!(
+                    "cloudFiles.useNotifications=true reads new files of an S3 prefix; {location} \
+                     is a Delta table, read commit by commit: leave notification mode out"
+                )));
+            }
+            return Ok(Source::new(sqs::open(
+                location,
+                storage,
+                settings,
+                notifications,
+            )?));
+        }
         let is_table = match format {
             SourceFormat::Delta => true,
             SourceFormat::Files | SourceFormat::Detect => holds_delta_log(location, storage)?,

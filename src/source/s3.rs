@@ -67,6 +67,38 @@ impl S3Prefix {
     }
 }
 
+impl S3Prefix {
+    /// The bucket.
+    pub(super) fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The key prefix (`""`: the bucket's root), without a trailing `/`.
+    pub(super) fn prefix(&self) -> &str {
+        self.prefix.as_ref()
+    }
+
+    /// A key's size and time as a listing gives them (so a file found by an event and by
+    /// a listing is one file), or `None` when the object does not exist.
+    pub(super) async fn head(&self, key: &str) -> Result<Option<FileRef>, DiscoveryError> {
+        let FileLocation::Object(object) = self.locate(key) else {
+            unreachable!("an S3 key is an object")
+        };
+        match object_store::ObjectStoreExt::head(self.store.as_ref(), &object.location).await {
+            Ok(meta) => Ok(Some(FileRef {
+                key: key.to_string(),
+                size: meta.size,
+                mtime_ms: meta.last_modified.timestamp_millis(),
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(DiscoveryError::ObjectStore {
+                url: self.uri(key),
+                reason: explain_s3_failure(self.credentials_given, e.to_string()),
+            }),
+        }
+    }
+}
+
 impl FileSource for S3Prefix {
     fn describe(&self) -> String {
         self.url.clone()

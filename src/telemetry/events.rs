@@ -109,6 +109,12 @@ event_kinds! {
     FileCleaned = "file_cleaned" as FILE_CLEANED;
     /// An ingested file could not be cleaned; it is tried again later.
     CleanFailed = "clean_failed" as CLEAN_FAILED;
+    /// Notification mode: queue messages deleted with nothing to ingest (test events,
+    /// outside the source, filtered, too old, files already ingested or planned).
+    QueueMessagesSkipped = "queue_messages_skipped" as QUEUE_MESSAGES_SKIPPED;
+    /// Notification mode: a message left in the queue for its dead-letter queue
+    /// (unparseable, or naming an object that does not exist).
+    QueueMessageLeft = "queue_message_left" as QUEUE_MESSAGE_LEFT;
 }
 
 impl fmt::Display for EventKind {
@@ -270,6 +276,26 @@ pub struct EventFields {
     pub webhook: String,
     /// alert_failed: the type of the event that was not delivered.
     pub alert: Option<String>,
+    /// queue_messages_skipped, queue_message_left: the SQS queue's URL.
+    pub queue: String,
+    /// queue_message_left: the SQS message id.
+    pub message_id: String,
+    /// queue_message_left: how often the queue has handed the message out.
+    pub receive_count: u64,
+    /// queue_messages_skipped: messages whose files were already ingested or planned, or
+    /// left out by the stream's filters.
+    pub already_taken: u64,
+    /// queue_messages_skipped: `s3:TestEvent` messages.
+    pub test_events: u64,
+    /// queue_messages_skipped: events for another bucket, outside the source's prefix, or
+    /// for hidden and temporary names.
+    pub outside_source: u64,
+    /// queue_messages_skipped: events whose file name does not match `pathGlobFilter`.
+    pub filtered: u64,
+    /// queue_messages_skipped: events older than `cloudFiles.maxFileAge`.
+    pub too_old: u64,
+    /// queue_messages_skipped: events other than `ObjectCreated`.
+    pub not_created: u64,
 }
 
 /// `files`: a count of files, or their URIs.

@@ -56,6 +56,14 @@ pub struct StreamMetrics {
     pub rescued_rows: Value<Counter>,
     pub corrupt_files: Value<Counter>,
     pub batches: Value<Counter>,
+    /// Notification mode: queue messages deleted once a plan owned their files.
+    pub queue_planned: Value<Counter>,
+    /// Notification mode: queue messages deleted with nothing to ingest (test events,
+    /// outside the source, filtered, too old, files already taken).
+    pub queue_skipped: Value<Counter>,
+    /// Notification mode: queue messages left for the dead-letter queue (unparseable, or
+    /// naming a missing object), counted at each receipt.
+    pub queue_left: Value<Counter>,
     pub schema_version: Value<Gauge<u64, AtomicU64>>,
     pub files_pending: Value<Gauge<u64, AtomicU64>>,
     /// Milliseconds since the epoch of the last commit (0: none yet).
@@ -120,13 +128,25 @@ struct StreamLabel {
 
 /// Counter names (prometheus-client appends `_total`) and help texts (it appends a `.`),
 /// in `StreamMetrics` field order.
-const COUNTERS: [(&str, &str); 6] = [
+const COUNTERS: [(&str, &str); 9] = [
     ("autoloader_files", "Files ingested"),
     ("autoloader_rows", "Rows appended"),
     ("autoloader_bytes", "Input bytes ingested"),
     ("autoloader_rescued_rows", "Rows with rescued data"),
     ("autoloader_corrupt_files", "Files skipped as corrupt"),
     ("autoloader_batches", "Batches committed"),
+    (
+        "autoloader_queue_messages_planned",
+        "Queue messages deleted once a batch plan owned their files",
+    ),
+    (
+        "autoloader_queue_messages_skipped",
+        "Queue messages deleted with nothing to ingest",
+    ),
+    (
+        "autoloader_queue_messages_left",
+        "Queue messages left for the dead-letter queue",
+    ),
 ];
 const GAUGES: [(&str, &str); 2] = [
     ("autoloader_schema_version", "Current schema version"),
@@ -160,7 +180,17 @@ impl Families {
         let label = StreamLabel {
             stream: name.to_string(),
         };
-        let [files, rows, bytes, rescued_rows, corrupt_files, batches] = self
+        let [
+            files,
+            rows,
+            bytes,
+            rescued_rows,
+            corrupt_files,
+            batches,
+            queue_planned,
+            queue_skipped,
+            queue_left,
+        ] = self
             .counters
             .each_ref()
             .map(|family| Value(family.get_or_create_owned(&label)));
@@ -175,6 +205,9 @@ impl Families {
             rescued_rows,
             corrupt_files,
             batches,
+            queue_planned,
+            queue_skipped,
+            queue_left,
             schema_version,
             files_pending,
             last_commit_ms: Value(self.since_last_commit.get_or_create_owned(&label).0),

@@ -65,6 +65,10 @@ pub const OPTIMIZE_NAMES: &[&str] = &[
     "after-optimize-commit",
 ];
 
+/// The failpoint notification mode reaches once a plan's queue messages are deleted,
+/// before the batch is read (`pipeline/stream.rs`, `tests/it/sqs.rs`).
+pub const AFTER_QUEUE_DELETE: &str = "after-queue-delete";
+
 /// The failpoint a ONCE flow reaches after recording its completion (`pipeline/once.rs`).
 pub const ONCE_COMPLETE: &str = "after-once-complete";
 

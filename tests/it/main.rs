@@ -29,5 +29,6 @@ mod scd2;
 mod schemas;
 mod snapshot_cdc;
 mod snapshots;
+mod sqs;
 mod tables;
 mod watch;

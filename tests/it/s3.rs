@@ -13,13 +13,13 @@ use crate::common::{self, Scratch, ok, summary_figure, wait_until};
 const CANARY: &str = "canary-secret-7f3a9c";
 
 /// A moto S3 server on a free loopback port, killed when dropped.
-struct Moto {
+pub(crate) struct Moto {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Moto {
-    fn start() -> Moto {
+    pub(crate) fn start() -> Moto {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -48,11 +48,11 @@ impl Moto {
         Moto { child, port }
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AWS_ACCESS_KEY_ID", "testing".into()),
             ("AWS_SECRET_ACCESS_KEY", CANARY.into()),
@@ -62,7 +62,7 @@ impl Moto {
         ]
     }
 
-    fn create_bucket(&self, bucket: &str) {
+    pub(crate) fn create_bucket(&self, bucket: &str) {
         use std::io::{Read, Write};
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(s, "PUT /{bucket} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n", self.port).unwrap();
@@ -84,7 +84,7 @@ impl Moto {
     }
 
     /// Keys under `prefix`, sorted.
-    fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+    pub(crate) fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
         use futures::TryStreamExt;
         use object_store::ObjectStore;
         let store = self.store(bucket);
@@ -105,10 +105,23 @@ impl Moto {
             .to_vec()
     }
 
-    fn put(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
+    pub(crate) fn put(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
         let store = self.store(bucket);
         let body: Vec<u8> = body.into();
         block_on(store.put(&key.into(), PutPayload::from(body))).unwrap();
+    }
+
+    /// Puts an object through a multipart upload of one part (moto then sends two
+    /// `ObjectCreated` events for it, as `tests/it/sqs.rs` relies on).
+    pub(crate) fn put_multipart(&self, bucket: &str, key: &str, body: impl Into<Vec<u8>>) {
+        let store = self.store(bucket);
+        let body: Vec<u8> = body.into();
+        block_on(async {
+            let mut upload = store.put_multipart(&key.into()).await?;
+            upload.put_part(PutPayload::from(body)).await?;
+            upload.complete().await
+        })
+        .unwrap();
     }
 }
 
@@ -128,13 +141,13 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn run_with(moto: &Moto, args: &[String]) -> std::process::Output {
+pub(crate) fn run_with(moto: &Moto, args: &[String]) -> std::process::Output {
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     common::run(args, &env)
 }
 
-fn python_rows(moto: &Moto, table: &str) -> serde_json::Value {
+pub(crate) fn python_rows(moto: &Moto, table: &str) -> serde_json::Value {
     python_read(moto, table, &[])
 }
 
@@ -405,7 +418,7 @@ fn run_on(moto: &Moto, state_dir: &std::path::Path, args: &[&str]) -> std::proce
     common::run(&args, &env)
 }
 
-fn sorted_ids(py: &serde_json::Value) -> Vec<i64> {
+pub(crate) fn sorted_ids(py: &serde_json::Value) -> Vec<i64> {
     let mut ids: Vec<i64> = py["rows"]
         .as_array()
         .unwrap()

@@ -1,0 +1,717 @@
+//! Notification mode: S3 event notifications through SQS, against the real moto server
+//! (S3, SQS and bucket notifications in one process on 127.0.0.1), the table read back by
+//! Python `deltalake`.
+
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use crate::common::{self, Scratch, ok};
+use crate::s3::{Moto, python_rows, run_with, sorted_ids};
+
+/// The queue's visibility timeout (s): a message not deleted comes back this soon.
+const VISIBILITY_S: u64 = 2;
+/// Receives before a message moves to the dead-letter queue.
+const MAX_RECEIVES: u32 = 2;
+
+/// A bucket whose `ObjectCreated` events go to a queue with a dead-letter queue, and an
+/// SQS client (with its own runtime, kept for the client's connections).
+struct Notified {
+    rt: tokio::runtime::Runtime,
+    sqs: aws_sdk_sqs::Client,
+    queue: String,
+    dlq: String,
+}
+
+impl Notified {
+    /// Creates `bucket`, the queue `NAME` and `NAME-dlq` (redrive after [`MAX_RECEIVES`]),
+    /// and the bucket notification of every `ObjectCreated` event under `filter_prefix`
+    /// (moto then sends `s3:TestEvent`, left in the queue).
+    fn setup(moto: &Moto, bucket: &str, name: &str, filter_prefix: &str) -> Notified {
+        moto.create_bucket(bucket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let sqs = rt.block_on(async {
+            let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .region(aws_config::Region::new("us-east-1"))
+                .endpoint_url(moto.endpoint())
+                .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                    "testing", "testing", None, None, "test",
+                ))
+                .load()
+                .await;
+            aws_sdk_sqs::Client::new(&config)
+        });
+        let (queue, dlq) = rt.block_on(async {
+            let dlq = sqs
+                .create_queue()
+                .queue_name(format!("{name}-dlq"))
+                .send()
+                .await
+                .unwrap()
+                .queue_url()
+                .unwrap()
+                .to_string();
+            let dlq_arn = sqs
+                .get_queue_attributes()
+                .queue_url(&dlq)
+                .attribute_names(QueueAttributeName::QueueArn)
+                .send()
+                .await
+                .unwrap()
+                .attributes()
+                .unwrap()[&QueueAttributeName::QueueArn]
+                .clone();
+            let queue = sqs
+                .create_queue()
+                .queue_name(name)
+                .attributes(
+                    QueueAttributeName::VisibilityTimeout,
+                    VISIBILITY_S.to_string(),
+                )
+                .attributes(
+                    QueueAttributeName::RedrivePolicy,
+                    serde_json::json!({
+                        "deadLetterTargetArn": dlq_arn,
+                        "maxReceiveCount": MAX_RECEIVES.to_string(),
+                    })
+                    .to_string(),
+                )
+                .send()
+                .await
+                .unwrap()
+                .queue_url()
+                .unwrap()
+                .to_string();
+            (queue, dlq)
+        });
+        let filter = if filter_prefix.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "<Filter><S3Key><FilterRule><Name>prefix</Name><Value>{filter_prefix}</Value>\
+                 </FilterRule></S3Key></Filter>"
+            )
+        };
+        let config = format!(
+            "<NotificationConfiguration><QueueConfiguration><Id>landing</Id>\
+             <Queue>arn:aws:sqs:us-east-1:123456789012:{name}</Queue>\
+             <Event>s3:ObjectCreated:*</Event>{filter}</QueueConfiguration>\
+             </NotificationConfiguration>"
+        );
+        http_put(moto, &format!("/{bucket}?notification"), &config);
+        Notified {
+            rt,
+            sqs,
+            queue,
+            dlq,
+        }
+    }
+
+    /// Sends a message body to the queue (a re-sent event, or poison).
+    fn send(&self, body: &str) {
+        self.rt
+            .block_on(
+                self.sqs
+                    .send_message()
+                    .queue_url(&self.queue)
+                    .message_body(body)
+                    .send(),
+            )
+            .unwrap();
+    }
+
+    /// (visible, in flight) messages of a queue.
+    fn depth(&self, url: &str) -> (u64, u64) {
+        let out = self
+            .rt
+            .block_on(
+                self.sqs
+                    .get_queue_attributes()
+                    .queue_url(url)
+                    .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+                    .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+                    .send(),
+            )
+            .unwrap();
+        let a = out.attributes().unwrap();
+        let n = |k: &QueueAttributeName| a[k].parse::<u64>().unwrap();
+        (
+            n(&QueueAttributeName::ApproximateNumberOfMessages),
+            n(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+        )
+    }
+
+    /// The bodies in the dead-letter queue (received, so in flight afterwards).
+    fn dead_letters(&self) -> Vec<String> {
+        let out = self
+            .rt
+            .block_on(
+                self.sqs
+                    .receive_message()
+                    .queue_url(&self.dlq)
+                    .max_number_of_messages(10)
+                    .send(),
+            )
+            .unwrap();
+        let mut bodies: Vec<String> = out
+            .messages()
+            .iter()
+            .map(|m| m.body().unwrap().to_string())
+            .collect();
+        bodies.sort();
+        bodies
+    }
+}
+
+/// An unsigned path-style PUT to moto (it checks no signature), as `create_bucket` does.
+fn http_put(moto: &Moto, path: &str, body: &str) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", moto.port)).unwrap();
+    write!(
+        s,
+        "PUT {path} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        moto.port,
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+/// An S3 `ObjectCreated:Put` event as S3 sends it (key form-encoded), at `time`.
+fn s3_event(bucket: &str, key: &str, time: &str) -> String {
+    let encoded: String = key
+        .bytes()
+        .map(|b| match b {
+            b' ' => "+".to_string(),
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    serde_json::json!({"Records": [{
+        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
+        "eventTime": time, "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": bucket}, "object": {"key": encoded, "size": 1}},
+    }]})
+    .to_string()
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// `ingest SOURCE TABLE --once` in notification mode on `queue`, checkpoint `ckpt`.
+fn args(
+    source: &str,
+    table: &str,
+    ckpt: &std::path::Path,
+    queue: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "ingest",
+        source,
+        table,
+        "--once",
+        "--checkpoint",
+        &ckpt.display().to_string(),
+        "-o",
+        "cloudFiles.format=json",
+        "-o",
+        "cloudFiles.useNotifications=true",
+        "-o",
+        &format!("cloudFiles.queueUrl={queue}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for e in extra {
+        a.push("-o".into());
+        a.push((*e).to_string());
+    }
+    a
+}
+
+/// The sum of one field over a checkpoint's events of one type.
+fn event_sum(ckpt: &std::path::Path, kind: &str, field: &str) -> u64 {
+    common::events_of(ckpt, kind)
+        .iter()
+        .map(|e| e[field].as_u64().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn notifications_land_new_files_once_acknowledge_the_rest_and_leave_poison_to_the_dlq() {
+    let moto = Moto::start();
+    // Present before the notification exists: only the first start's listing finds it.
+    moto.create_bucket("lake");
+    moto.put("lake", "landing/old.json", common::orders_jsonl(0, 10));
+    // Events of the whole bucket, so some fall outside the source's prefix.
+    let q = Notified::setup(&moto, "lake", "landing", "");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let run = |extra: &[&str]| {
+        let mut extra = extra.to_vec();
+        extra.push("pathGlobFilter=*.json");
+        extra.push("cloudFiles.maxFileAge=30 days");
+        run_with(
+            &moto,
+            &args(
+                "s3://lake/landing",
+                "s3://lake/bronze",
+                &ckpt,
+                &q.queue,
+                &extra,
+            ),
+        )
+    };
+    // A dry run lists the prefix and receives nothing (a receipt counts towards the DLQ).
+    let mut dry = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &[],
+    );
+    dry.push("--dry-run".into());
+    let planned = ok(&run_with(&moto, &dry));
+    assert!(planned.contains("old.json"), "{planned}");
+    assert_eq!(q.depth(&q.queue), (1, 0), "the test event is still visible");
+    // First start: the listing (old.json) and the queue (the test event), then exit.
+    ok(&run(&[]));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..10).collect::<Vec<_>>()
+    );
+    assert_eq!(event_sum(&ckpt, "queue_messages_skipped", "testEvents"), 1);
+
+    // After the start: files through the queue only (the listing is not repeated).
+    moto.put("lake", "landing/b.json", common::orders_jsonl(10, 20));
+    moto.put(
+        "lake",
+        "landing/sub/c d+e.json",
+        common::orders_jsonl(20, 30),
+    );
+    // Two events for one upload.
+    moto.put_multipart("lake", "landing/multi.json", common::orders_jsonl(30, 40));
+    moto.put("lake", "elsewhere/x.json", common::orders_jsonl(100, 110));
+    moto.put("lake", "landing/notes.csv", "order_id\n200\n");
+    moto.put(
+        "lake",
+        "landing/_tmp/y.json",
+        common::orders_jsonl(300, 310),
+    );
+    // A re-sent event (in the same drain as the first), a too-old one, poison, and an
+    // event for an object that is gone.
+    q.send(&s3_event("lake", "landing/b.json", &now_rfc3339()));
+    q.send(&s3_event(
+        "lake",
+        "landing/aged.json",
+        "2020-01-01T00:00:00.000Z",
+    ));
+    q.send("this is not an S3 event");
+    q.send(&s3_event("lake", "landing/gone.json", &now_rfc3339()));
+    let out = run(&[]);
+    let stdout = ok(&out);
+    assert_eq!(
+        common::summary_figure(&stdout, "files"),
+        3,
+        "{stdout} {}",
+        common::stderr(&out)
+    );
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..40).collect::<Vec<_>>(),
+        "old.json, b.json, 'sub/c d+e.json' and multi.json once each"
+    );
+    assert_eq!(
+        event_sum(&ckpt, "queue_messages_skipped", "alreadyTaken"),
+        0,
+        "both of b.json's and of multi.json's messages were deleted with their plan"
+    );
+    // elsewhere/, _tmp/, and the table's own objects (the notification covers the bucket).
+    let outside = event_sum(&ckpt, "queue_messages_skipped", "outsideSource");
+    assert!(outside >= 2 + 2, "{outside}");
+    assert_eq!(
+        event_sum(&ckpt, "queue_messages_skipped", "filtered"),
+        1,
+        "notes.csv"
+    );
+    assert_eq!(
+        event_sum(&ckpt, "queue_messages_skipped", "tooOld"),
+        1,
+        "aged.json"
+    );
+    let left = common::events_of(&ckpt, "queue_message_left");
+    let reasons = |left: &[serde_json::Value]| {
+        let mut r: Vec<String> = left
+            .iter()
+            .map(|e| e["reason"].as_str().unwrap().to_string())
+            .collect();
+        r.sort();
+        r
+    };
+    assert_eq!(
+        reasons(&left),
+        ["missing_object", "unparseable"],
+        "{left:?}"
+    );
+    assert!(
+        left.iter().any(|e| e["error"]
+            .as_str()
+            .unwrap()
+            .contains("s3://lake/landing/gone.json")),
+        "the missing object is named: {left:?}"
+    );
+    // Received again after the visibility timeout, still left; then redriven to the DLQ.
+    for round in 0..MAX_RECEIVES {
+        if round == 0 {
+            // Redelivered after its file landed: deleted, not ingested again.
+            q.send(&s3_event("lake", "landing/b.json", &now_rfc3339()));
+        }
+        std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_millis(500));
+        let again = run(&[]);
+        assert_eq!(common::summary_figure(&ok(&again), "files"), 0);
+    }
+    assert_eq!(
+        event_sum(&ckpt, "queue_messages_skipped", "alreadyTaken"),
+        1,
+        "the event re-sent after b.json landed"
+    );
+    let dead = q.dead_letters();
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert!(
+        dead.iter().any(|b| b == "this is not an S3 event"),
+        "{dead:?}"
+    );
+    assert!(
+        dead.iter().any(|b| b.contains("landing%2Fgone.json")),
+        "{dead:?}"
+    );
+    assert_eq!(
+        q.depth(&q.queue),
+        (0, 0),
+        "nothing else is stuck in the queue"
+    );
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..40).collect::<Vec<_>>()
+    );
+    assert!(
+        event_sum(&ckpt, "queue_message_left", "receiveCount") >= 2 + 2 * 2,
+        "each receipt of the poison is reported with its receive count"
+    );
+}
+
+/// A kill at each failpoint of a batch taken from the queue, then a rerun: every file
+/// lands once and the queue is left empty.
+#[test]
+fn a_kill_at_each_failpoint_then_a_rerun_lands_every_file_once_and_empties_the_queue() {
+    let moto = Moto::start();
+    let points: Vec<&str> = autoloader::testing::failpoint::NAMES
+        .iter()
+        .copied()
+        .filter(|p| !p.contains("schema"))
+        .chain([autoloader::testing::failpoint::AFTER_QUEUE_DELETE])
+        .collect();
+    for (n, point) in points.iter().enumerate() {
+        let bucket = format!("lake{n}");
+        let q = Notified::setup(&moto, &bucket, &format!("q{n}"), "landing/");
+        let s = Scratch::new();
+        let ckpt = s.dir.path().join("ckpt");
+        let source = format!("s3://{bucket}/landing");
+        let table = format!("s3://{bucket}/bronze");
+        let a = args(
+            &source,
+            &table,
+            &ckpt,
+            &q.queue,
+            &["cloudFiles.maxFilesPerTrigger=2"],
+        );
+        // The first start lists an empty prefix (and takes the test event).
+        ok(&run_with(&moto, &a));
+        for i in 0..5u64 {
+            moto.put(
+                &bucket,
+                &format!("landing/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+        let env = moto.env();
+        let crashed = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&a)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("AUTOLOADER_FAILPOINT", format!("{point}=kill"))
+            .output()
+            .unwrap();
+        assert!(
+            !crashed.status.success(),
+            "{point}: the failpoint killed it"
+        );
+        // Messages the dead run received but did not delete come back after the timeout.
+        std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_millis(500));
+        let out = run_with(&moto, &a);
+        ok(&out);
+        assert_eq!(
+            sorted_ids(&python_rows(&moto, &table)),
+            (0..50).collect::<Vec<_>>(),
+            "{point}: every file once"
+        );
+        assert_eq!(q.depth(&q.queue), (0, 0), "{point}: the queue is empty");
+        assert!(
+            q.dead_letters().is_empty(),
+            "{point}: nothing dead-lettered"
+        );
+    }
+}
+
+#[test]
+fn notification_mode_is_refused_without_a_queue_or_an_s3_source() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 1));
+    let ingest = |opts: &[&str]| {
+        let mut a: Vec<String> = vec![
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+        ];
+        for o in opts {
+            a.push("-o".into());
+            a.push((*o).into());
+        }
+        common::run(&a, &[])
+    };
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["cloudFiles.useNotifications=true"],
+            "needs cloudFiles.queueUrl",
+        ),
+        (
+            &[
+                "cloudFiles.useNotifications=true",
+                "cloudFiles.queueUrl=https://sqs.eu-west-1.amazonaws.com/123456789012/q",
+            ],
+            "needs an S3 source",
+        ),
+        (
+            &["cloudFiles.queueUrl=https://sqs.eu-west-1.amazonaws.com/123456789012/q"],
+            "applies to notification mode only",
+        ),
+        (
+            &[
+                "cloudFiles.useNotifications=true",
+                "cloudFiles.queueUrl=https://sqs.eu-west-1.amazonaws.com/123456789012/q",
+                "cloudFiles.fetchParallelism=0",
+            ],
+            "cloudFiles.fetchParallelism",
+        ),
+    ];
+    for (opts, needle) in cases {
+        let out = ingest(opts);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{opts:?}: {}",
+            common::stderr(&out)
+        );
+        assert!(
+            common::stderr(&out).contains(needle),
+            "{opts:?}: {}",
+            common::stderr(&out)
+        );
+    }
+    assert!(
+        !s.table().join("_delta_log").exists(),
+        "nothing was written"
+    );
+}
+
+/// A watcher in notification mode takes files from the queue as they are uploaded, once.
+#[test]
+fn a_watcher_takes_uploads_from_the_queue_as_they_arrive() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "watched", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let mut a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &[],
+    );
+    a.retain(|x| x != "--once");
+    a.extend(["--poll-interval".to_string(), "0.3".to_string()]);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(&a)
+        .envs(moto.env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read from the event log as it grows (the reports refuse a checkpoint not made yet).
+    let events = |kind: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(ckpt.join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == kind)
+            .collect()
+    };
+    let committed_files = || {
+        events("batch_committed")
+            .iter()
+            .map(|e| e["files"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    for i in 0..3u64 {
+        // One at a time, each after the watcher started (the first listing found none).
+        if i == 0 {
+            common::wait_until("the watcher to start", Duration::from_secs(30), || {
+                !events("stream_started").is_empty()
+            });
+        }
+        moto.put(
+            "lake",
+            &format!("landing/{i}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+        common::wait_until(
+            "the watcher to commit the upload",
+            Duration::from_secs(60),
+            || committed_files() == i + 1,
+        );
+    }
+    // A duplicate of an event already taken: deleted, nothing ingested again.
+    q.send(&s3_event("lake", "landing/1.json", &now_rfc3339()));
+    common::wait_until(
+        "the duplicate to be deleted",
+        Duration::from_secs(30),
+        || q.depth(&q.queue) == (0, 0),
+    );
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(committed_files(), 3);
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..30).collect::<Vec<_>>()
+    );
+}
+
+/// The first start lists; later runs read only the queue, so a lost event's file waits
+/// for the next `cloudFiles.backfillInterval` listing, which finds it once.
+#[test]
+fn a_lost_event_is_found_by_the_backfill_listing_only() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "backfilled", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let run = |backfill: &str| {
+        let out = run_with(
+            &moto,
+            &args(
+                "s3://lake/landing",
+                "s3://lake/bronze",
+                &ckpt,
+                &q.queue,
+                &[&format!("cloudFiles.backfillInterval={backfill}")],
+            ),
+        );
+        common::summary_figure(&ok(&out), "files")
+    };
+    moto.put("lake", "landing/0.json", common::orders_jsonl(0, 10));
+    assert_eq!(
+        run("1h"),
+        1,
+        "the first start lists (and takes the event's file once)"
+    );
+    moto.put("lake", "landing/1.json", common::orders_jsonl(10, 20));
+    // The event is lost.
+    q.rt.block_on(q.sqs.purge_queue().queue_url(&q.queue).send())
+        .unwrap();
+    assert_eq!(run("1h"), 0, "no listing before the backfill interval");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(run("1s"), 1, "the backfill listing finds the file");
+    assert_eq!(run("1h"), 0);
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..20).collect::<Vec<_>>()
+    );
+}
+
+/// SIGKILLs at pseudo-random moments while a queue is drained, then a clean run: every
+/// file lands once and nothing is left in the queue or its dead-letter queue.
+#[test]
+fn random_kills_while_draining_the_queue_lose_and_duplicate_nothing() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "killed", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &["cloudFiles.maxFilesPerTrigger=3"],
+    );
+    ok(&run_with(&moto, &a));
+    for i in 0..12u64 {
+        moto.put(
+            "lake",
+            &format!("landing/{i:02}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+    }
+    let env = moto.env();
+    let mut seed: u64 = 0x5eed_5a5a;
+    let mut kills = 0u64;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis(100 + kills * 100 + (seed >> 33) % 400);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&a)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "a run failed: {status:?}");
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        assert!(kills < 60, "the stream never finished");
+    }
+    // Messages a killed run held come back after the timeout and find their files owned.
+    std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_millis(500));
+    ok(&run_with(&moto, &a));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..120).collect::<Vec<_>>(),
+        "every file once after {kills} kills"
+    );
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+    // A run killed between a plan and its delete leaves the message to come back; with
+    // kills this frequent its receive count can pass maxReceiveCount after its file was
+    // owned. Such a dead letter is only ever an event for a file that landed (all did).
+    for body in q.dead_letters() {
+        assert!(
+            body.contains("ObjectCreated") && body.contains("landing%2F"),
+            "only events of landed files are dead-lettered: {body}"
+        );
+    }
+}
