@@ -1117,7 +1117,7 @@ def cdc_autoloader_cmd(src, table):
             "-o", "cloudFiles.inferColumnTypes=true", "-o", "cloudFiles.maxFilesPerTrigger=1",
             "-o", "cdc.keys=id", "-o", "cdc.sequence_by=seq",
             "-o", "cdc.apply_as_deletes=op = 'D'",
-            "-o", "cdc.except_column_list=op,seq,_rescued_data"]
+            "-o", "cdc.except_column_list=op,seq,_rescued_data,_metadata"]
 
 
 def run_cdc(size, args, python):
