@@ -926,7 +926,11 @@ pub fn resolve(
             invalid(
                 "cloudFiles.format",
                 v,
-                "expected json, csv, parquet, text or binaryFile",
+                if ["avro", "orc", "xml"].contains(&v.to_ascii_lowercase().as_str()) {
+                    "not supported yet; json, csv, parquet, text and binaryFile are"
+                } else {
+                    "expected json, csv, parquet, text or binaryFile"
+                },
             )
         })?),
     };
@@ -1775,6 +1779,8 @@ mod tests {
         assert_eq!(Format::from_file_name("a.CSV.BZ2"), Some(Format::Csv));
         assert_eq!(Format::from_file_name("a.jsonl.lz4"), Some(Format::Json));
         assert_eq!(Format::from_file_name("a.log"), None);
+        let err = opts(&[("cloudFiles.format", "avro")]).unwrap_err();
+        assert!(err.to_string().contains("not supported yet"), "{err}");
     }
 
     /// `inferSchema` is CSV's spelling of `cloudFiles.inferColumnTypes`.

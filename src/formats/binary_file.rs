@@ -48,14 +48,9 @@ pub fn check_size(file: &SourceFile, opts: &DecodeOptions) -> Result<(), DecodeE
 }
 
 fn too_long(file: &SourceFile, opts: &DecodeOptions) -> DecodeError {
-    DecodeError::Corrupt {
+    DecodeError::FileTooLong {
         path: file.meta.path.clone(),
-        line: None,
-        reason: format!(
-            "a binaryFile row holds the whole file, and this one is longer than \
-             cloudFiles.maxRecordBytes ({} bytes); raise it to ingest files this large",
-            opts.max_record_bytes
-        ),
+        limit: opts.max_record_bytes,
     }
 }
 

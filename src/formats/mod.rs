@@ -67,6 +67,11 @@ pub enum DecodeError {
         limit: usize,
     },
     #[error(
+        "{path} is longer than cloudFiles.maxRecordBytes ({limit} bytes), the most one \
+         binaryFile row holds (the whole file); raise it to ingest files this large"
+    )]
+    FileTooLong { path: String, limit: usize },
+    #[error(
         "{path} expands to more than cloudFiles.maxDecompressedBytes ({limit} bytes) when \
          decompressed; a decompression bomb? raise the limit if the file is genuine"
     )]
@@ -94,6 +99,7 @@ impl DecodeError {
             DecodeError::Corrupt { .. }
                 | DecodeError::Io { .. }
                 | DecodeError::RecordTooLong { .. }
+                | DecodeError::FileTooLong { .. }
                 | DecodeError::DecompressedTooLarge { .. }
         )
     }

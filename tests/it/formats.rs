@@ -377,6 +377,22 @@ fn binary_file_over_the_limit_stops_naming_it() {
     )
     .ok();
     assert_eq!(sorted_rows(&s.table(), &["length"]), vec!["10000", "4"]);
+    // Skipped as a corrupt file when asked, and the rest lands.
+    let k = Scratch::new();
+    k.land("small.bin", "tiny");
+    k.land("big.bin", vec![7u8; 10_000]);
+    let run = Run::ingest(
+        &k,
+        "too big, ignoreCorruptFiles",
+        &[
+            "cloudFiles.format=binaryFile",
+            "cloudFiles.maxRecordBytes=4k",
+            "ignoreCorruptFiles=true",
+        ],
+    );
+    run.ok();
+    assert_eq!(run.figure("skipped files"), 1);
+    assert_eq!(sorted_rows(&k.table(), &["length"]), vec!["4"]);
     let out = s.ingest(&["cloudFiles.format=binaryFile", "schema=path STRING"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
