@@ -218,9 +218,15 @@ impl Compression {
             Compression::Gzip => head.starts_with(&[0x1f, 0x8b]),
             // A zstd frame (RFC 8878 section 3.1.1).
             Compression::Zstd => head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
-            // "BZh" and the block size digit.
+            // "BZh", the block size digit, then a block's magic (the digits of pi) or the
+            // end of stream's (of sqrt(pi)): "BZh9" alone could start a line of text.
             Compression::Bzip2 => {
-                head.starts_with(b"BZh") && head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d))
+                head.starts_with(b"BZh")
+                    && head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d))
+                    && head.get(4..10).is_some_and(|m| {
+                        m == [0x31, 0x41, 0x59, 0x26, 0x53, 0x59]
+                            || m == [0x17, 0x72, 0x45, 0x38, 0x50, 0x90]
+                    })
             }
             // An LZ4 frame (the .lz4 file format), not the raw block format.
             Compression::Lz4 => head.starts_with(&[0x04, 0x22, 0x4d, 0x18]),
@@ -581,9 +587,17 @@ mod tests {
             Compression::sniff(b"\x28\xb5\x2f\xfd\x00"),
             Some(Compression::Zstd)
         );
-        assert_eq!(Compression::sniff(b"BZh91AY"), Some(Compression::Bzip2));
+        assert_eq!(
+            Compression::sniff(b"BZh91AY&SY\x00"),
+            Some(Compression::Bzip2)
+        );
+        assert_eq!(
+            Compression::sniff(b"BZh9\x17\x72\x45\x38\x50\x90\x00\x00\x00\x00"),
+            Some(Compression::Bzip2),
+            "an empty stream"
+        );
         assert_eq!(Compression::sniff(b"BZh0"), None, "no block size 0");
-        assert_eq!(Compression::sniff(b"BZhx"), None);
+        assert_eq!(Compression::sniff(b"BZh9 text that starts so"), None);
         assert_eq!(
             Compression::sniff(b"\x04\x22\x4d\x18\x64"),
             Some(Compression::Lz4)

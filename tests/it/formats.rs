@@ -208,6 +208,8 @@ fn text_is_one_row_per_line() {
     let s = Scratch::new();
     s.land("a.log", "first\r\n\nthird ✓\nlast");
     s.land("b.log.bz2", bzip2_of(b"from bzip2\n"));
+    // Text that starts as bzip2 does ("BZh" and a digit) is still text.
+    s.land("c.log", "BZh91 starts like bzip2\n");
     Run::ingest(&s, "text", &["cloudFiles.format=text"]).ok();
     let py = read_with_python(&s.table(), "value");
     assert_eq!(py["types"]["value"], "string", "{py}");
@@ -219,8 +221,18 @@ fn text_is_one_row_per_line() {
         .iter()
         .map(|r| r["value"].as_str().unwrap())
         .collect();
-    assert_eq!(values, ["", "first", "from bzip2", "last", "third ✓"]);
-    let b = py["rows"][2]["_metadata"]["file_name"].as_str().unwrap();
+    assert_eq!(
+        values,
+        [
+            "",
+            "BZh91 starts like bzip2",
+            "first",
+            "from bzip2",
+            "last",
+            "third ✓"
+        ]
+    );
+    let b = py["rows"][3]["_metadata"]["file_name"].as_str().unwrap();
     assert_eq!(b, "b.log.bz2");
 }
 
