@@ -71,7 +71,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "cloudFiles.format",
         "detected from file extensions",
-        "json, csv or parquet",
+        "json, csv, parquet, text or binaryFile (the last two only when set)",
     ),
     opt(
         "cloudFiles.schemaLocation",
@@ -146,12 +146,12 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "cloudFiles.maxRecordBytes",
         "64m",
-        "longest accepted JSON line or record",
+        "longest accepted JSON line or record (a text line or file, a binaryFile file)",
     ),
     opt(
         "cloudFiles.maxDecompressedBytes",
         "64g",
-        "largest a compressed file may expand to (a gzip bomb stops, naming the file)",
+        "largest a gzip, zstd, bzip2 or lz4 file may expand to (a decompression bomb stops, naming the file)",
     ),
     opt(
         "cloudFiles.maxNestingDepth",
@@ -248,6 +248,11 @@ pub const OPTIONS: &[OptionSpec] = &[
         "false",
         "JSON: whole-file documents; a top-level array is one row per item",
     ),
+    opt(
+        "wholetext",
+        "false",
+        "text: one row per file rather than one per line",
+    ),
     opt("header", "true", "CSV: the first line names the columns"),
     opt("sep", ",", "CSV: field separator"),
     opt("quote", "\"", "CSV: quote character"),
@@ -308,7 +313,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "lineSep",
         "\\n (and \\r\\n)",
-        "record separator: JSON lines any string, CSV one character",
+        "record separator: JSON lines and text any string, CSV one character",
     ),
     opt(
         "ignoreLeadingWhiteSpace",
@@ -650,6 +655,11 @@ pub enum Format {
     Json,
     Csv,
     Parquet,
+    /// Spark's text source: one `value` STRING row per line, or per file (`wholetext`).
+    Text,
+    /// Spark's binaryFile source: one row per file with its path, modification time,
+    /// length and content.
+    BinaryFile,
 }
 
 impl Format {
@@ -659,15 +669,21 @@ impl Format {
             "json" => Some(Format::Json),
             "csv" => Some(Format::Csv),
             "parquet" => Some(Format::Parquet),
+            "text" => Some(Format::Text),
+            "binaryfile" => Some(Format::BinaryFile),
             _ => None,
         }
     }
 
     /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`,
-    /// each optionally followed by `.gz`).
+    /// each optionally followed by `.gz`, `.zst`, `.bz2` or `.lz4`). Text and binaryFile
+    /// read any file, so only `cloudFiles.format` chooses them.
     pub fn from_file_name(name: &str) -> Option<Format> {
         let lower = name.to_ascii_lowercase();
-        let base = lower.strip_suffix(".gz").unwrap_or(&lower);
+        let base = [".gz", ".zst", ".bz2", ".lz4"]
+            .iter()
+            .find_map(|suffix| lower.strip_suffix(suffix))
+            .unwrap_or(&lower);
         let ext = base.rsplit_once('.')?.1;
         match ext {
             "json" | "jsonl" | "ndjson" => Some(Format::Json),
@@ -684,6 +700,8 @@ impl fmt::Display for Format {
             Format::Json => "json",
             Format::Csv => "csv",
             Format::Parquet => "parquet",
+            Format::Text => "text",
+            Format::BinaryFile => "binaryFile",
         })
     }
 }
@@ -745,6 +763,15 @@ pub struct JsonSettings {
     pub prefers_decimal: bool,
 }
 
+/// Text reading options (`cloudFiles.format=text`).
+#[derive(Debug, Clone, Default)]
+pub struct TextSettings {
+    /// `wholetext`: one row per file.
+    pub whole_text: bool,
+    /// `lineSep`: `None` is `\n` (a `\r` before it removed).
+    pub line_sep: Option<Vec<u8>>,
+}
+
 /// Validated settings of one stream.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -780,6 +807,7 @@ pub struct Settings {
     pub multi_line: bool,
     pub csv: CsvSettings,
     pub json: JsonSettings,
+    pub text: TextSettings,
     /// `timestampFormat` and `dateFormat`, for inference and reading alike.
     pub temporal: Temporal,
     pub time_zone: Tz,
@@ -988,10 +1016,17 @@ pub fn resolve(
 
     let format = match get("cloudFiles.format") {
         None => None,
-        Some(v) => Some(
-            Format::from_name(v)
-                .ok_or_else(|| invalid("cloudFiles.format", v, "expected json, csv or parquet"))?,
-        ),
+        Some(v) => Some(Format::from_name(v).ok_or_else(|| {
+            invalid(
+                "cloudFiles.format",
+                v,
+                if ["avro", "orc", "xml"].contains(&v.to_ascii_lowercase().as_str()) {
+                    "not supported yet; json, csv, parquet, text and binaryFile are"
+                } else {
+                    "expected json, csv, parquet, text or binaryFile"
+                },
+            )
+        })?),
     };
     let user_schema = match get("schema") {
         None => None,
@@ -1014,6 +1049,21 @@ pub fn resolve(
                 .into(),
         ));
     }
+    // Spark's text and binaryFile sources have a fixed schema.
+    if let Some(f @ (Format::Text | Format::BinaryFile)) = format {
+        for key in ["schema", "cloudFiles.schemaHints"] {
+            if get(key).is_some() {
+                return Err(OptionsError::Conflict(format!(
+                    "{key}: the {f} format has a fixed schema ({}); leave {key} out",
+                    match f {
+                        Format::Text => "value STRING",
+                        _ =>
+                            "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY",
+                    }
+                )));
+            }
+        }
+    }
     let schema_hints = get("cloudFiles.schemaHints").map(str::to_string);
     if let Some(h) = &schema_hints {
         crate::schema::hints::parse_hints(h)
@@ -1033,6 +1083,8 @@ pub fn resolve(
         // Auto Loader's `none`: new columns are ignored, and nothing is rescued unless
         // rescuedDataColumn is set explicitly.
         None if evolution_mode == EvolutionMode::None => None,
+        // A fixed schema that every file fits: nothing to rescue (as Auto Loader).
+        None if matches!(format, Some(Format::Text | Format::BinaryFile)) => None,
         None => Some(RESCUED_DATA_COLUMN.to_string()),
     };
     let max_files_per_trigger = match get("cloudFiles.maxFilesPerTrigger") {
@@ -1161,11 +1213,11 @@ pub fn resolve(
         None | Some("\n" | "\r\n") => None,
         Some(sep) if sep.len() == 1 => Some(sep.as_bytes()[0]),
         // Only JSON reads it.
-        Some(_) if format == Some(Format::Json) => None,
+        Some(_) if matches!(format, Some(Format::Json | Format::Text)) => None,
         Some(_) => {
             return Err(OptionsError::Conflict(
                 "lineSep: a CSV record separator is one character (Spark's limit); a longer \
-                 separator needs cloudFiles.format=json"
+                 separator needs cloudFiles.format=json or text"
                     .into(),
             ));
         }
@@ -1195,9 +1247,16 @@ pub fn resolve(
             comments: bool_or("allowComments", false)?,
             unquoted_field_names: bool_or("allowUnquotedFieldNames", false)?,
         },
-        line_sep: line_sep.filter(|sep| sep != "\n").map(String::into_bytes),
+        line_sep: line_sep
+            .clone()
+            .filter(|sep| sep != "\n")
+            .map(String::into_bytes),
         primitives_as_string: bool_or("primitivesAsString", false)?,
         prefers_decimal: bool_or("prefersDecimal", false)?,
+    };
+    let text = TextSettings {
+        whole_text: bool_or("wholetext", false)?,
+        line_sep: line_sep.filter(|sep| sep != "\n").map(String::into_bytes),
     };
     let pattern = |key: &str, spark_default: &str| -> Result<Option<Pattern>, OptionsError> {
         match get(key) {
@@ -1334,6 +1393,7 @@ pub fn resolve(
         multi_line: bool_or("multiLine", false)?,
         csv,
         json,
+        text,
         temporal,
         time_zone,
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
@@ -1896,6 +1956,39 @@ mod tests {
         assert_eq!(s.json.line_sep.as_deref(), Some(&b"||"[..]));
         assert!(opts(&[("comment", "##")]).is_err());
         assert!(opts(&[("allowComments", "maybe")]).is_err());
+    }
+
+    /// text and binaryFile: their names, text's `wholetext` and `lineSep`, a fixed schema
+    /// (no `schema`, no hints) and nothing to rescue.
+    #[test]
+    fn text_and_binary_file_settings() {
+        let s = opts(&[("cloudFiles.format", "TEXT"), ("lineSep", "||")]).unwrap();
+        assert_eq!(s.format, Some(Format::Text));
+        assert_eq!(s.text.line_sep.as_deref(), Some(&b"||"[..]));
+        assert!(!s.text.whole_text);
+        assert_eq!(s.rescued_data_column, None);
+        let s = opts(&[("cloudFiles.format", "text"), ("wholetext", "true")]).unwrap();
+        assert!(s.text.whole_text && s.text.line_sep.is_none());
+        let s = opts(&[("cloudFiles.format", "binaryFile")]).unwrap();
+        assert_eq!(s.format, Some(Format::BinaryFile));
+        assert_eq!(s.format.unwrap().to_string(), "binaryFile");
+        assert_eq!(Format::from_name("binaryFile"), Some(Format::BinaryFile));
+        for format in ["text", "binaryFile"] {
+            for key in ["schema", "cloudFiles.schemaHints"] {
+                let err =
+                    opts(&[("cloudFiles.format", format), (key, "value STRING")]).unwrap_err();
+                assert!(err.to_string().contains("fixed schema"), "{err}");
+            }
+        }
+        // An explicit rescued-data column is kept.
+        let s = opts(&[("cloudFiles.format", "text"), ("rescuedDataColumn", "_r")]).unwrap();
+        assert_eq!(s.rescued_data_column.as_deref(), Some("_r"));
+        assert_eq!(Format::from_file_name("a.json.zst"), Some(Format::Json));
+        assert_eq!(Format::from_file_name("a.CSV.BZ2"), Some(Format::Csv));
+        assert_eq!(Format::from_file_name("a.jsonl.lz4"), Some(Format::Json));
+        assert_eq!(Format::from_file_name("a.log"), None);
+        let err = opts(&[("cloudFiles.format", "avro")]).unwrap_err();
+        assert!(err.to_string().contains("not supported yet"), "{err}");
     }
 
     /// `inferSchema` is CSV's spelling of `cloudFiles.inferColumnTypes`.

@@ -1,13 +1,17 @@
-//! File decoding: opening (gzip sniffed by magic bytes, all members of concatenated gzip),
+//! File decoding: opening (gzip, zstd, bzip2 and lz4 frames sniffed by magic bytes, all
+//! members of a concatenated file),
 //! schema inference, and streaming decode into batches of the stream's layout.
 //!
 //! Decoders are synchronous and run on blocking threads; they hand each finished batch to an
 //! `emit` callback, so memory stays bounded by the batch size whatever the file size.
 
+pub mod binary_file;
 pub mod csv;
 pub mod detect;
 pub mod json;
+mod lines;
 pub mod parquet;
+pub mod text;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -63,8 +67,13 @@ pub enum DecodeError {
         limit: usize,
     },
     #[error(
+        "{path} is longer than cloudFiles.maxRecordBytes ({limit} bytes), the most one \
+         binaryFile row holds (the whole file); raise it to ingest files this large"
+    )]
+    FileTooLong { path: String, limit: usize },
+    #[error(
         "{path} expands to more than cloudFiles.maxDecompressedBytes ({limit} bytes) when \
-         decompressed; a gzip bomb? raise the limit if the file is genuine"
+         decompressed; a decompression bomb? raise the limit if the file is genuine"
     )]
     DecompressedTooLarge { path: String, limit: u64 },
     #[error("{path} line {line}: malformed record (mode=FAILFAST): {reason}")]
@@ -90,6 +99,7 @@ impl DecodeError {
             DecodeError::Corrupt { .. }
                 | DecodeError::Io { .. }
                 | DecodeError::RecordTooLong { .. }
+                | DecodeError::FileTooLong { .. }
                 | DecodeError::DecompressedTooLarge { .. }
         )
     }
@@ -137,6 +147,7 @@ pub struct DecodeOptions {
     pub max_nesting_depth: usize,
     pub csv: crate::options::CsvSettings,
     pub json: crate::options::JsonSettings,
+    pub text: crate::options::TextSettings,
     /// Stop reading a file at its first field the schema lacks (the batch is about to be
     /// evolved and read again, so the rest would be read for nothing).
     pub stop_at_new_fields: bool,
@@ -161,6 +172,7 @@ impl DecodeOptions {
             max_nesting_depth: settings.max_nesting_depth,
             csv: settings.csv.clone(),
             json: settings.json.clone(),
+            text: settings.text.clone(),
             stop_at_new_fields: false,
             observe_types: None,
         }
@@ -178,8 +190,104 @@ impl DecodeOptions {
     }
 }
 
-/// Opens a file for streaming, decompressing gzip (detected by its magic bytes) up to
-/// `max_decompressed` bytes.
+/// A compression the line formats read, told by its magic bytes whatever the file's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Gzip,
+    Zstd,
+    Bzip2,
+    Lz4,
+}
+
+impl Compression {
+    /// All of them, in the order they are sniffed.
+    pub const ALL: [Compression; 4] = [
+        Compression::Gzip,
+        Compression::Zstd,
+        Compression::Bzip2,
+        Compression::Lz4,
+    ];
+
+    /// The compression whose magic bytes start `head`.
+    pub fn sniff(head: &[u8]) -> Option<Compression> {
+        Compression::ALL.into_iter().find(|c| c.starts(head))
+    }
+
+    fn starts(self, head: &[u8]) -> bool {
+        match self {
+            Compression::Gzip => head.starts_with(&[0x1f, 0x8b]),
+            // A zstd frame (RFC 8878 section 3.1.1).
+            Compression::Zstd => head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
+            // "BZh", the block size digit, then a block's magic (the digits of pi) or the
+            // end of stream's (of sqrt(pi)): "BZh9" alone could start a line of text.
+            Compression::Bzip2 => {
+                head.starts_with(b"BZh")
+                    && head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d))
+                    && head.get(4..10).is_some_and(|m| {
+                        m == [0x31, 0x41, 0x59, 0x26, 0x53, 0x59]
+                            || m == [0x17, 0x72, 0x45, 0x38, 0x50, 0x90]
+                    })
+            }
+            // An LZ4 frame (the .lz4 file format), not the raw block format.
+            Compression::Lz4 => head.starts_with(&[0x04, 0x22, 0x4d, 0x18]),
+        }
+    }
+
+    /// The file name suffix this compression is known by.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Compression::Gzip => ".gz",
+            Compression::Zstd => ".zst",
+            Compression::Bzip2 => ".bz2",
+            Compression::Lz4 => ".lz4",
+        }
+    }
+
+    /// The compression a file name's suffix claims (any case).
+    pub fn of_name(name: &str) -> Option<Compression> {
+        let lower = name.to_ascii_lowercase();
+        Compression::ALL
+            .into_iter()
+            .find(|c| lower.ends_with(c.suffix()))
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+            Compression::Bzip2 => "bzip2",
+            Compression::Lz4 => "lz4",
+        }
+    }
+
+    /// A streaming decoder over `reader` (every member or frame of a concatenated file).
+    fn decoder(self, reader: BufReader<File>) -> io::Result<Box<dyn Read + Send>> {
+        Ok(match self {
+            Compression::Gzip => Box::new(MultiGzDecoder::new(reader)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(reader)?),
+            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(reader)),
+            Compression::Lz4 => Box::new(Lz4Frames(lz4_flex::frame::FrameDecoder::new(reader))),
+        })
+    }
+}
+
+/// lz4_flex's frame decoder reads one frame after another, but its read returns 0 at the
+/// end of each: read on while input is left, so a concatenated file is read whole.
+struct Lz4Frames(lz4_flex::frame::FrameDecoder<BufReader<File>>);
+
+impl Read for Lz4Frames {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.0.read(buf)?;
+            if n > 0 || buf.is_empty() || self.0.get_mut().fill_buf()?.is_empty() {
+                return Ok(n);
+            }
+        }
+    }
+}
+
+/// Opens a file for streaming, decompressing gzip, zstd, bzip2 or lz4 (detected by their
+/// magic bytes) up to `max_decompressed` bytes.
 pub fn open(
     path: &Path,
     display: &str,
@@ -199,30 +307,38 @@ pub fn open(
         path: display.to_string(),
         source,
     })?;
-    if head.starts_with(&[0x1f, 0x8b]) {
+    if let Some(compression) = Compression::sniff(head) {
+        let inner = compression
+            .decoder(reader)
+            .map_err(|e| read_error(display, e, None))?;
         return Ok(Box::new(BufReader::with_capacity(
             READ_BUFFER,
             Capped {
-                inner: MultiGzDecoder::new(reader),
+                inner,
+                compression,
                 left: max_decompressed,
                 limit: max_decompressed,
             },
         )));
     }
-    if display.ends_with(".gz") && !head.is_empty() {
+    if let Some(named) = Compression::of_name(display)
+        && !head.is_empty()
+    {
         return Err(DecodeError::Corrupt {
             path: display.to_string(),
             line: None,
-            reason: "named .gz but not gzip data".into(),
+            reason: format!("named {} but not {} data", named.suffix(), named.name()),
         });
     }
     Ok(Box::new(reader))
 }
 
 /// A decompressing reader that stops with an error past its limit: memory is bounded by
-/// streaming anyway, but a bomb would otherwise run for hours and fill the table.
-struct Capped<R> {
-    inner: R,
+/// streaming anyway, but a bomb would otherwise run for hours and fill the table. A
+/// decoder's error that is not the disk's says the data is corrupt, with the compression.
+struct Capped {
+    inner: Box<dyn Read + Send>,
+    compression: Compression,
     left: u64,
     limit: u64,
 }
@@ -239,9 +355,19 @@ impl std::fmt::Display for OverLimit {
 
 impl std::error::Error for OverLimit {}
 
-impl<R: Read> Read for Capped<R> {
+impl Read for Capped {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
+        let n = self.inner.read(buf).map_err(|e| {
+            if e.raw_os_error().is_some() || e.kind() == io::ErrorKind::Interrupted {
+                e
+            } else {
+                let kind = match e.kind() {
+                    io::ErrorKind::UnexpectedEof => io::ErrorKind::UnexpectedEof,
+                    _ => io::ErrorKind::InvalidData,
+                };
+                io::Error::new(kind, format!("{} data: {e}", self.compression.name()))
+            }
+        })?;
         let n64 = n as u64;
         if n64 > self.left {
             return Err(io::Error::other(OverLimit(self.limit)));
@@ -351,6 +477,8 @@ pub fn infer_file(
         Format::Json => json::infer(file, opts, typed, inferrer),
         Format::Csv => csv::infer(file, opts, typed, inferrer),
         Format::Parquet => parquet::infer(file, inferrer),
+        Format::Text => Ok(text::infer(inferrer)),
+        Format::BinaryFile => Ok(binary_file::infer(inferrer)),
     }
 }
 
@@ -361,11 +489,17 @@ pub fn decode_file(
     layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
+    if opts.format == Format::BinaryFile {
+        // Before an S3 object is fetched.
+        binary_file::check_size(file, opts)?;
+    }
     let (local, _copy) = materialize(file)?;
     let stats = match opts.format {
         Format::Json => json::decode(&local, opts, layout, emit),
         Format::Csv => csv::decode(&local, opts, layout, emit),
         Format::Parquet => parquet::decode(&local, opts, layout, emit),
+        Format::Text => text::decode(&local, opts, layout, emit),
+        Format::BinaryFile => binary_file::decode(&local, opts, layout, emit),
     }?;
     // A local file rewritten while it was read would commit a torn mix: refuse it.
     if file.remote.is_none() && !unchanged(&file.local_path, file.meta.size, file.meta.mtime_ms) {
@@ -445,6 +579,34 @@ pub(crate) fn read_line_bounded(
 mod tests {
     use super::*;
     use std::io::Cursor;
+
+    #[test]
+    fn compressions_are_told_by_magic_bytes() {
+        assert_eq!(Compression::sniff(b"\x1f\x8b\x08"), Some(Compression::Gzip));
+        assert_eq!(
+            Compression::sniff(b"\x28\xb5\x2f\xfd\x00"),
+            Some(Compression::Zstd)
+        );
+        assert_eq!(
+            Compression::sniff(b"BZh91AY&SY\x00"),
+            Some(Compression::Bzip2)
+        );
+        assert_eq!(
+            Compression::sniff(b"BZh9\x17\x72\x45\x38\x50\x90\x00\x00\x00\x00"),
+            Some(Compression::Bzip2),
+            "an empty stream"
+        );
+        assert_eq!(Compression::sniff(b"BZh0"), None, "no block size 0");
+        assert_eq!(Compression::sniff(b"BZh9 text that starts so"), None);
+        assert_eq!(
+            Compression::sniff(b"\x04\x22\x4d\x18\x64"),
+            Some(Compression::Lz4)
+        );
+        assert_eq!(Compression::sniff(b"{\"id\": 1}"), None);
+        assert_eq!(Compression::sniff(b""), None);
+        assert_eq!(Compression::of_name("a.JSON.ZST"), Some(Compression::Zstd));
+        assert_eq!(Compression::of_name("a.json"), None);
+    }
 
     #[test]
     fn bounded_lines_split_and_flag_over_long_lines() {

@@ -69,123 +69,11 @@ pub fn decode(
         .build()
         .map_err(|e| corrupt(path, &e))?;
     let mut stats = FileStats::default();
-    let out_schema = layout.arrow_schema();
-    let value_fields: Vec<_> = layout.value_fields().cloned().collect();
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(path, &e))?;
         let n = batch.num_rows();
-        let in_schema = batch.schema();
-        // Per row, the original values that did not fit, as JSON.
-        let mut rescued: Vec<Map<String, Value>> = vec![Map::new(); n];
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(value_fields.len());
-        let mut used = vec![false; in_schema.fields().len()];
-        for field in &value_fields {
-            let idx = in_schema.index_of(&field.name).ok().or_else(|| {
-                (!opts.ctx.case_sensitive)
-                    .then(|| {
-                        in_schema
-                            .fields()
-                            .iter()
-                            .position(|f| f.name().eq_ignore_ascii_case(&field.name))
-                    })
-                    .flatten()
-            });
-            let target = field.data_type.to_arrow();
-            let Some(idx) = idx else {
-                columns.push(new_null_array(&target, n));
-                continue;
-            };
-            used[idx] = true;
-            let source = batch.column(idx);
-            let fits = column_type(source.data_type()) == field.data_type
-                || field.data_type == DataType::String;
-            if !fits && field.data_type.is_nested() {
-                // Maybe new nested fields: the evolution check compares the footers.
-                stats.new_fields = true;
-            }
-            let cast = if fits {
-                cast_with_options(
-                    source,
-                    &target,
-                    &CastOptions {
-                        safe: true,
-                        ..Default::default()
-                    },
-                )
-                .ok()
-            } else {
-                cast_with_options(
-                    source,
-                    &target,
-                    &CastOptions {
-                        safe: true,
-                        ..Default::default()
-                    },
-                )
-                .ok()
-                .filter(|_| same_shape(source.data_type(), &target))
-            };
-            let column = cast.unwrap_or_else(|| new_null_array(&target, n));
-            let lost: Vec<usize> = (0..n)
-                .filter(|&r| source.is_valid(r) && column.is_null(r))
-                .collect();
-            if !lost.is_empty() {
-                rescue_values(&in_schema.fields()[idx], source, &lost, &mut rescued, path)?;
-            }
-            columns.push(column);
-        }
-        for (idx, f) in in_schema.fields().iter().enumerate() {
-            if !used[idx] {
-                // A column the schema lacks: maybe a new one (the evolution check reads
-                // the footers); named in the warning only when it held a value to rescue.
-                stats.new_fields = true;
-                let source = batch.column(idx);
-                let present: Vec<usize> = (0..n).filter(|&r| source.is_valid(r)).collect();
-                if !present.is_empty() {
-                    push_unknown_name(&mut stats.unknown_names, f.name(), &value_fields);
-                }
-                rescue_values(f, source, &present, &mut rescued, path)?;
-            }
-        }
-        for m in &rescued {
-            for key in m.keys() {
-                let kind = RescueKind::of(key, value_fields.iter().map(|f| f.name.as_str()));
-                stats.rescue.note(key, kind);
-            }
-        }
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(out_schema.fields().len());
-        let mut value_iter = columns.into_iter();
-        let mut rescued_count = 0u64;
-        for f in &layout.data.fields {
-            if Some(&f.name) == layout.rescued.as_ref() {
-                let texts: Vec<Option<String>> = rescued
-                    .iter_mut()
-                    .map(|m| {
-                        (!m.is_empty()).then(|| {
-                            rescued_count += 1;
-                            m.insert(
-                                FILE_PATH_KEY.to_string(),
-                                Value::String(file.meta.path.clone()),
-                            );
-                            Value::Object(std::mem::take(m)).to_string()
-                        })
-                    })
-                    .collect();
-                arrays.push(Arc::new(StringArray::from(texts)));
-            } else if Some(&f.name) == layout.corrupt.as_ref() {
-                arrays.push(new_null_array(&ArrowType::Utf8, n));
-            } else {
-                arrays.push(value_iter.next().expect("one column per value field"));
-            }
-        }
-        if layout.rescued.is_none() {
-            stats.dropped_values += rescued.iter().map(|m| m.len() as u64).sum::<u64>();
-        }
-        push_file_columns(layout, &file.meta, n, &mut arrays);
-        let out =
-            RecordBatch::try_new(Arc::clone(&out_schema), arrays).map_err(|e| corrupt(path, &e))?;
+        let out = conform(&batch, file, opts, layout, &mut stats)?;
         stats.rows += n as u64;
-        stats.rescued_rows += rescued_count;
         if !emit(out) {
             return Err(DecodeError::Cancelled {
                 path: path.to_string(),
@@ -194,6 +82,133 @@ pub fn decode(
     }
     stats.new_fields |= !stats.unknown_names.is_empty();
     Ok(stats)
+}
+
+/// One batch read from a file (of the file's own columns) as a batch of the layout: each
+/// column read as the stream's type, a value that does not fit and a column the schema
+/// lacks rescued as JSON, then the file's columns (partitions, `_metadata`). Counts the
+/// rescued rows and what was rescued into `stats`.
+pub(crate) fn conform(
+    batch: &RecordBatch,
+    file: &SourceFile,
+    opts: &DecodeOptions,
+    layout: &Arc<TableLayout>,
+    stats: &mut FileStats,
+) -> Result<RecordBatch, DecodeError> {
+    let path = file.meta.path.as_str();
+    let out_schema = layout.arrow_schema();
+    let value_fields: Vec<_> = layout.value_fields().cloned().collect();
+    let n = batch.num_rows();
+    let in_schema = batch.schema();
+    // Per row, the original values that did not fit, as JSON.
+    let mut rescued: Vec<Map<String, Value>> = vec![Map::new(); n];
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(value_fields.len());
+    let mut used = vec![false; in_schema.fields().len()];
+    for field in &value_fields {
+        let idx = in_schema.index_of(&field.name).ok().or_else(|| {
+            (!opts.ctx.case_sensitive)
+                .then(|| {
+                    in_schema
+                        .fields()
+                        .iter()
+                        .position(|f| f.name().eq_ignore_ascii_case(&field.name))
+                })
+                .flatten()
+        });
+        let target = field.data_type.to_arrow();
+        let Some(idx) = idx else {
+            columns.push(new_null_array(&target, n));
+            continue;
+        };
+        used[idx] = true;
+        let source = batch.column(idx);
+        let fits = column_type(source.data_type()) == field.data_type
+            || field.data_type == DataType::String;
+        if !fits && field.data_type.is_nested() {
+            // Maybe new nested fields: the evolution check compares the footers.
+            stats.new_fields = true;
+        }
+        let cast = if fits {
+            cast_with_options(
+                source,
+                &target,
+                &CastOptions {
+                    safe: true,
+                    ..Default::default()
+                },
+            )
+            .ok()
+        } else {
+            cast_with_options(
+                source,
+                &target,
+                &CastOptions {
+                    safe: true,
+                    ..Default::default()
+                },
+            )
+            .ok()
+            .filter(|_| same_shape(source.data_type(), &target))
+        };
+        let column = cast.unwrap_or_else(|| new_null_array(&target, n));
+        let lost: Vec<usize> = (0..n)
+            .filter(|&r| source.is_valid(r) && column.is_null(r))
+            .collect();
+        if !lost.is_empty() {
+            rescue_values(&in_schema.fields()[idx], source, &lost, &mut rescued, path)?;
+        }
+        columns.push(column);
+    }
+    for (idx, f) in in_schema.fields().iter().enumerate() {
+        if !used[idx] {
+            // A column the schema lacks: maybe a new one (the evolution check reads
+            // the footers); named in the warning only when it held a value to rescue.
+            stats.new_fields = true;
+            let source = batch.column(idx);
+            let present: Vec<usize> = (0..n).filter(|&r| source.is_valid(r)).collect();
+            if !present.is_empty() {
+                push_unknown_name(&mut stats.unknown_names, f.name(), &value_fields);
+            }
+            rescue_values(f, source, &present, &mut rescued, path)?;
+        }
+    }
+    for m in &rescued {
+        for key in m.keys() {
+            let kind = RescueKind::of(key, value_fields.iter().map(|f| f.name.as_str()));
+            stats.rescue.note(key, kind);
+        }
+    }
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(out_schema.fields().len());
+    let mut value_iter = columns.into_iter();
+    let mut rescued_count = 0u64;
+    for f in &layout.data.fields {
+        if Some(&f.name) == layout.rescued.as_ref() {
+            let texts: Vec<Option<String>> = rescued
+                .iter_mut()
+                .map(|m| {
+                    (!m.is_empty()).then(|| {
+                        rescued_count += 1;
+                        m.insert(
+                            FILE_PATH_KEY.to_string(),
+                            Value::String(file.meta.path.clone()),
+                        );
+                        Value::Object(std::mem::take(m)).to_string()
+                    })
+                })
+                .collect();
+            arrays.push(Arc::new(StringArray::from(texts)));
+        } else if Some(&f.name) == layout.corrupt.as_ref() {
+            arrays.push(new_null_array(&ArrowType::Utf8, n));
+        } else {
+            arrays.push(value_iter.next().expect("one column per value field"));
+        }
+    }
+    if layout.rescued.is_none() {
+        stats.dropped_values += rescued.iter().map(|m| m.len() as u64).sum::<u64>();
+    }
+    push_file_columns(layout, &file.meta, n, &mut arrays);
+    stats.rescued_rows += rescued_count;
+    RecordBatch::try_new(Arc::clone(&out_schema), arrays).map_err(|e| corrupt(path, &e))
 }
 
 fn push_unknown_name(names: &mut Vec<String>, name: &str, fields: &[crate::schema::Field]) {

@@ -14,6 +14,7 @@ mod delta_source;
 mod evolution;
 mod faults;
 mod flows;
+mod formats;
 mod fuzz_smoke;
 mod ingest_once;
 mod layout;

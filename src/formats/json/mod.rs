@@ -13,167 +13,16 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
+use super::lines::{Lines, for_each_line};
 use super::{
     BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
-    large_record_turn, open, read_error, read_line_bounded,
+    large_record_turn, open, read_error,
 };
 use crate::parse::json::{JsonDialect, JsonValue};
 use crate::record::{RowBuilder, TableLayout};
 use crate::schema::infer::SchemaInferrer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// Calls `on_line` with each non-blank line of a JSON-lines file (BOM and `\r` removed)
-/// and its 1-based number; an over-long line is an error naming the file and line.
-/// Receives a line and its number.
-type OnLine<'a> = dyn FnMut(&[u8], u64) -> Result<(), DecodeError> + 'a;
-
-fn for_each_line(
-    reader: &mut dyn std::io::BufRead,
-    path: &str,
-    max_record_bytes: usize,
-    line_sep: Option<&[u8]>,
-    on_line: &mut OnLine<'_>,
-) -> Result<(), DecodeError> {
-    if let Some(sep) = line_sep {
-        return for_each_separated(reader, path, max_record_bytes, sep, on_line);
-    }
-    let mut buf = Vec::new();
-    let mut line_no = 0u64;
-    loop {
-        // The common case: the whole line is in the read buffer, and is handed over from
-        // there without a copy.
-        let available = reader
-            .fill_buf()
-            .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
-        if let Some(end) = memchr::memchr(b'\n', available).filter(|end| *end <= max_record_bytes) {
-            line_no += 1;
-            let mut line = &available[..end];
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
-            if line_no == 1 && line.starts_with(BOM) {
-                line = &line[BOM.len()..];
-            }
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                on_line(line, line_no)?;
-            }
-            reader.consume(end + 1);
-            continue;
-        }
-        // A line longer than what is buffered, or the last line without a newline. One
-        // that turns out large is read and handled during this thread's turn.
-        let mut turn = None;
-        let read = read_line_bounded(reader, &mut buf, max_record_bytes, &mut || {
-            turn = Some(large_record_turn());
-        })
-        .map_err(|e| read_error(path, e, Some(line_no + 1)))?;
-        line_no += 1;
-        let line = match read {
-            None => return Ok(()),
-            Some(false) => {
-                return Err(DecodeError::RecordTooLong {
-                    path: path.into(),
-                    line: line_no,
-                    limit: max_record_bytes,
-                });
-            }
-            Some(true) => {
-                if line_no == 1 && buf.starts_with(BOM) {
-                    &buf[BOM.len()..]
-                } else {
-                    &buf[..]
-                }
-            }
-        };
-        if !line.iter().all(u8::is_ascii_whitespace) {
-            on_line(line, line_no)?;
-        }
-        if turn.is_some() {
-            // A large line's buffer is not kept past its turn.
-            buf = Vec::new();
-        }
-    }
-}
-
-/// [`for_each_line`] with a custom record separator (`lineSep`): records are numbered as
-/// lines are, and bounded alike (a `\r` is not removed; JSON takes it as whitespace).
-fn for_each_separated(
-    reader: &mut dyn std::io::BufRead,
-    path: &str,
-    max_record_bytes: usize,
-    sep: &[u8],
-    on_line: &mut OnLine<'_>,
-) -> Result<(), DecodeError> {
-    let finder = memchr::memmem::Finder::new(sep);
-    let mut buf: Vec<u8> = Vec::new();
-    // The record being read starts at `start`; `scanned` bytes of it hold no separator.
-    let mut start = 0usize;
-    let mut scanned = 0usize;
-    let mut record_no = 0u64;
-    let mut ended = false;
-    let mut turn = None;
-    let mut handle = |record: &[u8], record_no: u64| -> Result<(), DecodeError> {
-        let record = if record_no == 1 {
-            record.strip_prefix(BOM).unwrap_or(record)
-        } else {
-            record
-        };
-        if record.iter().all(u8::is_ascii_whitespace) {
-            return Ok(());
-        }
-        on_line(record, record_no)
-    };
-    loop {
-        if let Some(i) = finder.find(&buf[start + scanned..]) {
-            let end = start + scanned + i;
-            record_no += 1;
-            if end - start > max_record_bytes {
-                return Err(DecodeError::RecordTooLong {
-                    path: path.into(),
-                    line: record_no,
-                    limit: max_record_bytes,
-                });
-            }
-            handle(&buf[start..end], record_no)?;
-            turn = None;
-            start = end + sep.len();
-            scanned = 0;
-            continue;
-        }
-        if ended {
-            if start < buf.len() {
-                record_no += 1;
-                handle(&buf[start..], record_no)?;
-            }
-            return Ok(());
-        }
-        if buf.len() - start > max_record_bytes {
-            return Err(DecodeError::RecordTooLong {
-                path: path.into(),
-                line: record_no + 1,
-                limit: max_record_bytes,
-            });
-        }
-        if turn.is_none() && buf.len() - start >= LARGE_RECORD_BYTES {
-            turn = Some(large_record_turn());
-        }
-        // Keep only the record being read, then append what the reader has.
-        buf.drain(..start);
-        start = 0;
-        scanned = buf.len().saturating_sub(sep.len() - 1);
-        let available = reader
-            .fill_buf()
-            .map_err(|e| read_error(path, e, Some(record_no + 1)))?;
-        if available.is_empty() {
-            ended = true;
-            continue;
-        }
-        buf.extend_from_slice(available);
-        let n = available.len();
-        reader.consume(n);
-    }
-}
 
 /// Receives a record of a multi-line document (an object, or the text of anything else),
 /// its line and its size in bytes.
@@ -507,6 +356,7 @@ pub fn infer(
             path,
             opts.max_record_bytes,
             opts.json.line_sep.as_deref(),
+            Lines::Records,
             &mut |line, _| {
                 inferrer.add_json_text_with(line, opts.json.dialect, infer_opts);
                 Ok(())
@@ -575,6 +425,7 @@ pub fn decode(
             path,
             opts.max_record_bytes,
             opts.json.line_sep.as_deref(),
+            Lines::Records,
             &mut |line, line_no| {
                 // A very large record (read during this thread's turn, see
                 // `LARGE_RECORD_BYTES`) is decoded and written as a batch of its own.
