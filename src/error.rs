@@ -170,6 +170,7 @@ impl DiscoveryError {
             }
             DiscoveryError::Usage(_) => ErrorClass::Usage,
             DiscoveryError::List { .. }
+            | DiscoveryError::Clean { .. }
             | DiscoveryError::ObjectStore { .. }
             | DiscoveryError::DeltaSource { .. } => ErrorClass::Failed,
         }

@@ -24,7 +24,7 @@ pub enum Cleaned {
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> DiscoveryError {
-    DiscoveryError::List {
+    DiscoveryError::Clean {
         path: path.to_path_buf(),
         source,
     }

@@ -37,6 +37,12 @@ pub enum DiscoveryError {
     },
     #[error("cannot use {url}: {reason}")]
     ObjectStore { url: String, reason: String },
+    /// Deleting or moving an ingested file (`cloudFiles.cleanSource`) failed.
+    #[error("cannot clean {path}: {source}")]
+    Clean {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The S3 location or configuration is wrong (nothing was sent).
     #[error("cannot use {url}: {reason}")]
     InvalidS3 { url: String, reason: String },

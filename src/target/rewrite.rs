@@ -58,6 +58,40 @@ struct RunOut {
     writers: Vec<BatchWriter>,
 }
 
+/// A table's store and its data files (path, size).
+pub type TableFiles = (
+    Arc<dyn object_store::ObjectStore>,
+    Vec<(object_store::path::Path, u64)>,
+);
+
+/// The table's data files (path, size) and the store they are read from: a list taken
+/// before any read, so no snapshot borrow is held across an `await`.
+pub fn table_files(table: &DeltaTable) -> Result<TableFiles, String> {
+    let snapshot = table.snapshot().map_err(|e| e.to_string())?;
+    let files = snapshot
+        .log_data()
+        .into_iter()
+        .map(|f| (f.object_store_path(), u64::try_from(f.size()).unwrap_or(0)))
+        .collect();
+    Ok((table.log_store().object_store(None), files))
+}
+
+/// A Parquet reader over one of the table's files (errors name the file).
+pub async fn open_file(
+    store: &Arc<dyn object_store::ObjectStore>,
+    path: &object_store::path::Path,
+    size: u64,
+) -> Result<ParquetRecordBatchStreamBuilder<crate::storage::RangedFile>, String> {
+    let reader = crate::storage::RangedFile {
+        store: Arc::clone(store),
+        path: path.clone(),
+        size,
+    };
+    ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| format!("{path}: {e}"))
+}
+
 /// Takes the rows `select` chooses out of `table`: files `candidate` rules out, and files
 /// holding no selected row, are left alone; the other rows of a file holding some are
 /// written to writers `new_writer` makes.

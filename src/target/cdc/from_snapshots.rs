@@ -18,7 +18,6 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTable;
 use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use sha2::Digest;
 use tracing::{info, warn};
 
@@ -220,23 +219,12 @@ async fn read_current(
     scd2: bool,
 ) -> Result<Vec<RecordBatch>, SinkError> {
     let err = |reason: String| data_err(location, reason);
-    let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
-    let store = table.log_store().object_store(None);
-    let files: Vec<(object_store::path::Path, u64)> = snapshot
-        .log_data()
-        .into_iter()
-        .map(|f| (f.object_store_path(), u64::try_from(f.size()).unwrap_or(0)))
-        .collect();
+    let (store, files) = crate::target::rewrite::table_files(table).map_err(err)?;
     let mut out = Vec::new();
     for (path, size) in files {
-        let reader = crate::storage::RangedFile {
-            store: Arc::clone(&store),
-            path: path.clone(),
-            size,
-        };
-        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        let builder = crate::target::rewrite::open_file(&store, &path, size)
             .await
-            .map_err(|e| err(format!("{path}: {e}")))?;
+            .map_err(err)?;
         let roots: Vec<usize> = builder
             .schema()
             .fields()

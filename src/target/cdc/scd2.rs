@@ -19,7 +19,6 @@ use deltalake::DeltaTable;
 use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
-use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -360,22 +359,11 @@ async fn read_records(
     if table.version().is_none() {
         return Ok(out);
     }
-    let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
-    let store = table.log_store().object_store(None);
-    let files: Vec<_> = snapshot
-        .log_data()
-        .into_iter()
-        .map(|f| (f.object_store_path(), u64::try_from(f.size()).unwrap_or(0)))
-        .collect();
+    let (store, files) = super::super::rewrite::table_files(table).map_err(err)?;
     for (path, size) in files {
-        let reader = crate::storage::RangedFile {
-            store: Arc::clone(&store),
-            path: path.clone(),
-            size,
-        };
-        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        let builder = super::super::rewrite::open_file(&store, &path, size)
             .await
-            .map_err(|e| err(format!("{path}: {e}")))?;
+            .map_err(err)?;
         let mask = ProjectionMask::columns(builder.parquet_schema(), [KEY]);
         let wanted = Arc::clone(keys);
         let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
