@@ -831,7 +831,15 @@ pub struct Settings {
     /// Notification mode (`cloudFiles.useNotifications=true`): new files come from S3
     /// events in an SQS queue (`source/sqs.rs`).
     pub notifications: Option<NotificationSettings>,
+    /// `cloudFiles.backfillInterval`: how often a source whose new files come from events
+    /// (a queue, or a local folder watched with inotify) is also listed whole, to catch a
+    /// lost event. `None`: the queue's first listing only; a local watcher's default,
+    /// [`LOCAL_BACKFILL_INTERVAL`].
+    pub backfill_interval: Option<std::time::Duration>,
 }
+
+/// How often a local watcher driven by file events lists its whole folder by default.
+pub const LOCAL_BACKFILL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `cloudFiles.useNotifications=true` and its options, checked together.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -852,12 +860,12 @@ pub struct NotificationSettings {
 /// where giving any of the others is refused (it would be silently ignored).
 fn notification_settings(
     get: &dyn Fn(&str) -> Option<String>,
+    backfill_interval: Option<std::time::Duration>,
 ) -> Result<Option<NotificationSettings>, OptionsError> {
-    const DEPENDENT: [&str; 5] = [
+    const DEPENDENT: [&str; 4] = [
         "cloudFiles.queueUrl",
         "cloudFiles.region",
         "cloudFiles.fetchParallelism",
-        "cloudFiles.backfillInterval",
         "cloudFiles.maxFileAge",
     ];
     let on = match get("cloudFiles.useNotifications") {
@@ -926,7 +934,7 @@ fn notification_settings(
         queue_url,
         region,
         fetch_parallelism,
-        backfill_interval: duration("cloudFiles.backfillInterval")?,
+        backfill_interval,
         max_file_age: duration("cloudFiles.maxFileAge")?,
     }))
 }
@@ -1355,7 +1363,21 @@ pub fn resolve(
             .map_err(|e| invalid("cloudFiles.schemaLocation", v, &e.to_string()))?,
         None => checkpoint.clone(),
     };
-    let notifications = notification_settings(&|k| get(k).map(str::to_string))?;
+    let backfill_interval = match get("cloudFiles.backfillInterval") {
+        None => None,
+        Some(v) => {
+            let d = parse_duration("cloudFiles.backfillInterval", v)?;
+            if d.is_zero() {
+                return Err(invalid(
+                    "cloudFiles.backfillInterval",
+                    v,
+                    "expected a positive duration",
+                ));
+            }
+            Some(d)
+        }
+    };
+    let notifications = notification_settings(&|k| get(k).map(str::to_string), backfill_interval)?;
     let snapshot = crate::snapshot::SnapshotSpec::from_pairs(&snapshot_pairs)
         .map_err(|e| OptionsError::Conflict(e.to_string()))?;
     if notifications.is_some() && snapshot.is_some() {
@@ -1407,6 +1429,7 @@ pub fn resolve(
         delta,
         snapshot,
         notifications,
+        backfill_interval,
     };
     Ok((settings, warnings))
 }
@@ -1848,6 +1871,13 @@ mod tests {
     #[test]
     fn notification_options_parse_together() {
         assert_eq!(opts(&[]).unwrap().notifications, None);
+        // A local watcher's backstop listing takes the option without notification mode.
+        let local = opts(&[("cloudFiles.backfillInterval", "1 day")]).unwrap();
+        assert_eq!(local.notifications, None);
+        assert_eq!(
+            local.backfill_interval,
+            Some(std::time::Duration::from_secs(86_400))
+        );
         let n = opts(&[
             ("cloudFiles.useNotifications", "true"),
             (
@@ -1887,6 +1917,7 @@ mod tests {
                 ("cloudFiles.backfillInterval", "0s"),
             ],
             vec![("cloudFiles.maxFileAge", "90d")],
+            vec![("cloudFiles.backfillInterval", "0s")],
         ] {
             assert!(opts(&bad).is_err(), "{bad:?}");
         }

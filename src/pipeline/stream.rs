@@ -167,6 +167,18 @@ impl<'a> StreamRun<'a> {
         if let Some(clean) = &settings.clean_source {
             check_clean_source(req, clean)?;
         }
+        if settings.backfill_interval.is_some()
+            && settings.notifications.is_none()
+            && req.source.local_root().is_none()
+        {
+            return Err(IngestError::Config(
+                "cloudFiles.backfillInterval applies to notification mode \
+                 (cloudFiles.useNotifications=true) and to a local folder, whose watcher is \
+                 driven by file events; a listed object store is listed whole at every poll \
+                 already: leave it out"
+                    .into(),
+            ));
+        }
         let source = own_output::source_without_own_output(req)?;
         let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
         let delta = DeltaAppend::open(&req.table, &req.storage).await?;
@@ -343,12 +355,52 @@ impl<'a> StreamRun<'a> {
         if let Some(spec) = &self.req.settings.snapshot {
             return self.discover_snapshots(spec, &listed, &seen);
         }
-        let (mut new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
+        let (new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
         if let Some(state) = listing
             && after.is_none()
         {
             self.note_full_listing(state, &new, high_water.as_deref())?;
         }
+        self.report_overwritten(overwritten);
+        let new = self.not_planned(new).await?;
+        debug!(
+            listed = listed_files,
+            new = new.len(),
+            incremental = after.is_some(),
+            "Listed the source."
+        );
+        Ok(new)
+    }
+
+    /// Like [`StreamRun::discover`], for a watcher whose file events named the keys that
+    /// changed: only those are looked at (a stat each, not a listing of the whole source),
+    /// with the same filters and the same checks against the checkpoint. `None`: the source
+    /// can only be listed.
+    pub async fn discover_keys(
+        &mut self,
+        keys: &[String],
+    ) -> Result<Option<Vec<FileRef>>, IngestError> {
+        if self.req.settings.snapshot.is_some() {
+            return Ok(None);
+        }
+        let Some(listed) = self.source.stat(&self.req.settings, keys) else {
+            return Ok(None);
+        };
+        let seen = self.checkpoint.seen_files()?;
+        let (new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
+        drop(seen);
+        self.report_overwritten(overwritten);
+        let new = self.not_planned(new).await?;
+        debug!(
+            keys = keys.len(),
+            new = new.len(),
+            "Looked at the changed keys."
+        );
+        Ok(Some(new))
+    }
+
+    /// A warning event for each file changed after it was ingested (once per content).
+    fn report_overwritten(&mut self, overwritten: Vec<FileRef>) {
         for f in overwritten {
             // One event per file and content, however often it is listed.
             if self
@@ -363,6 +415,10 @@ impl<'a> StreamRun<'a> {
                 );
             }
         }
+    }
+
+    /// The new files that no unfinished plan holds already.
+    async fn not_planned(&mut self, mut new: Vec<FileRef>) -> Result<Vec<FileRef>, IngestError> {
         new.retain(|f| {
             !self
                 .pending
@@ -372,12 +428,6 @@ impl<'a> StreamRun<'a> {
         // A queue source deletes the messages of files owned already (or left out).
         self.source.discovered(&new).await?;
         self.report_queue();
-        debug!(
-            listed = listed_files,
-            new = new.len(),
-            incremental = after.is_some(),
-            "Listed the source."
-        );
         Ok(new)
     }
 

@@ -1,8 +1,15 @@
 //! Continuous watching: ingest files as they land, until stopped.
 //!
-//! A periodic listing is the source of truth; `notify` (inotify) events only wake the loop
-//! early and say when a file is complete, so a lost or duplicated event can neither lose
-//! nor double a file. A file is taken when:
+//! On a local folder, `notify` (inotify) events say which keys changed, and only those are
+//! looked at (a stat each), so taking a file costs the same with 200,000 old files left in
+//! the folder as with none. A full listing remains the backstop: at the start, every
+//! `cloudFiles.backfillInterval` (default 10 minutes), and whenever an event may have been
+//! lost (the kernel's queue overflowed, our channel was full, the watcher reported an
+//! error), so a lost event delays a file but never loses it, and a duplicated one cannot
+//! double it (the checkpoint's index decides what is new). Without events (an object
+//! store, or inotify unavailable) the folder is listed every `--poll-interval`.
+//!
+//! A file is taken when:
 //! - it was closed after writing, or renamed into the folder, and not written since
 //!   (inotify reports both); or
 //! - no event speaks for it (it predates the watcher, or events were lost) and its size
@@ -12,8 +19,10 @@
 //! its writer pauses, unless it stays untouched for ten settle times (a writer that died
 //! holding it open). Temporary names are never listed (see `discovery::is_hidden`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RenameMode};
@@ -132,6 +141,11 @@ impl SettleTracker {
     pub fn tracked(&self) -> usize {
         self.observed.len() + self.signals.len()
     }
+
+    /// The keys being tracked: to be looked at again until they are ready or gone.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.observed.keys().chain(self.signals.keys())
+    }
 }
 
 /// Reduces a notify event to file events.
@@ -139,7 +153,9 @@ fn file_events(event: notify::Event) -> Vec<FileEvent> {
     let complete = match event.kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => true,
-        EventKind::Create(CreateKind::File | CreateKind::Any)
+        // A new folder's files may be written before its watch is added: the folder's
+        // event has it looked at whole.
+        EventKind::Create(CreateKind::File | CreateKind::Folder | CreateKind::Any)
         | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => false,
         _ => return Vec::new(),
     };
@@ -158,16 +174,35 @@ fn file_events(event: notify::Event) -> Vec<FileEvent> {
         .collect()
 }
 
-/// Starts an inotify watcher on a local source; events go to `tx` (dropped when full: the
-/// listing catches up). Returns `None` (and warns) when watching is not possible.
-fn start_watcher(root: &Path, tx: mpsc::Sender<FileEvent>) -> Option<notify::RecommendedWatcher> {
-    let handler = move |res: notify::Result<notify::Event>| {
-        if let Ok(event) = res {
+/// Starts an inotify watcher on a local source; events go to `tx`. `lost` is set whenever
+/// an event may be missing (our channel full, the kernel's queue overflowed, an error), so
+/// the loop lists the whole folder. Returns `None` (and warns) when watching is not possible.
+fn start_watcher(
+    root: &Path,
+    tx: mpsc::Sender<FileEvent>,
+    lost: Arc<AtomicBool>,
+) -> Option<notify::RecommendedWatcher> {
+    let handler = move |res: notify::Result<notify::Event>| match res {
+        Ok(event) => {
+            if event.need_rescan() {
+                lost.store(true, Ordering::SeqCst);
+            }
             for e in file_events(event) {
+                if crate::testing::failpoint::armed()
+                    && e.path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(crate::testing::failpoint::loses_events_of)
+                {
+                    continue;
+                }
                 // Never block notify's thread; a dropped event is recovered by listing.
-                let _ = tx.try_send(e);
+                if tx.try_send(e).is_err() {
+                    lost.store(true, Ordering::SeqCst);
+                }
             }
         }
+        Err(_) => lost.store(true, Ordering::SeqCst),
     };
     match notify::recommended_watcher(handler) {
         Ok(mut w) => match w.watch(root, RecursiveMode::Recursive) {
@@ -187,7 +222,8 @@ fn start_watcher(root: &Path, tx: mpsc::Sender<FileEvent>) -> Option<notify::Rec
 /// How the watch loop paces itself.
 #[derive(Debug, Clone, Copy)]
 pub struct WatchTiming {
-    /// Full listing at least this often when idle.
+    /// Without file events: a full listing at least this often when idle. With them: how
+    /// often an idle watcher wakes (to clean the source, to settle files).
     pub poll_interval: Duration,
     /// How long a file seen only by listing must be unchanged.
     pub settle: Duration,
@@ -217,21 +253,56 @@ async fn watch_loop(
     // Local folders get file events; an object store is listed (an object is complete once
     // it is listed).
     let root = req.source.local_root().map(Path::to_path_buf);
-    let _watcher = root.as_ref().and_then(|r| start_watcher(r, tx));
+    let lost = Arc::new(AtomicBool::new(false));
+    let watcher = root
+        .as_ref()
+        .and_then(|r| start_watcher(r, tx, lost.clone()));
+    // A snapshot flow compares whole listings: it is listed every poll, events or not.
+    let mut by_events = watcher.is_some() && req.settings.snapshot.is_none();
+    let backfill = req
+        .settings
+        .backfill_interval
+        .unwrap_or(crate::options::LOCAL_BACKFILL_INTERVAL);
+    let mut last_full: Option<Instant> = None;
+    let mut changed: BTreeSet<String> = BTreeSet::new();
     let root = root.unwrap_or_default();
     let complete_when_listed = req.source.complete_when_listed();
     crate::memory::prefer_returning_memory();
     let mut tracker = SettleTracker::new(timing.settle);
     let mut ingested_since_idle = false;
-    info!(source = %req.source.describe(), table = %req.table, "Watching for new files.");
+    info!(source = %req.source.describe(), table = %req.table, events = by_events, "Watching for new files.");
     loop {
         if stop.is_stopped() {
             break;
         }
         while let Ok(e) = rx.try_recv() {
-            record(&mut tracker, &root, e);
+            record(&mut tracker, &mut changed, &root, e);
         }
-        let listed = stream.discover().await?;
+        // Taken before listing: an event lost during the listing brings another one.
+        let missed = lost.swap(false, Ordering::SeqCst);
+        let listed = if !by_events || missed || last_full.is_none_or(|at| at.elapsed() >= backfill)
+        {
+            if by_events && last_full.is_some() {
+                debug!(missed, "Listing the whole source (backfill).");
+            }
+            last_full = Some(Instant::now());
+            changed.clear();
+            stream.discover().await?
+        } else if changed.is_empty() && tracker.tracked() == 0 {
+            Vec::new()
+        } else {
+            let mut keys: Vec<String> = std::mem::take(&mut changed).into_iter().collect();
+            keys.extend(tracker.keys().cloned());
+            keys.sort_unstable();
+            keys.dedup();
+            match stream.discover_keys(&keys).await? {
+                Some(files) => files,
+                None => {
+                    by_events = false;
+                    stream.discover().await?
+                }
+            }
+        };
         stream.set_pending(listed.len() as u64);
         let (ready, next_check) = if complete_when_listed {
             (listed, None)
@@ -244,6 +315,11 @@ async fn watch_loop(
         };
         if !ready.is_empty() {
             debug!(files = ready.len(), "Files ready.");
+            // Looked at again next time: a file this ingest left (no schema yet, a batch
+            // limit) is still new then, as a listing would find it.
+            if by_events {
+                changed.extend(ready.iter().map(|f| f.key.clone()));
+            }
             stream.ingest(ready, stop).await?;
             ingested_since_idle = true;
             continue;
@@ -255,11 +331,14 @@ async fn watch_loop(
         if std::mem::take(&mut ingested_since_idle) {
             crate::memory::release_free_memory();
         }
-        let wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
+        let mut wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
+        if by_events && let Some(at) = last_full {
+            wait = wait.min(backfill.saturating_sub(at.elapsed()));
+        }
         tokio::select! {
             e = rx.recv() => {
                 if let Some(e) = e {
-                    record(&mut tracker, &root, e);
+                    record(&mut tracker, &mut changed, &root, e);
                     // Let a burst of events arrive before listing.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
@@ -272,7 +351,7 @@ async fn watch_loop(
     Ok(())
 }
 
-fn record(tracker: &mut SettleTracker, root: &Path, e: FileEvent) {
+fn record(tracker: &mut SettleTracker, changed: &mut BTreeSet<String>, root: &Path, e: FileEvent) {
     let Ok(rel) = e.path.strip_prefix(root) else {
         return;
     };
@@ -284,11 +363,13 @@ fn record(tracker: &mut SettleTracker, root: &Path, e: FileEvent) {
     {
         return;
     }
-    tracker.event(
-        key.replace(std::path::MAIN_SEPARATOR, "/"),
-        e.complete,
-        Instant::now(),
-    );
+    let key = key.replace(std::path::MAIN_SEPARATOR, "/");
+    // A folder is looked at once, whole; only files wait for their writers to finish.
+    let folder = std::fs::symlink_metadata(&e.path).is_ok_and(|m| m.is_dir());
+    changed.insert(key.clone());
+    if !folder {
+        tracker.event(key, e.complete, Instant::now());
+    }
 }
 
 #[cfg(test)]

@@ -71,6 +71,45 @@ impl FileSource for LocalFolder {
         })
     }
 
+    fn stat_files(&self, keys: &[String]) -> Option<Vec<FileRef>> {
+        let mut out = Vec::new();
+        for key in keys {
+            if self.only.as_ref().is_some_and(|only| only != key) {
+                continue;
+            }
+            // Hidden and temporary names are never listed, at any depth.
+            if key.split('/').any(is_hidden) {
+                continue;
+            }
+            let path = self.root.join(key);
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                // Gone (renamed away, cleaned, a temporary name): nothing to take.
+                continue;
+            };
+            if meta.is_file() {
+                out.push(FileRef {
+                    key: key.clone(),
+                    size: meta.len(),
+                    mtime_ms: mtime_ms(&meta),
+                });
+            } else if meta.is_dir() {
+                // A folder created or moved in: its files may have no events of their own.
+                match list_local(&path) {
+                    Ok(files) => out.extend(files.into_iter().map(|f| FileRef {
+                        key: format!("{key}/{}", f.key),
+                        ..f
+                    })),
+                    Err(e) => {
+                        warn!(path = %path.display(), error = %e, "Cannot list a new folder.")
+                    }
+                }
+            } else if meta.file_type().is_symlink() {
+                warn!(path = %path.display(), "Skipping a symbolic link: links are not followed.");
+            }
+        }
+        Some(out)
+    }
+
     fn local_root(&self) -> Option<&Path> {
         Some(&self.root)
     }

@@ -119,6 +119,13 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
         false
     }
 
+    /// The files at these keys, unfiltered (a key naming a folder: every file below it; a
+    /// key that is gone: nothing), for a watcher whose file events say which keys changed,
+    /// so it need not list everything. `None`: this source can only be listed.
+    fn stat_files(&self, _keys: &[String]) -> Option<Vec<FileRef>> {
+        None
+    }
+
     /// The local folder a watcher can take file events from, if there is one.
     fn local_root(&self) -> Option<&Path> {
         None
@@ -353,7 +360,21 @@ impl Source {
         settings: &Settings,
         after: Option<&str>,
     ) -> Result<Vec<FileRef>, DiscoveryError> {
-        let mut files = self.inner.list_files(after).await?;
+        let files = self.inner.list_files(after).await?;
+        Ok(self.filtered(files, settings))
+    }
+
+    /// The files at `keys` (a folder's key: every file under it), filtered and ordered as
+    /// a listing is, for a watcher told by file events which keys changed; `None` for a
+    /// source that can only be listed.
+    pub fn stat(&self, settings: &Settings, keys: &[String]) -> Option<Vec<FileRef>> {
+        let files = self.inner.stat_files(keys)?;
+        Some(self.filtered(files, settings))
+    }
+
+    /// What a listing keeps: the settings' filters, never the stream's own output, in
+    /// ingestion order.
+    fn filtered(&self, mut files: Vec<FileRef>, settings: &Settings) -> Vec<FileRef> {
         let grace_ms = self.inner.modified_after_grace_ms();
         files.retain(|f| {
             accept(f, settings, grace_ms) && !self.left_out.iter().any(|p| is_under(&f.key, p))
@@ -361,7 +382,7 @@ impl Source {
         if !self.inner.keeps_order() {
             files.sort_by(|a, b| (a.mtime_ms, &a.key).cmp(&(b.mtime_ms, &b.key)));
         }
-        Ok(files)
+        files
     }
 }
 

@@ -78,6 +78,13 @@ pub fn read_point(file_name: &str) -> String {
     format!("read:{file_name}")
 }
 
+/// `lose-events:<file name>=error` drops every file event for that name, as if the kernel
+/// had lost them, so a test can show the watcher's backstop listing finds the file.
+pub fn loses_events_of(file_name: &str) -> bool {
+    matches!(TARGET.as_ref(), Some((target, _, Action::Error))
+        if target.strip_prefix("lose-events:") == Some(file_name))
+}
+
 /// Whether the step `name` should report an injected error (`<name>=error`), for the
 /// armed hit. Steps that can fail after their effect (a commit that landed) use this.
 pub fn fails(name: &str) -> bool {

@@ -1097,6 +1097,14 @@ fn clean_source_moves_and_deletes_ingested_objects_on_s3() {
         "cloudFiles.cleanSource.moveDestination=s3://elsewhere/done",
     ]));
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    // A listed bucket is listed whole at every poll: a backfill interval is refused.
+    let out = run(args(&["cloudFiles.backfillInterval=1h"]));
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("cloudFiles.backfillInterval applies to notification mode"),
+        "{}",
+        common::stderr(&out)
+    );
     // DELETE: a new object goes once ingested.
     moto.put("lake", "in/c.json", common::orders_jsonl(10, 12));
     ok(&run(args(&["cloudFiles.cleanSource=DELETE"])));

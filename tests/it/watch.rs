@@ -118,3 +118,95 @@ fn overwritten_files_are_not_reread_unless_allowed() {
     );
     assert_eq!(common::row_count(&read_table(&s.table())), 8);
 }
+
+/// Renames a file written under a temporary name into the landing folder.
+fn rename_in(s: &Scratch, name: &str, content: String) {
+    let tmp = s.landing().join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, s.landing().join(name)).unwrap();
+}
+
+fn stop_and_stderr(child: Child) -> String {
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    stderr
+}
+
+#[test]
+fn file_events_drive_a_local_watcher_without_listing_the_folder() {
+    let s = Scratch::new();
+    // Files already in the folder: found by the one listing at the start.
+    for i in 0..3 {
+        s.land(
+            &format!("old-{i}.json"),
+            common::orders_jsonl(i * 2, i * 2 + 2),
+        );
+    }
+    let opts = [
+        "cloudFiles.format=json",
+        "cloudFiles.backfillInterval=1 hour",
+    ];
+    let child = start_watcher(&s, &opts);
+    wait_for_rows(&s, 6);
+    for i in 0..4 {
+        rename_in(
+            &s,
+            &format!("new-{i}.json"),
+            common::orders_jsonl(6 + i * 2, 8 + i * 2),
+        );
+        wait_for_rows(&s, 8 + i as usize * 2);
+    }
+    // A folder written under a hidden name (no events are kept for it) and renamed in:
+    // its one event has the folder looked at whole.
+    let staging = s.landing().join("_staging/2026-12-01");
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::write(staging.join("x.json"), common::orders_jsonl(14, 17)).unwrap();
+    std::fs::rename(&staging, s.landing().join("2026-12-01")).unwrap();
+    wait_for_rows(&s, 17);
+    // Idle for several poll intervals (0.5 s): no listing.
+    std::thread::sleep(Duration::from_secs(2));
+    let stderr = stop_and_stderr(child);
+    let listings = stderr.matches("Listed the source.").count();
+    assert_eq!(
+        listings, 1,
+        "only the start lists the folder; events name the rest\n{stderr}"
+    );
+    assert!(stderr.contains("Looked at the changed keys."), "{stderr}");
+    s.assert_ids_once(0..17, "every file once, found by its event");
+}
+
+#[test]
+fn the_backfill_listing_finds_a_file_whose_events_were_lost() {
+    let s = Scratch::new();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
+    cmd.args([
+        "ingest",
+        s.landing().to_str().unwrap(),
+        s.table().to_str().unwrap(),
+        "--poll-interval",
+        "0.5",
+        "-o",
+        "cloudFiles.format=json",
+        "-o",
+        "cloudFiles.backfillInterval=2s",
+    ]);
+    let child = cmd
+        .env("RUST_LOG", "autoloader=debug")
+        .env("AUTOLOADER_FAILPOINT", "lose-events:lost.json=error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    rename_in(&s, "seen.json", common::orders_jsonl(0, 2));
+    wait_for_rows(&s, 2);
+    rename_in(&s, "lost.json", common::orders_jsonl(2, 5));
+    wait_for_rows(&s, 5);
+    let stderr = stop_and_stderr(child);
+    assert!(
+        stderr.contains("Listing the whole source (backfill)."),
+        "the lost file came from the backfill listing\n{stderr}"
+    );
+    s.assert_ids_once(0..5, "the lost file once, nothing else twice");
+}
