@@ -449,6 +449,7 @@ pub fn load(
                     definition: once_definition(entries.get(i), &raw),
                     rerun: false,
                 }),
+                worker: None,
             },
             alert_webhooks: parsed
                 .defaults

@@ -249,6 +249,11 @@ enum Command {
         /// schema it would read them with, then exit; nothing is written.
         #[arg(long)]
         dry_run: bool,
+        /// Notification mode: run as one of several competing workers on this stream, in
+        /// a worker slot of its own: `auto` (the first free slot; identical processes),
+        /// or a slot number (or a name ending in one, a StatefulSet pod's).
+        #[arg(long, value_name = "auto|SLOT")]
+        worker: Option<autoloader::checkpoint::claims::Worker>,
         #[command(flatten)]
         reporting: Reporting,
     },
@@ -762,6 +767,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             name,
             json,
             dry_run,
+            worker,
             reporting,
         } => {
             let name = name.unwrap_or_else(|| IngestRequest::default_name(&table));
@@ -803,6 +809,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     flow: flow.spec()?,
                     cdc,
                     once: None,
+                    worker,
                 };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;

@@ -28,6 +28,7 @@ use crate::storage::StorageSettings;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
 
 pub mod aside;
+pub mod claims;
 pub mod crash;
 pub mod lease;
 pub mod listing;

@@ -14,6 +14,7 @@ use crate::target::DeltaAppend;
 /// fresh one after setting a stale one aside.
 pub(super) async fn current(
     checkpoint: Checkpoint,
+    location: &crate::location::Location,
     table: &DeltaAppend,
     req: &IngestRequest,
 ) -> Result<Checkpoint, IngestError> {
@@ -35,7 +36,7 @@ pub(super) async fn current(
             stream = %req.name, generation, kept = %aside,
             "The table was reset after this checkpoint was made; set it aside (finishing the reset) and starting afresh."
         );
-        checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
+        checkpoint = Checkpoint::open(location, &req.storage)?;
     }
     checkpoint.stamp_generation(generation)?;
     Ok(checkpoint)

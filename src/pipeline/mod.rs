@@ -156,6 +156,9 @@ pub struct IngestRequest {
     pub cdc: Option<crate::cdc::CdcSpec>,
     /// `once = true`: a ONCE flow (`once.rs`), run to completion once.
     pub once: Option<OnceFlow>,
+    /// `--worker`: one of several competing workers on this stream, in a slot of its own
+    /// (`checkpoint/claims.rs`). `None`: the stream's only process.
+    pub worker: Option<crate::checkpoint::claims::Worker>,
 }
 
 impl IngestRequest {

@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use crate::checkpoint::claims::{self, Claim, Claimed, Claims, Worker};
 use crate::checkpoint::crash::MAX_CRASHED_ATTEMPTS;
 use crate::checkpoint::{Checkpoint, CommitSummary, Plan, SOURCE_POSITION};
 
@@ -64,6 +65,59 @@ pub struct StreamRun<'a> {
     /// the stream's batch count when it was started.
     compaction: Option<tokio::task::JoinHandle<()>>,
     batches_at_compaction: u64,
+    /// `--worker`: the stream's claims and this process's slot.
+    claims: Option<(Claims, u32)>,
+}
+
+/// `--worker` fits the stream: competing workers share its files through a queue, and
+/// append (a CDC target has one writer).
+fn check_worker(req: &IngestRequest) -> Result<(), IngestError> {
+    if req.worker.is_none() {
+        return Ok(());
+    }
+    if req.settings.notifications.is_none() {
+        return Err(IngestError::Config(
+            "--worker: competing workers share a stream's new files through its queue; set \
+             cloudFiles.useNotifications=true (a listing would hand every worker every file)"
+                .into(),
+        ));
+    }
+    if req.cdc.is_some() {
+        return Err(IngestError::Config(
+            "--worker: a CDC target has one writer, so its stream runs as one process; leave \
+             --worker out"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The stream's checkpoint, locked; with `--worker`, a worker slot's under it (the first
+/// free one for `auto`), with its location and number.
+fn open_checkpoint(
+    req: &IngestRequest,
+) -> Result<(Checkpoint, crate::location::Location, Option<u32>), IngestError> {
+    let slots = match req.worker {
+        None => {
+            let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
+            return Ok((checkpoint, req.checkpoint.clone(), None));
+        }
+        Some(Worker::Slot(k)) => k..k + 1,
+        Some(Worker::Auto) => 0..claims::MAX_SLOTS,
+    };
+    let mut busy = None;
+    for slot in slots {
+        let location = claims::slot_location(&req.checkpoint, slot);
+        match Checkpoint::open(&location, &req.storage) {
+            Ok(checkpoint) => {
+                info!(slot, checkpoint = %location, "Took a worker slot.");
+                return Ok((checkpoint, location, Some(slot)));
+            }
+            Err(e @ crate::checkpoint::CheckpointError::Locked { .. }) => busy = Some(e),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(busy.expect("at least one slot was tried").into())
 }
 
 /// `cloudFiles.cleanSource` fits the stream: a source of files (not a Delta table, not a
@@ -179,10 +233,15 @@ impl<'a> StreamRun<'a> {
                     .into(),
             ));
         }
+        check_worker(req)?;
         let source = own_output::source_without_own_output(req)?;
-        let checkpoint = Checkpoint::open(&req.checkpoint, &req.storage)?;
+        let (checkpoint, location, slot) = open_checkpoint(req)?;
+        let claims = match slot {
+            Some(slot) => Some((Claims::open(&req.checkpoint, &req.storage)?, slot)),
+            None => None,
+        };
         let delta = DeltaAppend::open(&req.table, &req.storage).await?;
-        let mut checkpoint = super::generation::current(checkpoint, &delta, req).await?;
+        let mut checkpoint = super::generation::current(checkpoint, &location, &delta, req).await?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
         // The Delta append target, or the CDC target applying changes by key (its state
         // lives in the checkpoint, so a reset sets it aside with it).
@@ -205,7 +264,10 @@ impl<'a> StreamRun<'a> {
                 Box::new(cdc)
             }
         };
-        let store = SchemaStore::open(&settings.schema_location, &req.storage)?;
+        let mut store = SchemaStore::open(&settings.schema_location, &req.storage)?;
+        if req.worker.is_some() {
+            store = store.shared_by_workers();
+        }
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
             let commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
@@ -297,6 +359,7 @@ impl<'a> StreamRun<'a> {
             overdue_reported: None,
             compaction: None,
             batches_at_compaction: 0,
+            claims,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -933,6 +996,14 @@ impl<'a> StreamRun<'a> {
             if stop.is_stopped() {
                 return Ok(());
             }
+            // Competing workers: the plan's candidates this slot's batch claimed (a replay
+            // claims them again and finds the same ones).
+            let plan = self.owned(&plan)?;
+            if plan.files.is_empty() {
+                self.checkpoint.discard_plan(plan.batch)?;
+                self.pending.remove(0);
+                continue;
+            }
             self.sink.refresh().await?;
             if self
                 .sink
@@ -1005,9 +1076,23 @@ impl<'a> StreamRun<'a> {
                 "Planned batch."
             );
             failpoint::hit("after-plan");
-            // The files are durably owned by the plan now: a queue source may forget them.
-            self.req.source.planned(&plan.files).await?;
+            let candidates = plan.files.len();
+            let plan = self.owned(&plan)?;
+            // The files are durably owned by the plan now (or by another worker's, whose
+            // plan was written before its claim): a queue source may forget them all.
+            self.req.source.planned(files).await?;
             failpoint::hit(failpoint::AFTER_QUEUE_DELETE);
+            if plan.files.len() < candidates {
+                info!(
+                    batch,
+                    left = candidates - plan.files.len(),
+                    "Files another worker's batch owns are left to it."
+                );
+            }
+            if plan.files.is_empty() {
+                self.checkpoint.discard_plan(plan.batch)?;
+                continue;
+            }
             execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
             if let Some(spec) = &self.req.settings.snapshot {
                 self.snapshots_taken
@@ -1026,6 +1111,44 @@ impl<'a> StreamRun<'a> {
         // Every file of the listing is planned or was ingested before.
         self.source.advance();
         self.save_source_position()
+    }
+
+    /// The files of `plan` this process's batch owns: all of them for a stream's only
+    /// process; with `--worker`, those whose claim names this slot's batch (claimed now,
+    /// or by an earlier attempt of the same batch).
+    fn owned(&self, plan: &Plan) -> Result<Plan, IngestError> {
+        let Some((claims, slot)) = &self.claims else {
+            return Ok(plan.clone());
+        };
+        let mine = Claim {
+            slot: *slot,
+            batch: plan.batch,
+        };
+        // A batch of this slot that may still commit: one committed, or planned and not
+        // discarded. A claim naming any other of its batches is this slot's to move.
+        let is_live = |batch: u64| -> Result<bool, crate::checkpoint::CheckpointError> {
+            Ok(self.checkpoint.committed(batch)?.is_some()
+                || self
+                    .checkpoint
+                    .pending_plans()?
+                    .1
+                    .iter()
+                    .any(|p| p.batch == batch))
+        };
+        let mut files = Vec::with_capacity(plan.files.len());
+        for f in &plan.files {
+            match claims.claim(&f.key, mine, &is_live)? {
+                Claimed::Ours => files.push(f.clone()),
+                Claimed::Theirs(owner) => debug!(
+                    file = %f.key, slot = owner.slot, batch = owner.batch,
+                    "Another worker's batch owns this file."
+                ),
+            }
+        }
+        Ok(Plan {
+            files,
+            ..plan.clone()
+        })
     }
 
     /// A new plan's creation time. A snapshot's is its ingest time, which sequences AUTO

@@ -126,6 +126,9 @@ pub struct SchemaVersion {
 #[derive(Debug, Clone)]
 pub struct SchemaStore {
     backend: Backend,
+    /// Written by competing workers of one stream (`--worker`): a version another worker
+    /// wrote first is taken, not an error.
+    shared_by_workers: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -144,7 +147,10 @@ impl SchemaStore {
             Location::S3(url) => Backend::Remote(RemoteDir::open(url, state)?),
             Location::Local(dir) => Backend::Local(dir.join(SCHEMAS_DIR)),
         };
-        Ok(SchemaStore { backend })
+        Ok(SchemaStore {
+            backend,
+            shared_by_workers: false,
+        })
     }
 
     /// Where the versions live, for messages.
@@ -236,7 +242,18 @@ impl SchemaStore {
         })
     }
 
-    /// Writes `version`, failing if it already exists (versions are never rewritten).
+    /// The store of a stream run by competing workers: see [`SchemaStore::write`].
+    pub fn shared_by_workers(self) -> SchemaStore {
+        SchemaStore {
+            shared_by_workers: true,
+            ..self
+        }
+    }
+
+    /// Writes `version`, failing if it already exists (versions are never rewritten). In
+    /// a store shared by workers, the version another worker wrote first is returned
+    /// instead: the batch is read with it, and evolves it further if it still lacks
+    /// fields (the next version, one writer again winning).
     pub fn write(
         &self,
         version: u64,
@@ -280,6 +297,13 @@ impl SchemaStore {
             }
         };
         if !created {
+            if self.shared_by_workers {
+                tracing::info!(
+                    version,
+                    "Another worker wrote this schema version first; reading with it."
+                );
+                return self.read(version);
+            }
             return Err(SchemaStoreError::Exists { version, path });
         }
         Ok(SchemaVersion {

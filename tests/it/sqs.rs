@@ -715,3 +715,187 @@ fn random_kills_while_draining_the_queue_lose_and_duplicate_nothing() {
         );
     }
 }
+
+/// `--worker auto`: three identical watcher processes on one queue and one table, one
+/// SIGKILLed mid-stream and started again (it takes the slot left free, replaying what
+/// the dead one planned), while a producer uploads: every row lands once, the queue ends
+/// empty, and more than one worker committed batches.
+#[test]
+fn competing_workers_on_one_queue_land_every_file_once_through_a_kill() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "workers", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let mut a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &["cloudFiles.maxFilesPerTrigger=2"],
+    );
+    a.retain(|x| x != "--once");
+    a.extend(
+        ["--poll-interval", "0.2", "--worker", "auto"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let logs = s.dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let start = |n: usize| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(&a)
+            .envs(moto.env())
+            .env("RUST_LOG", "autoloader=info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(logs.join(format!("w{n}.log"))).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    // Read from the event log as it grows (every worker appends to the stream's).
+    let events = |kind: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(ckpt.join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == kind)
+            .collect()
+    };
+    let committed_files = || {
+        events("batch_committed")
+            .iter()
+            .map(|e| e["files"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let mut workers: Vec<std::process::Child> = (0..3).map(start).collect();
+    common::wait_until("three workers to start", Duration::from_secs(60), || {
+        events("stream_started").len() == 3
+    });
+    const FILES: u64 = 40;
+    for i in 0..FILES {
+        moto.put(
+            "lake",
+            &format!("landing/{i:02}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+        if i == 15 {
+            // SIGKILL, whatever it was doing, then an identical process in its place.
+            workers[1].kill().unwrap();
+            workers[1].wait().unwrap();
+            workers[1] = start(3);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    common::wait_until(
+        "the workers to commit every upload",
+        Duration::from_secs(120),
+        || committed_files() >= FILES,
+    );
+    // Messages the killed worker held come back after the timeout and find their files owned.
+    std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_secs(2));
+    for w in &workers {
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe {
+            libc::kill(w.id() as i32, libc::SIGTERM);
+        }
+    }
+    for (w, log) in workers.into_iter().zip([0, 3, 2]) {
+        let out = w.wait_with_output().unwrap();
+        let log = std::fs::read_to_string(logs.join(format!("w{log}.log"))).unwrap();
+        assert!(out.status.success(), "{:?}\n{log}", out.status);
+    }
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..FILES as i64 * 10).collect::<Vec<_>>(),
+        "every file once across the workers"
+    );
+    assert_eq!(committed_files(), FILES, "no file committed twice");
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+    let committing = (0..4)
+        .filter(|n| {
+            std::fs::read_to_string(logs.join(format!("w{n}.log")))
+                .unwrap()
+                .contains("Committed batch.")
+        })
+        .count();
+    assert!(
+        committing >= 2,
+        "the work was shared: {committing} workers committed"
+    );
+    let slots: Vec<_> = std::fs::read_dir(ckpt.join("workers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        slots.len(),
+        3,
+        "the restarted worker took the dead one's slot: {slots:?}"
+    );
+}
+
+#[test]
+fn worker_slots_are_refused_without_notifications() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 2));
+    let out = s
+        .ingest_command()
+        .args(["--worker", "auto"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(common::stderr(&out).contains("cloudFiles.useNotifications"));
+}
+
+/// Three `--once --worker auto` processes started together on a bucket that already holds
+/// 30 files: each one's first listing finds every file, so only the per-file claims keep
+/// a file from landing three times.
+#[test]
+fn workers_started_together_on_a_full_bucket_split_it_by_claims() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "together", "landing/");
+    for i in 0..30u64 {
+        moto.put(
+            "lake",
+            &format!("landing/{i:02}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+    }
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let mut a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        &ckpt,
+        &q.queue,
+        &["cloudFiles.maxFilesPerTrigger=3"],
+    );
+    a.extend(["--worker".to_string(), "auto".to_string()]);
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+                .args(&a)
+                .envs(moto.env())
+                .env("RUST_LOG", "autoloader=debug")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut left_to_others = 0;
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        left_to_others += stderr
+            .matches("Another worker's batch owns this file.")
+            .count();
+    }
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..300).collect::<Vec<_>>(),
+        "every file once, though every worker listed all of them"
+    );
+    assert!(left_to_others > 0, "the claims decided between the workers");
+    let slots = std::fs::read_dir(ckpt.join("workers")).unwrap().count();
+    assert_eq!(slots, 3, "three processes, three slots");
+}

@@ -1,0 +1,251 @@
+//! Competing workers on one stream (`--worker`): which worker slot's batch owns a file.
+//!
+//! Each worker slot keeps a checkpoint of its own under `<checkpoint>/workers/<k>/` (its
+//! lock or lease, plans, index and Delta app id); the stream's `_schemas` stay shared. A
+//! file lands once across slots through a create-only claim per file under
+//! `<checkpoint>/claims/`, naming the slot and batch that own it:
+//! 1. a slot writes its plan (the candidate files) first, then claims each candidate;
+//! 2. a candidate whose claim names another slot's batch is dropped from this batch: that
+//!    batch's plan is durable (it was written before its claim), so its slot, or whoever
+//!    holds the slot next, lands the file;
+//! 3. a replay claims the plan's candidates again, which gives the same files: a claim is
+//!    never taken from a batch that may still commit.
+//!
+//! A claim naming this slot's own batch that was discarded (planned again after a change)
+//! is moved to the new batch: only this slot's holder writes claims naming it.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+use super::CheckpointError;
+use crate::location::Location;
+use crate::storage::StorageSettings;
+use crate::storage::object_dir::RemoteDir;
+
+/// The folder of worker slots under a stream's checkpoint.
+pub const WORKERS_DIR: &str = "workers";
+/// The folder of per-file claims under a stream's checkpoint.
+const CLAIMS_DIR: &str = "claims";
+
+/// The checkpoint of worker slot `slot` of the stream whose checkpoint is `root`.
+pub fn slot_location(root: &Location, slot: u32) -> Location {
+    root.join(&format!("{WORKERS_DIR}/{slot}"))
+}
+
+/// Which worker slot a process takes (`--worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worker {
+    /// The first slot no live process holds (`--worker auto`): identical processes, as a
+    /// Deployment scaled by KEDA runs them, each take one.
+    Auto,
+    /// This slot, or exit 75 while another process holds it (a StatefulSet's ordinal).
+    Slot(u32),
+}
+
+/// How many slots `--worker auto` tries before giving up.
+pub const MAX_SLOTS: u32 = 256;
+
+impl std::str::FromStr for Worker {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Worker, String> {
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(Worker::Auto);
+        }
+        // A StatefulSet pod's name ends in its ordinal: `autoloader-3` is slot 3.
+        let digits = text.rsplit('-').next().unwrap_or(text);
+        match digits.parse::<u32>() {
+            Ok(n) if n < MAX_SLOTS => Ok(Worker::Slot(n)),
+            _ => Err(format!(
+                "expected auto, a slot number below {MAX_SLOTS}, or a name ending in one \
+                 (a StatefulSet pod's, like autoloader-3)"
+            )),
+        }
+    }
+}
+
+/// Who owns a file: a slot's batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub slot: u32,
+    pub batch: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClaimRecord {
+    slot: u32,
+    batch: u64,
+    key: String,
+}
+
+/// The claims of one stream, local or on S3 (beside its checkpoint).
+pub struct Claims {
+    store: ClaimStore,
+}
+
+enum ClaimStore {
+    Local(PathBuf),
+    Remote(RemoteDir),
+}
+
+/// What claiming a file found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimed {
+    /// The file is this batch's (claimed now, or by an earlier attempt of this batch).
+    Ours,
+    /// Another batch owns it.
+    Theirs(Claim),
+}
+
+impl Claims {
+    /// The claims of the stream whose checkpoint is `root`.
+    pub fn open(root: &Location, storage: &StorageSettings) -> Result<Claims, CheckpointError> {
+        let store = match root {
+            Location::Local(dir) => {
+                let dir = dir.join(CLAIMS_DIR);
+                std::fs::create_dir_all(&dir).map_err(|source| CheckpointError::Io {
+                    path: dir.clone(),
+                    source,
+                })?;
+                ClaimStore::Local(dir)
+            }
+            Location::S3(_) => {
+                let Location::S3(url) = root.join(CLAIMS_DIR) else {
+                    unreachable!("an S3 location joins to an S3 location")
+                };
+                ClaimStore::Remote(RemoteDir::open(&url, storage)?)
+            }
+        };
+        Ok(Claims { store })
+    }
+
+    /// Claims `key` for `mine`. A claim naming `mine`'s slot but a batch `is_live` says is
+    /// neither committed nor pending (a discarded plan's) is moved to `mine`.
+    pub fn claim(
+        &self,
+        key: &str,
+        mine: Claim,
+        is_live: &dyn Fn(u64) -> Result<bool, CheckpointError>,
+    ) -> Result<Claimed, CheckpointError> {
+        let name = object_name(key);
+        let record = serde_json::to_vec(&ClaimRecord {
+            slot: mine.slot,
+            batch: mine.batch,
+            key: key.to_string(),
+        })
+        .expect("a claim serializes");
+        if self.put_new(&name, &record)? {
+            return Ok(Claimed::Ours);
+        }
+        let existing = self.get(&name)?;
+        if existing == mine {
+            return Ok(Claimed::Ours);
+        }
+        if existing.slot == mine.slot && !is_live(existing.batch)? {
+            self.put(&name, &record)?;
+            return Ok(Claimed::Ours);
+        }
+        Ok(Claimed::Theirs(existing))
+    }
+
+    fn put_new(&self, name: &str, bytes: &[u8]) -> Result<bool, CheckpointError> {
+        match &self.store {
+            ClaimStore::Local(dir) => {
+                let path = dir.join(name);
+                crate::storage::atomic::write_new_atomic(&path, bytes)
+                    .map_err(|source| CheckpointError::Io { path, source })
+            }
+            ClaimStore::Remote(dir) => Ok(dir.put_new(name, bytes.to_vec())?),
+        }
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), CheckpointError> {
+        match &self.store {
+            ClaimStore::Local(dir) => {
+                let path = dir.join(name);
+                crate::storage::atomic::write_atomic(&path, bytes)
+                    .map_err(|source| CheckpointError::Io { path, source })
+            }
+            ClaimStore::Remote(dir) => Ok(dir.put(name, bytes.to_vec())?),
+        }
+    }
+
+    fn get(&self, name: &str) -> Result<Claim, CheckpointError> {
+        let (bytes, path) = match &self.store {
+            ClaimStore::Local(dir) => {
+                let path = dir.join(name);
+                let bytes = std::fs::read(&path).map_err(|source| CheckpointError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                (bytes, path)
+            }
+            ClaimStore::Remote(dir) => {
+                let path = PathBuf::from(dir.url_of(name));
+                let bytes = dir.get(name)?.ok_or_else(|| CheckpointError::Store {
+                    path: path.clone(),
+                    reason: "a claim that existed a moment ago is gone".into(),
+                })?;
+                (bytes, path)
+            }
+        };
+        let record: ClaimRecord =
+            serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Store {
+                path,
+                reason: format!("unreadable claim: {e}"),
+            })?;
+        Ok(Claim {
+            slot: record.slot,
+            batch: record.batch,
+        })
+    }
+}
+
+/// A claim's object name: the key's SHA-256, so any key (any length, any character) makes
+/// one flat, valid name.
+fn object_name(key: &str) -> String {
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_claimed_once_and_a_discarded_batch_gives_its_claims_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Location::Local(dir.path().to_path_buf());
+        let storage = StorageSettings::local(dir.path().join("cache"));
+        let claims = Claims::open(&root, &storage).unwrap();
+        let live = |_: u64| Ok(true);
+        let a = Claim { slot: 0, batch: 3 };
+        let b = Claim { slot: 1, batch: 7 };
+        assert_eq!(claims.claim("x/1.json", a, &live).unwrap(), Claimed::Ours);
+        assert_eq!(
+            claims.claim("x/1.json", a, &live).unwrap(),
+            Claimed::Ours,
+            "a replay of the same batch finds its claim"
+        );
+        assert_eq!(
+            claims.claim("x/1.json", b, &live).unwrap(),
+            Claimed::Theirs(a)
+        );
+        // Slot 0 planned the file again in batch 4 after batch 3 was discarded.
+        let discarded = |batch: u64| Ok(batch != 3);
+        let again = Claim { slot: 0, batch: 4 };
+        assert_eq!(
+            claims.claim("x/1.json", again, &discarded).unwrap(),
+            Claimed::Ours
+        );
+        assert_eq!(
+            claims.claim("x/1.json", b, &live).unwrap(),
+            Claimed::Theirs(again)
+        );
+        // Another slot never takes a claim, live or not.
+        assert_eq!(
+            claims.claim("x/1.json", b, &|_| Ok(false)).unwrap(),
+            Claimed::Theirs(again)
+        );
+    }
+}
