@@ -54,6 +54,9 @@ pub struct InferOptions {
     pub prefers_decimal: bool,
     /// `timestampFormat` / `dateFormat`, shared with the reader.
     pub temporal: Temporal,
+    /// XML: an array and a single value of it merge into the array (an element that
+    /// repeats in some rows appears once in others), as Spark's XML inference does.
+    pub xml: bool,
 }
 
 impl InferOptions {
@@ -66,6 +69,7 @@ impl InferOptions {
             primitives_as_string: false,
             prefers_decimal: false,
             temporal: Temporal::ISO,
+            xml: false,
         }
     }
 }
@@ -133,17 +137,23 @@ impl Inferred {
 
     /// The lowest common type of two observations (see the module table).
     pub fn merge(self, other: Inferred) -> Inferred {
+        self.merge_as(other, false)
+    }
+
+    /// [`Inferred::merge`]; with `xml`, an array and a single value merge into the array.
+    pub fn merge_as(self, other: Inferred, xml: bool) -> Inferred {
         use Inferred::{Array, Leaf, Null, Struct};
         match (self, other) {
             (Null, x) | (x, Null) => x,
             (Leaf(a), Leaf(b)) => Leaf(merge_leaf(a, b)),
             (Struct(mut a), Struct(b)) => {
                 for (name, t) in b {
-                    merge_field(&mut a, &name, t);
+                    merge_field_as(&mut a, &name, t, xml);
                 }
                 Struct(a)
             }
-            (Array(a), Array(b)) => Array(Box::new(a.merge(*b))),
+            (Array(a), Array(b)) => Array(Box::new(a.merge_as(*b, xml))),
+            (Array(a), x) | (x, Array(a)) if xml => Array(Box::new(a.merge_as(x, xml))),
             _ => Leaf(DataType::String),
         }
     }
@@ -180,13 +190,17 @@ impl Inferred {
 }
 
 fn merge_field(fields: &mut Vec<(String, Inferred)>, name: &str, t: Inferred) {
+    merge_field_as(fields, name, t, false);
+}
+
+fn merge_field_as(fields: &mut Vec<(String, Inferred)>, name: &str, t: Inferred, xml: bool) {
     match fields
         .iter_mut()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
     {
         Some((_, existing)) => {
             let old = std::mem::replace(existing, Inferred::Null);
-            *existing = old.merge(t);
+            *existing = old.merge_as(t, xml);
         }
         None => fields.push((name.to_string(), t)),
     }
@@ -314,11 +328,19 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
     };
     // Fast paths: STRING absorbs every observation, and DOUBLE every number.
     match (&*acc, v) {
+        (Inferred::Leaf(DataType::String), JsonValue::Array(_)) if opts.xml => {}
         (Inferred::Leaf(DataType::String), _)
         | (Inferred::Leaf(DataType::Double), JsonValue::Number(_)) => {
             return;
         }
         _ => {}
+    }
+    if opts.xml
+        && !matches!(v, JsonValue::Array(_) | JsonValue::Null)
+        && let Inferred::Array(element) = acc
+    {
+        observe(element, v, opts, depth + 1);
+        return;
     }
     match v {
         JsonValue::Null => {}
@@ -344,6 +366,10 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
             match acc {
                 Inferred::Null => *acc = Inferred::Array(Box::new(Inferred::Null)),
                 Inferred::Array(_) => {}
+                _ if opts.xml => {
+                    let single = std::mem::replace(acc, Inferred::Null);
+                    *acc = Inferred::Array(Box::new(single));
+                }
                 other => {
                     *other = Inferred::Leaf(DataType::String);
                     return;
@@ -399,6 +425,8 @@ pub struct SchemaInferrer {
     fields: Vec<(String, Inferred)>,
     /// Records (JSON) or rows (CSV) observed.
     pub records: u64,
+    /// XML: merges as [`InferOptions::xml`] says.
+    pub xml: bool,
 }
 
 impl SchemaInferrer {
@@ -497,8 +525,9 @@ impl SchemaInferrer {
     /// Folds another inferrer's observations in (files inferred in parallel, merged in order).
     pub fn merge(&mut self, other: SchemaInferrer) {
         self.records += other.records;
+        self.xml |= other.xml;
         for (name, t) in other.fields {
-            merge_field(&mut self.fields, &name, t);
+            merge_field_as(&mut self.fields, &name, t, self.xml);
         }
     }
 
