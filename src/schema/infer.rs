@@ -810,6 +810,37 @@ mod tests {
     }
 
     #[test]
+    fn xml_singletons_merge_into_arrays_json_ones_do_not() {
+        let xml = InferOptions { xml: true, ..TYPED };
+        let one = JsonValue::parse(br#"{"a": 1, "s": {"t": "x"}}"#).unwrap();
+        let many = JsonValue::parse(br#"{"a": [2, 3], "s": [{"t": "y"}, {"t": "z", "u": true}]}"#)
+            .unwrap();
+        for order in [[&one, &many], [&many, &one]] {
+            let mut inf = SchemaInferrer::new();
+            for v in order {
+                inf.add_jv(v, xml);
+            }
+            assert_eq!(
+                inf.finish().to_string(),
+                "a ARRAY<BIGINT>, s ARRAY<STRUCT<t: STRING, u: BOOLEAN>>"
+            );
+        }
+        // Files inferred apart merge the same way.
+        let (mut a, mut b) = (SchemaInferrer::new(), SchemaInferrer::new());
+        a.xml = true;
+        a.add_jv(&one, xml);
+        b.add_jv(&many, xml);
+        let mut merged = SchemaInferrer::new();
+        merged.merge(a);
+        merged.merge(b);
+        assert!(merged.finish().to_string().starts_with("a ARRAY<BIGINT>"));
+        let mut json = SchemaInferrer::new();
+        json.add_jv(&one, TYPED);
+        json.add_jv(&many, TYPED);
+        assert!(json.finish().to_string().starts_with("a STRING"));
+    }
+
+    #[test]
     fn names_merge_case_insensitively_first_spelling_wins() {
         let mut inf = SchemaInferrer::new();
         inf.add_json(&json!({"abc": 1}), TYPED);
