@@ -346,7 +346,8 @@ fn for_each_row(
                             // The malformed row ends where the next one starts.
                             ended = Some(Err(true));
                         }
-                        let start_line = line - memchr::memchr_iter(b'\n', &e).count() as u64;
+                        let start_line =
+                            line.saturating_sub(memchr::memchr_iter(b'\n', &e).count() as u64);
                         let mut tag = Vec::with_capacity(e.len() + 3);
                         tag.push(b'<');
                         tag.extend_from_slice(&e);
