@@ -153,9 +153,9 @@ fn malformed_row_elements_are_rescued_with_their_line() {
         "a.xml",
         "<rows>\n<row><id>1</id></row>\n<row><id>2</titl></row>\n<row>\n  <id>3 &bogus;</id>\n</row>\n<row><id>4</id></row>\n<row id=><id>5</id></row>\n<row><id>6</id></row>\n</rows>\n",
     );
-    let run = Run::ingest(&s, "permissive", &[TYPED[0], TYPED[1], "rowTag=row"]);
-    run.ok();
-    assert_eq!(run.figure("rescued rows"), 3);
+    let ingest = Run::ingest(&s, "permissive", &[TYPED[0], TYPED[1], "rowTag=row"]);
+    ingest.ok();
+    assert_eq!(ingest.figure("rescued rows"), 3);
     let (rows, types) = rows_and_types(&s.table(), "id");
     assert_eq!(types["id"], "int64");
     let ids: Vec<&Value> = rows.iter().map(|r| &r["id"]).collect();
@@ -198,6 +198,17 @@ fn malformed_row_elements_are_rescued_with_their_line() {
             .unwrap()
             .ends_with("a.xml")
     );
+    // The drift report counts the malformed records, not their lines.
+    let table = s.table().display().to_string();
+    let report: Value =
+        serde_json::from_str(&ok(&run(&["drift".into(), table, "--json".into()], &[]))).unwrap();
+    let keys: Vec<&str> = report["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["_corrupt_record"], "{report}");
 
     let f = Scratch::new();
     f.land(
