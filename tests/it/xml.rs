@@ -291,3 +291,23 @@ fn a_new_element_in_a_later_file_evolves_the_table() {
         ]
     );
 }
+
+/// A compressed XML file (told by its magic bytes) reads as the plain one.
+#[test]
+fn compressed_xml_reads_as_the_plain_file() {
+    let s = Scratch::new();
+    let doc = "<r><row><id>1</id></row><row><id>2</id></row></r>";
+    s.land(
+        "a.xml.zst",
+        zstd::stream::encode_all(doc.as_bytes(), 3).unwrap(),
+    );
+    Run::ingest(&s, "zstd", &[TYPED[0], TYPED[1], "rowTag=row"]).ok();
+    let (rows, _) = rows_and_types(&s.table(), "id");
+    assert_eq!(
+        rows,
+        [
+            json!({"id": 1, "_rescued_data": null}),
+            json!({"id": 2, "_rescued_data": null})
+        ]
+    );
+}
