@@ -253,6 +253,27 @@ pub const OPTIONS: &[OptionSpec] = &[
         "false",
         "text: one row per file rather than one per line",
     ),
+    opt(
+        "rowTag",
+        "none (required for XML)",
+        "XML: the element each row is read from",
+    ),
+    opt(
+        "attributePrefix",
+        "_",
+        "XML: prefix of the fields read from attributes",
+    ),
+    opt(
+        "valueTag",
+        "_VALUE",
+        "XML: field of an element's text when it also has attributes or children",
+    ),
+    opt("excludeAttribute", "false", "XML: leave attributes out"),
+    opt(
+        "ignoreNamespace",
+        "false",
+        "XML: read ns:name as name (elements and attributes)",
+    ),
     opt("header", "true", "CSV: the first line names the columns"),
     opt("sep", ",", "CSV: field separator"),
     opt("quote", "\"", "CSV: quote character"),
@@ -660,6 +681,9 @@ pub enum Format {
     /// Spark's binaryFile source: one row per file with its path, modification time,
     /// length and content.
     BinaryFile,
+    /// Spark's XML source: one row per `rowTag` element, attributes and child elements
+    /// read into the same values JSON records are.
+    Xml,
 }
 
 impl Format {
@@ -671,13 +695,14 @@ impl Format {
             "parquet" => Some(Format::Parquet),
             "text" => Some(Format::Text),
             "binaryfile" => Some(Format::BinaryFile),
+            "xml" => Some(Format::Xml),
             _ => None,
         }
     }
 
     /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`,
     /// each optionally followed by `.gz`, `.zst`, `.bz2` or `.lz4`). Text and binaryFile
-    /// read any file, so only `cloudFiles.format` chooses them.
+    /// read any file, and XML needs its `rowTag`, so only `cloudFiles.format` chooses them.
     pub fn from_file_name(name: &str) -> Option<Format> {
         let lower = name.to_ascii_lowercase();
         let base = [".gz", ".zst", ".bz2", ".lz4"]
@@ -702,6 +727,7 @@ impl fmt::Display for Format {
             Format::Parquet => "parquet",
             Format::Text => "text",
             Format::BinaryFile => "binaryFile",
+            Format::Xml => "xml",
         })
     }
 }
@@ -772,6 +798,33 @@ pub struct TextSettings {
     pub line_sep: Option<Vec<u8>>,
 }
 
+/// XML reading options (`cloudFiles.format=xml`), Spark's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XmlSettings {
+    /// `rowTag`: the element each row is read from (required for XML).
+    pub row_tag: String,
+    /// `attributePrefix`: put before an attribute's name to make its field's name.
+    pub attribute_prefix: String,
+    /// `valueTag`: the field of an element's text when it also has attributes or children.
+    pub value_tag: String,
+    /// `excludeAttribute`: attributes are left out.
+    pub exclude_attribute: bool,
+    /// `ignoreNamespace`: `ns:name` is read as `name` (elements and attributes).
+    pub ignore_namespace: bool,
+}
+
+impl Default for XmlSettings {
+    fn default() -> Self {
+        XmlSettings {
+            row_tag: String::new(),
+            attribute_prefix: "_".into(),
+            value_tag: "_VALUE".into(),
+            exclude_attribute: false,
+            ignore_namespace: false,
+        }
+    }
+}
+
 /// Validated settings of one stream.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -808,6 +861,7 @@ pub struct Settings {
     pub csv: CsvSettings,
     pub json: JsonSettings,
     pub text: TextSettings,
+    pub xml: XmlSettings,
     /// `timestampFormat` and `dateFormat`, for inference and reading alike.
     pub temporal: Temporal,
     pub time_zone: Tz,
@@ -1028,10 +1082,10 @@ pub fn resolve(
             invalid(
                 "cloudFiles.format",
                 v,
-                if ["avro", "orc", "xml"].contains(&v.to_ascii_lowercase().as_str()) {
-                    "not supported yet; json, csv, parquet, text and binaryFile are"
+                if ["avro", "orc"].contains(&v.to_ascii_lowercase().as_str()) {
+                    "not supported yet; json, csv, parquet, text, binaryFile and xml are"
                 } else {
-                    "expected json, csv, parquet, text or binaryFile"
+                    "expected json, csv, parquet, text, binaryFile or xml"
                 },
             )
         })?),
@@ -1266,6 +1320,25 @@ pub fn resolve(
         whole_text: bool_or("wholetext", false)?,
         line_sep: line_sep.filter(|sep| sep != "\n").map(String::into_bytes),
     };
+    let xml = XmlSettings {
+        row_tag: get("rowTag").unwrap_or("").trim().to_string(),
+        attribute_prefix: get("attributePrefix").unwrap_or("_").to_string(),
+        value_tag: get("valueTag").unwrap_or("_VALUE").to_string(),
+        exclude_attribute: bool_or("excludeAttribute", false)?,
+        ignore_namespace: bool_or("ignoreNamespace", false)?,
+    };
+    if format == Some(Format::Xml) {
+        if xml.row_tag.is_empty() {
+            return Err(OptionsError::Conflict(
+                "rowTag: cloudFiles.format=xml needs the element each row is read from, \
+                 e.g. -o rowTag=book"
+                    .into(),
+            ));
+        }
+        if xml.value_tag.is_empty() {
+            return Err(invalid("valueTag", "", "expected a field name"));
+        }
+    }
     let pattern = |key: &str, spark_default: &str| -> Result<Option<Pattern>, OptionsError> {
         match get(key) {
             // Spark's default reads as the ISO parser does (which also takes a space for
@@ -1416,6 +1489,7 @@ pub fn resolve(
         csv,
         json,
         text,
+        xml,
         temporal,
         time_zone,
         include_metadata: bool_or("cloudFiles.includeMetadata", true)?,

@@ -16,7 +16,7 @@ use crate::checkpoint::Checkpoint;
 use crate::location::Location;
 use crate::options::RESCUED_DATA_COLUMN;
 use crate::pipeline::IngestRequest;
-use crate::record::FILE_PATH_KEY;
+use crate::record::{FILE_PATH_KEY, LINE_KEY};
 use crate::schema::evolution;
 use crate::schema::store::{SCHEMAS_DIR, SchemaStore, SchemaStoreError};
 use crate::storage::StorageSettings;
@@ -560,7 +560,8 @@ pub async fn drift(
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
-                for key in obj.keys().filter(|k| *k != FILE_PATH_KEY) {
+                // The file and the line say where the values came from: they are not drift.
+                for key in obj.keys().filter(|k| *k != FILE_PATH_KEY && *k != LINE_KEY) {
                     let k = keys.entry(key.clone()).or_insert_with(|| {
                         (
                             KeyDrift {

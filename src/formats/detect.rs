@@ -7,7 +7,7 @@ use crate::options::Format;
 #[non_exhaustive]
 pub enum FormatChoiceError {
     #[error(
-        "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet|text|binaryFile (and pathGlobFilter to choose files)"
+        "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet|text|binaryFile|xml (and pathGlobFilter to choose files)"
     )]
     Unknown { key: String },
     #[error(

@@ -12,6 +12,7 @@ pub mod json;
 mod lines;
 pub mod parquet;
 pub mod text;
+pub mod xml;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -148,6 +149,7 @@ pub struct DecodeOptions {
     pub csv: crate::options::CsvSettings,
     pub json: crate::options::JsonSettings,
     pub text: crate::options::TextSettings,
+    pub xml: crate::options::XmlSettings,
     /// Stop reading a file at its first field the schema lacks (the batch is about to be
     /// evolved and read again, so the rest would be read for nothing).
     pub stop_at_new_fields: bool,
@@ -164,6 +166,7 @@ impl DecodeOptions {
                 zone: settings.time_zone,
                 case_sensitive: settings.reader_case_sensitive,
                 temporal: settings.temporal,
+                singleton_arrays: format == Format::Xml,
             },
             multi_line: settings.multi_line,
             fail_fast: settings.fail_fast,
@@ -173,6 +176,7 @@ impl DecodeOptions {
             csv: settings.csv.clone(),
             json: settings.json.clone(),
             text: settings.text.clone(),
+            xml: settings.xml.clone(),
             stop_at_new_fields: false,
             observe_types: None,
         }
@@ -186,6 +190,7 @@ impl DecodeOptions {
             primitives_as_string: self.json.primitives_as_string,
             prefers_decimal: self.json.prefers_decimal,
             temporal: self.ctx.temporal,
+            xml: self.format == Format::Xml,
         }
     }
 }
@@ -479,6 +484,7 @@ pub fn infer_file(
         Format::Parquet => parquet::infer(file, inferrer),
         Format::Text => Ok(text::infer(inferrer)),
         Format::BinaryFile => Ok(binary_file::infer(inferrer)),
+        Format::Xml => xml::infer(file, opts, typed, inferrer),
     }
 }
 
@@ -500,6 +506,7 @@ pub fn decode_file(
         Format::Parquet => parquet::decode(&local, opts, layout, emit),
         Format::Text => text::decode(&local, opts, layout, emit),
         Format::BinaryFile => binary_file::decode(&local, opts, layout, emit),
+        Format::Xml => xml::decode(&local, opts, layout, emit),
     }?;
     // A local file rewritten while it was read would commit a torn mix: refuse it.
     if file.remote.is_none() && !unchanged(&file.local_path, file.meta.size, file.meta.mtime_ms) {

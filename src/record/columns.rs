@@ -293,6 +293,13 @@ impl ColumnBuilder {
                     validity.append_non_null();
                     ok
                 }
+                single if ctx.singleton_arrays => {
+                    let ok = element.append_json(single, ctx, new_fields);
+                    let last = *offsets.last().expect("offsets start with 0");
+                    offsets.push(last + 1);
+                    validity.append_non_null();
+                    ok
+                }
                 _ => {
                     offsets.push(*offsets.last().expect("offsets start with 0"));
                     validity.append_null();

@@ -18,6 +18,9 @@ pub struct ReadContext {
     pub case_sensitive: bool,
     /// `timestampFormat` / `dateFormat`, shared with inference.
     pub temporal: crate::parse::temporal::Temporal,
+    /// XML: a value read into an ARRAY column that is not an array is its one element (an
+    /// element that repeats in some rows appears once in others).
+    pub singleton_arrays: bool,
 }
 
 /// The columns of the table, in order: data columns (which include the rescued-data and

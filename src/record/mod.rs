@@ -32,3 +32,5 @@ pub use rows::*;
 pub const METADATA_COLUMN: &str = "_metadata";
 /// Key of the source file inside every rescued object.
 pub const FILE_PATH_KEY: &str = "_file_path";
+/// Key of a malformed multi-line record's first line inside its rescued object (XML).
+pub const LINE_KEY: &str = "_line";

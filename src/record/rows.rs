@@ -34,6 +34,8 @@ pub struct RowBuilder {
     rescue_stats: RescueStats,
     /// Whether two columns' names differ only in letter case.
     case_twins: bool,
+    /// The line of the malformed record being appended, when its format tells it.
+    corrupt_line: Option<u64>,
 }
 
 impl RowBuilder {
@@ -56,6 +58,7 @@ impl RowBuilder {
             unknown_names: Vec::new(),
             nested_new_fields: false,
             rescue_stats: RescueStats::default(),
+            corrupt_line: None,
             case_twins,
         }
     }
@@ -160,7 +163,16 @@ impl RowBuilder {
         self.finish_row(Map::new(), Some(raw.to_string()));
     }
 
+    /// Appends a malformed record that starts on `line` of its file (multi-line records,
+    /// e.g. XML row elements): as [`RowBuilder::append_corrupt`], with the line kept in
+    /// the rescued data under `_line`.
+    pub fn append_corrupt_at(&mut self, raw: &str, line: u64) {
+        self.corrupt_line = Some(line);
+        self.append_corrupt(raw);
+    }
+
     fn finish_row(&mut self, mut rescued: Map<String, Value>, corrupt: Option<String>) {
+        let line = self.corrupt_line.take();
         if corrupt.is_some() {
             self.rescue_stats
                 .note(CORRUPT_RECORD, RescueKind::Malformed);
@@ -186,6 +198,9 @@ impl RowBuilder {
                         FILE_PATH_KEY.to_string(),
                         Value::String(self.file.path.clone()),
                     );
+                    if let Some(line) = line {
+                        rescued.insert(LINE_KEY.to_string(), Value::from(line));
+                    }
                     b.append_value(Value::Object(rescued).to_string());
                     self.rescued_rows += 1;
                 }
@@ -321,6 +336,7 @@ mod tests {
     }
 
     const CTX: ReadContext = ReadContext {
+        singleton_arrays: false,
         zone: Tz::UTC,
         case_sensitive: true,
         temporal: crate::parse::temporal::Temporal::ISO,
@@ -457,6 +473,7 @@ mod tests {
     #[test]
     fn case_insensitive_reading_maps_case_variants() {
         let ctx = ReadContext {
+            singleton_arrays: false,
             zone: Tz::UTC,
             case_sensitive: false,
             temporal: crate::parse::temporal::Temporal::ISO,

@@ -54,6 +54,9 @@ pub struct InferOptions {
     pub prefers_decimal: bool,
     /// `timestampFormat` / `dateFormat`, shared with the reader.
     pub temporal: Temporal,
+    /// XML: an array and a single value of it merge into the array (an element that
+    /// repeats in some rows appears once in others), as Spark's XML inference does.
+    pub xml: bool,
 }
 
 impl InferOptions {
@@ -66,6 +69,7 @@ impl InferOptions {
             primitives_as_string: false,
             prefers_decimal: false,
             temporal: Temporal::ISO,
+            xml: false,
         }
     }
 }
@@ -133,17 +137,23 @@ impl Inferred {
 
     /// The lowest common type of two observations (see the module table).
     pub fn merge(self, other: Inferred) -> Inferred {
+        self.merge_as(other, false)
+    }
+
+    /// [`Inferred::merge`]; with `xml`, an array and a single value merge into the array.
+    pub fn merge_as(self, other: Inferred, xml: bool) -> Inferred {
         use Inferred::{Array, Leaf, Null, Struct};
         match (self, other) {
             (Null, x) | (x, Null) => x,
             (Leaf(a), Leaf(b)) => Leaf(merge_leaf(a, b)),
             (Struct(mut a), Struct(b)) => {
                 for (name, t) in b {
-                    merge_field(&mut a, &name, t);
+                    merge_field_as(&mut a, &name, t, xml);
                 }
                 Struct(a)
             }
-            (Array(a), Array(b)) => Array(Box::new(a.merge(*b))),
+            (Array(a), Array(b)) => Array(Box::new(a.merge_as(*b, xml))),
+            (Array(a), x) | (x, Array(a)) if xml => Array(Box::new(a.merge_as(x, xml))),
             _ => Leaf(DataType::String),
         }
     }
@@ -180,13 +190,17 @@ impl Inferred {
 }
 
 fn merge_field(fields: &mut Vec<(String, Inferred)>, name: &str, t: Inferred) {
+    merge_field_as(fields, name, t, false);
+}
+
+fn merge_field_as(fields: &mut Vec<(String, Inferred)>, name: &str, t: Inferred, xml: bool) {
     match fields
         .iter_mut()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
     {
         Some((_, existing)) => {
             let old = std::mem::replace(existing, Inferred::Null);
-            *existing = old.merge(t);
+            *existing = old.merge_as(t, xml);
         }
         None => fields.push((name.to_string(), t)),
     }
@@ -314,11 +328,19 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
     };
     // Fast paths: STRING absorbs every observation, and DOUBLE every number.
     match (&*acc, v) {
+        (Inferred::Leaf(DataType::String), JsonValue::Array(_)) if opts.xml => {}
         (Inferred::Leaf(DataType::String), _)
         | (Inferred::Leaf(DataType::Double), JsonValue::Number(_)) => {
             return;
         }
         _ => {}
+    }
+    if opts.xml
+        && !matches!(v, JsonValue::Array(_) | JsonValue::Null)
+        && let Inferred::Array(element) = acc
+    {
+        observe(element, v, opts, depth + 1);
+        return;
     }
     match v {
         JsonValue::Null => {}
@@ -344,6 +366,10 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
             match acc {
                 Inferred::Null => *acc = Inferred::Array(Box::new(Inferred::Null)),
                 Inferred::Array(_) => {}
+                _ if opts.xml => {
+                    let single = std::mem::replace(acc, Inferred::Null);
+                    *acc = Inferred::Array(Box::new(single));
+                }
                 other => {
                     *other = Inferred::Leaf(DataType::String);
                     return;
@@ -399,6 +425,8 @@ pub struct SchemaInferrer {
     fields: Vec<(String, Inferred)>,
     /// Records (JSON) or rows (CSV) observed.
     pub records: u64,
+    /// XML: merges as [`InferOptions::xml`] says.
+    pub xml: bool,
 }
 
 impl SchemaInferrer {
@@ -497,8 +525,9 @@ impl SchemaInferrer {
     /// Folds another inferrer's observations in (files inferred in parallel, merged in order).
     pub fn merge(&mut self, other: SchemaInferrer) {
         self.records += other.records;
+        self.xml |= other.xml;
         for (name, t) in other.fields {
-            merge_field(&mut self.fields, &name, t);
+            merge_field_as(&mut self.fields, &name, t, self.xml);
         }
     }
 
@@ -778,6 +807,37 @@ mod tests {
         assert_eq!(merge_leaf(Boolean, Long), String);
         assert_eq!(merge_leaf(Long, Decimal(22, 2)), Decimal(22, 2));
         assert_eq!(merge_leaf(Decimal(20, 0), Decimal(2, 2)), Decimal(22, 2));
+    }
+
+    #[test]
+    fn xml_singletons_merge_into_arrays_json_ones_do_not() {
+        let xml = InferOptions { xml: true, ..TYPED };
+        let one = JsonValue::parse(br#"{"a": 1, "s": {"t": "x"}}"#).unwrap();
+        let many = JsonValue::parse(br#"{"a": [2, 3], "s": [{"t": "y"}, {"t": "z", "u": true}]}"#)
+            .unwrap();
+        for order in [[&one, &many], [&many, &one]] {
+            let mut inf = SchemaInferrer::new();
+            for v in order {
+                inf.add_jv(v, xml);
+            }
+            assert_eq!(
+                inf.finish().to_string(),
+                "a ARRAY<BIGINT>, s ARRAY<STRUCT<t: STRING, u: BOOLEAN>>"
+            );
+        }
+        // Files inferred apart merge the same way.
+        let (mut a, mut b) = (SchemaInferrer::new(), SchemaInferrer::new());
+        a.xml = true;
+        a.add_jv(&one, xml);
+        b.add_jv(&many, xml);
+        let mut merged = SchemaInferrer::new();
+        merged.merge(a);
+        merged.merge(b);
+        assert!(merged.finish().to_string().starts_with("a ARRAY<BIGINT>"));
+        let mut json = SchemaInferrer::new();
+        json.add_jv(&one, TYPED);
+        json.add_jv(&many, TYPED);
+        assert!(json.finish().to_string().starts_with("a STRING"));
     }
 
     #[test]

@@ -33,3 +33,4 @@ mod snapshots;
 mod sqs;
 mod tables;
 mod watch;
+mod xml;
