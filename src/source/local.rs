@@ -72,7 +72,9 @@ impl FileSource for LocalFolder {
     }
 
     fn stat_files(&self, keys: &[String]) -> Option<Vec<FileRef>> {
-        let mut out = Vec::new();
+        // By key: a new folder's walk and its own files' events name the same files, and
+        // a file twice in a batch would land twice.
+        let mut out = std::collections::BTreeMap::new();
         for key in keys {
             if self.only.as_ref().is_some_and(|only| only != key) {
                 continue;
@@ -87,17 +89,18 @@ impl FileSource for LocalFolder {
                 continue;
             };
             if meta.is_file() {
-                out.push(FileRef {
+                let file = FileRef {
                     key: key.clone(),
                     size: meta.len(),
                     mtime_ms: mtime_ms(&meta),
-                });
+                };
+                out.insert(file.key.clone(), file);
             } else if meta.is_dir() {
                 // A folder created or moved in: its files may have no events of their own.
                 match list_local(&path) {
-                    Ok(files) => out.extend(files.into_iter().map(|f| FileRef {
-                        key: format!("{key}/{}", f.key),
-                        ..f
+                    Ok(files) => out.extend(files.into_iter().map(|f| {
+                        let key = format!("{key}/{}", f.key);
+                        (key.clone(), FileRef { key, ..f })
                     })),
                     Err(e) => {
                         warn!(path = %path.display(), error = %e, "Cannot list a new folder.")
@@ -107,7 +110,7 @@ impl FileSource for LocalFolder {
                 warn!(path = %path.display(), "Skipping a symbolic link: links are not followed.");
             }
         }
-        Some(out)
+        Some(out.into_values().collect())
     }
 
     fn local_root(&self) -> Option<&Path> {

@@ -165,6 +165,10 @@ fn file_events_drive_a_local_watcher_without_listing_the_folder() {
     std::fs::write(staging.join("x.json"), common::orders_jsonl(14, 17)).unwrap();
     std::fs::rename(&staging, s.landing().join("2026-12-01")).unwrap();
     wait_for_rows(&s, 17);
+    // New nested folders: each folder's event and the file's own name the same file,
+    // which lands once.
+    s.land("2027/01/02/d.json", common::orders_jsonl(17, 20));
+    wait_for_rows(&s, 20);
     // Idle for several poll intervals (0.5 s): no listing.
     std::thread::sleep(Duration::from_secs(2));
     let stderr = stop_and_stderr(child);
@@ -174,7 +178,7 @@ fn file_events_drive_a_local_watcher_without_listing_the_folder() {
         "only the start lists the folder; events name the rest\n{stderr}"
     );
     assert!(stderr.contains("Looked at the changed keys."), "{stderr}");
-    s.assert_ids_once(0..17, "every file once, found by its event");
+    s.assert_ids_once(0..20, "every file once, found by its event");
 }
 
 #[test]
