@@ -148,16 +148,36 @@ pub fn decode(
     let expected = count_records(file)?;
     let reader = reader(file)?;
     let mut stats = FileStats::default();
-    for batch in reader {
-        let batch = batch.map_err(|e| corrupt(path, &e))?;
+    let mut one = |batch: RecordBatch, stats: &mut FileStats| -> Result<(), DecodeError> {
         let batch = spark_batch(&batch).map_err(|e| corrupt(path, &e))?;
         let n = batch.num_rows();
-        let out = super::parquet::conform(&batch, file, opts, layout, &mut stats)?;
+        let out = super::parquet::conform(&batch, file, opts, layout, stats)?;
         stats.rows += n as u64;
         if !emit(out) {
             return Err(DecodeError::Cancelled {
                 path: path.to_string(),
             });
+        }
+        Ok(())
+    };
+    if reader.schema().fields().iter().any(|f| has_union(f)) {
+        // arrow-avro 59's union decoder keeps counting its offsets across batches, so a
+        // second batch from one reader fails: each block gets a reader of its own (memory
+        // still holds one block and its batch).
+        for_each_block(file, &mut |bytes, count| {
+            let r = ReaderBuilder::new()
+                .with_batch_size(count.max(1))
+                .with_tz(Tz::Utc)
+                .build(std::io::Cursor::new(bytes))
+                .map_err(|e| corrupt(path, &e))?;
+            for batch in r {
+                one(batch.map_err(|e| corrupt(path, &e))?, &mut stats)?;
+            }
+            Ok(())
+        })?;
+    } else {
+        for batch in reader {
+            one(batch.map_err(|e| corrupt(path, &e))?, &mut stats)?;
         }
     }
     if stats.rows != expected {
@@ -171,6 +191,64 @@ pub fn decode(
     }
     stats.new_fields |= !stats.unknown_names.is_empty();
     Ok(stats)
+}
+
+/// Whether the field holds a union other than with null (an Arrow union).
+fn has_union(f: &ArrowField) -> bool {
+    match f.data_type() {
+        ArrowType::Union(_, _) => true,
+        ArrowType::Struct(fields) => fields.iter().any(|c| has_union(c)),
+        ArrowType::List(c) | ArrowType::Map(c, _) => has_union(c),
+        _ => false,
+    }
+}
+
+/// Hands each block, as a container file of its own (the header then the block), to
+/// `each` with its record count.
+fn for_each_block(
+    file: &SourceFile,
+    each: &mut dyn FnMut(Vec<u8>, usize) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    let path = file.meta.path.as_str();
+    let bad = |e: &dyn std::fmt::Display| corrupt(path, e);
+    let mut f = BufReader::with_capacity(READ_BUFFER, open_file(file)?);
+    let info = arrow_avro::reader::read_header_info(&mut f).map_err(|e| bad(&e))?;
+    f.seek(SeekFrom::Start(0)).map_err(|e| bad(&e))?;
+    let header_len = usize::try_from(info.header_len()).map_err(|e| bad(&e))?;
+    let mut header = vec![0u8; header_len];
+    f.read_exact(&mut header).map_err(|e| bad(&e))?;
+    loop {
+        if f.fill_buf().map_err(|e| bad(&e))?.is_empty() {
+            return Ok(());
+        }
+        let count = read_long(&mut f).map_err(|e| bad(&e))?;
+        let size = read_long(&mut f).map_err(|e| bad(&e))?;
+        let (Ok(count), Ok(size)) = (usize::try_from(count), usize::try_from(size)) else {
+            return Err(bad(&"a block has a negative count or size"));
+        };
+        let mut bytes = header.clone();
+        for v in [count as i64, size as i64] {
+            write_long(&mut bytes, v);
+        }
+        let start = bytes.len();
+        bytes.resize(start.saturating_add(size).saturating_add(16), 0);
+        f.read_exact(&mut bytes[start..]).map_err(|e| bad(&e))?;
+        each(bytes, count)?;
+    }
+}
+
+/// Writes an Avro `long` (zig-zag, variable length).
+fn write_long(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let byte = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
 }
 
 fn is_uuid(f: &ArrowField) -> bool {
