@@ -226,6 +226,11 @@ fn for_each_block(
         let (Ok(count), Ok(size)) = (usize::try_from(count), usize::try_from(size)) else {
             return Err(bad(&"a block has a negative count or size"));
         };
+        // Checked against the file's length by `count_records` first; again here, so a
+        // block's claimed size never allocates more than the file holds.
+        if size as u64 > file.meta.size {
+            return Err(bad(&"a block is larger than the file"));
+        }
         let mut bytes = header.clone();
         for v in [count as i64, size as i64] {
             write_long(&mut bytes, v);
