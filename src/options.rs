@@ -71,7 +71,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "cloudFiles.format",
         "detected from file extensions",
-        "json, csv, parquet, text or binaryFile (the last two only when set)",
+        "json, csv, parquet, avro, text or binaryFile (the last two only when set)",
     ),
     opt(
         "cloudFiles.schemaLocation",
@@ -676,6 +676,8 @@ pub enum Format {
     Json,
     Csv,
     Parquet,
+    /// Avro object container files (the schema in each file's header).
+    Avro,
     /// Spark's text source: one `value` STRING row per line, or per file (`wholetext`).
     Text,
     /// Spark's binaryFile source: one row per file with its path, modification time,
@@ -693,6 +695,7 @@ impl Format {
             "json" => Some(Format::Json),
             "csv" => Some(Format::Csv),
             "parquet" => Some(Format::Parquet),
+            "avro" => Some(Format::Avro),
             "text" => Some(Format::Text),
             "binaryfile" => Some(Format::BinaryFile),
             "xml" => Some(Format::Xml),
@@ -700,7 +703,7 @@ impl Format {
         }
     }
 
-    /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`,
+    /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`, `.avro`,
     /// each optionally followed by `.gz`, `.zst`, `.bz2` or `.lz4`). Text and binaryFile
     /// read any file, and XML needs its `rowTag`, so only `cloudFiles.format` chooses them.
     pub fn from_file_name(name: &str) -> Option<Format> {
@@ -714,6 +717,7 @@ impl Format {
             "json" | "jsonl" | "ndjson" => Some(Format::Json),
             "csv" | "tsv" => Some(Format::Csv),
             "parquet" | "pq" => Some(Format::Parquet),
+            "avro" => Some(Format::Avro),
             _ => None,
         }
     }
@@ -725,6 +729,7 @@ impl fmt::Display for Format {
             Format::Json => "json",
             Format::Csv => "csv",
             Format::Parquet => "parquet",
+            Format::Avro => "avro",
             Format::Text => "text",
             Format::BinaryFile => "binaryFile",
             Format::Xml => "xml",
@@ -1082,10 +1087,10 @@ pub fn resolve(
             invalid(
                 "cloudFiles.format",
                 v,
-                if ["avro", "orc"].contains(&v.to_ascii_lowercase().as_str()) {
-                    "not supported yet; json, csv, parquet, text, binaryFile and xml are"
+                if v.eq_ignore_ascii_case("orc") {
+                    "not supported yet; json, csv, parquet, avro, text, binaryFile and xml are"
                 } else {
-                    "expected json, csv, parquet, text, binaryFile or xml"
+                    "expected json, csv, parquet, avro, text, binaryFile or xml"
                 },
             )
         })?),
@@ -2092,7 +2097,7 @@ mod tests {
         assert_eq!(Format::from_file_name("a.CSV.BZ2"), Some(Format::Csv));
         assert_eq!(Format::from_file_name("a.jsonl.lz4"), Some(Format::Json));
         assert_eq!(Format::from_file_name("a.log"), None);
-        let err = opts(&[("cloudFiles.format", "avro")]).unwrap_err();
+        let err = opts(&[("cloudFiles.format", "orc")]).unwrap_err();
         assert!(err.to_string().contains("not supported yet"), "{err}");
     }
 
@@ -2128,6 +2133,8 @@ mod tests {
         assert_eq!(Format::from_file_name("a.json.gz"), Some(Format::Json));
         assert_eq!(Format::from_file_name("a.CSV"), Some(Format::Csv));
         assert_eq!(Format::from_file_name("a.parquet"), Some(Format::Parquet));
+        assert_eq!(Format::from_file_name("part-0.AVRO"), Some(Format::Avro));
+        assert_eq!(Format::from_name("Avro"), Some(Format::Avro));
         assert_eq!(Format::from_file_name("a.txt"), None);
     }
 }

@@ -5,6 +5,7 @@
 //! Decoders are synchronous and run on blocking threads; they hand each finished batch to an
 //! `emit` callback, so memory stays bounded by the batch size whatever the file size.
 
+pub mod avro;
 pub mod binary_file;
 pub mod csv;
 pub mod detect;
@@ -482,6 +483,7 @@ pub fn infer_file(
         Format::Json => json::infer(file, opts, typed, inferrer),
         Format::Csv => csv::infer(file, opts, typed, inferrer),
         Format::Parquet => parquet::infer(file, inferrer),
+        Format::Avro => avro::infer(file, inferrer),
         Format::Text => Ok(text::infer(inferrer)),
         Format::BinaryFile => Ok(binary_file::infer(inferrer)),
         Format::Xml => xml::infer(file, opts, typed, inferrer),
@@ -504,6 +506,7 @@ pub fn decode_file(
         Format::Json => json::decode(&local, opts, layout, emit),
         Format::Csv => csv::decode(&local, opts, layout, emit),
         Format::Parquet => parquet::decode(&local, opts, layout, emit),
+        Format::Avro => avro::decode(&local, opts, layout, emit),
         Format::Text => text::decode(&local, opts, layout, emit),
         Format::BinaryFile => binary_file::decode(&local, opts, layout, emit),
         Format::Xml => xml::decode(&local, opts, layout, emit),

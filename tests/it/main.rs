@@ -3,6 +3,7 @@
 //! delta-rs and, where noted, with Python `deltalake` as an outside reader.
 
 mod alerts;
+mod avro;
 mod bad_inputs;
 mod cdc;
 mod clean_source;
