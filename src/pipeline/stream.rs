@@ -1078,6 +1078,9 @@ impl<'a> StreamRun<'a> {
             failpoint::hit("after-plan");
             let candidates = plan.files.len();
             let plan = self.owned(&plan)?;
+            if self.claims.is_some() {
+                failpoint::hit(failpoint::AFTER_CLAIMS);
+            }
             // The files are durably owned by the plan now (or by another worker's, whose
             // plan was written before its claim): a queue source may forget them all.
             self.req.source.planned(files).await?;

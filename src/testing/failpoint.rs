@@ -69,6 +69,10 @@ pub const OPTIMIZE_NAMES: &[&str] = &[
 /// before the batch is read (`pipeline/stream.rs`, `tests/it/sqs.rs`).
 pub const AFTER_QUEUE_DELETE: &str = "after-queue-delete";
 
+/// The failpoint a competing worker (`--worker`) reaches once its batch's files are
+/// claimed, before their queue messages are deleted (`pipeline/stream.rs`).
+pub const AFTER_CLAIMS: &str = "after-claims";
+
 /// The failpoint a ONCE flow reaches after recording its completion (`pipeline/once.rs`).
 pub const ONCE_COMPLETE: &str = "after-once-complete";
 

@@ -899,3 +899,87 @@ fn workers_started_together_on_a_full_bucket_split_it_by_claims() {
     let slots = std::fs::read_dir(ckpt.join("workers")).unwrap().count();
     assert_eq!(slots, 3, "three processes, three slots");
 }
+
+/// Two pinned workers (`--worker 0`, `--worker 1`) drain one queue; worker 0 is SIGKILLed
+/// at each failpoint, worker 1 runs beside it, then both run again: every file once, the
+/// queue empty, whatever step the kill hit (a plan without its claims, claims without
+/// their deletes, a commit not marked).
+#[test]
+fn a_worker_killed_at_each_failpoint_beside_another_lands_every_file_once() {
+    let moto = Moto::start();
+    let points: Vec<&str> = autoloader::testing::failpoint::NAMES
+        .iter()
+        .copied()
+        .filter(|p| !p.contains("schema"))
+        .chain([
+            autoloader::testing::failpoint::AFTER_CLAIMS,
+            autoloader::testing::failpoint::AFTER_QUEUE_DELETE,
+        ])
+        .collect();
+    for (n, point) in points.iter().enumerate() {
+        let bucket = format!("wk{n}");
+        let q = Notified::setup(&moto, &bucket, &format!("wq{n}"), "landing/");
+        let s = Scratch::new();
+        let ckpt = s.dir.path().join("ckpt");
+        let source = format!("s3://{bucket}/landing");
+        let table = format!("s3://{bucket}/bronze");
+        let worker = |slot: &str| {
+            let mut a = args(
+                &source,
+                &table,
+                &ckpt,
+                &q.queue,
+                &["cloudFiles.maxFilesPerTrigger=2"],
+            );
+            a.extend(["--worker".to_string(), slot.to_string()]);
+            a
+        };
+        // Both slots' first starts list an empty prefix.
+        ok(&run_with(&moto, &worker("0")));
+        ok(&run_with(&moto, &worker("1")));
+        for i in 0..8u64 {
+            moto.put(
+                &bucket,
+                &format!("landing/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+        let spawn = |slot: &str, failpoint: Option<&str>| {
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"));
+            cmd.args(worker(slot))
+                .envs(moto.env())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            if let Some(p) = failpoint {
+                cmd.env("AUTOLOADER_FAILPOINT", format!("{p}=kill"));
+            }
+            cmd.spawn().unwrap()
+        };
+        let killed = spawn("0", Some(point));
+        // Worker 0 receives first, so it holds files when its failpoint comes.
+        std::thread::sleep(Duration::from_millis(300));
+        let beside = spawn("1", None);
+        let killed = killed.wait_with_output().unwrap();
+        assert!(
+            !killed.status.success(),
+            "{point}: the failpoint killed worker 0: {}",
+            String::from_utf8_lossy(&killed.stderr)
+        );
+        let beside = beside.wait_with_output().unwrap();
+        assert!(
+            beside.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&beside.stderr)
+        );
+        // Messages the dead worker received but did not delete come back after the timeout.
+        std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_millis(500));
+        ok(&run_with(&moto, &worker("0")));
+        ok(&run_with(&moto, &worker("1")));
+        assert_eq!(
+            sorted_ids(&python_rows(&moto, &table)),
+            (0..80).collect::<Vec<_>>(),
+            "{point}: every file once"
+        );
+        assert_eq!(q.depth(&q.queue), (0, 0), "{point}: the queue is empty");
+    }
+}
