@@ -8,6 +8,7 @@
 //! way memory stays bounded by a few batches, and all files land in one commit.
 
 mod active_schema;
+mod adopt;
 mod batch;
 mod clean;
 
@@ -288,6 +289,7 @@ pub async fn run_once(
     hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
+    adopt::adopt_orphans(req, progress, stop, hooks).await?;
     let mut stream = StreamRun::open(req, progress, hooks).await?;
     let result = async {
         let files = stream.discover().await?;
@@ -307,7 +309,11 @@ pub async fn run_once(
         Ok(())
     }
     .await;
-    stream.finish(result, started).await
+    let summary = stream.finish(result, started).await?;
+    drop(stream);
+    // A drain leaves no slot's batch unfinished: those of workers that died meanwhile too.
+    adopt::adopt_orphans(req, progress, stop, hooks).await?;
+    Ok(summary)
 }
 
 /// Set by a signal handler: the stream stops between batches (a batch in flight finishes).

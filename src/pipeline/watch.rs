@@ -238,6 +238,7 @@ pub async fn run_watch(
     hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
+    super::adopt::adopt_orphans(req, progress, stop, hooks).await?;
     let mut stream = StreamRun::open(req, progress, hooks).await?;
     let result = watch_loop(req, &mut stream, stop, timing).await;
     stream.finish(result, started).await

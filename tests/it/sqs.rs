@@ -901,7 +901,7 @@ fn workers_started_together_on_a_full_bucket_split_it_by_claims() {
 }
 
 /// Two pinned workers (`--worker 0`, `--worker 1`) drain one queue; worker 0 is SIGKILLed
-/// at each failpoint, worker 1 runs beside it, then both run again: every file once, the
+/// at each failpoint, worker 1 runs beside it, then worker 1 runs again: every file once, the
 /// queue empty, whatever step the kill hit (a plan without its claims, claims without
 /// their deletes, a commit not marked).
 #[test]
@@ -948,6 +948,7 @@ fn a_worker_killed_at_each_failpoint_beside_another_lands_every_file_once() {
             let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"));
             cmd.args(worker(slot))
                 .envs(moto.env())
+                .env("RUST_LOG", "autoloader=info")
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::piped());
             if let Some(p) = failpoint {
@@ -972,9 +973,29 @@ fn a_worker_killed_at_each_failpoint_beside_another_lands_every_file_once() {
             String::from_utf8_lossy(&beside.stderr)
         );
         // Messages the dead worker received but did not delete come back after the timeout.
+        // Only worker 1 runs again: it adopts slot 0 (free since its holder died) and
+        // finishes its unfinished batch, whose files no other slot may take.
         std::thread::sleep(Duration::from_secs(VISIBILITY_S) + Duration::from_millis(500));
-        ok(&run_with(&moto, &worker("0")));
-        ok(&run_with(&moto, &worker("1")));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(worker("1"))
+            .envs(moto.env())
+            .env("RUST_LOG", "autoloader=info")
+            .output()
+            .unwrap();
+        ok(&out);
+        // Killed before its batch was marked done, slot 0 had a batch to finish: worker 1
+        // adopted it, at the end of its first run (worker 0 was dead by then) or its second.
+        if *point != "after-mark" {
+            let logs = format!(
+                "{}{}",
+                String::from_utf8_lossy(&beside.stderr),
+                common::stderr(&out)
+            );
+            assert!(
+                logs.contains("Adopting a dead worker's slot"),
+                "{point}: {logs}"
+            );
+        }
         assert_eq!(
             sorted_ids(&python_rows(&moto, &table)),
             (0..80).collect::<Vec<_>>(),

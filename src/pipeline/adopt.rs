@@ -1,0 +1,85 @@
+//! Competing workers (`--worker`): a live worker finishes what a dead one left. A slot
+//! whose holder died keeps its unfinished batches (plans whose files its claims own, their
+//! queue messages perhaps deleted already), which no other slot may take. A worker looks
+//! at the other slots when it starts and at the end of a `--once` run: a slot it can lock
+//! (its holder is gone; on S3 once the lease ran out) with unfinished plans is opened as
+//! that slot, its plans replayed exactly as that slot's own restart would, and released.
+
+use tracing::info;
+
+use super::{IngestError, IngestRequest, Progress, StopFlag, StreamRun};
+use crate::checkpoint::claims::{self, Worker};
+use crate::checkpoint::{Checkpoint, CheckpointError};
+use crate::location::Location;
+use crate::telemetry::Hooks;
+
+/// Replays the unfinished batches of every slot no live process holds (called while this
+/// process holds none); returns the slots adopted.
+pub(crate) async fn adopt_orphans(
+    req: &IngestRequest,
+    progress: &dyn Progress,
+    stop: &StopFlag,
+    hooks: &Hooks,
+) -> Result<Vec<u32>, IngestError> {
+    if req.worker.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut adopted = Vec::new();
+    for slot in slots(req)? {
+        if stop.is_stopped() {
+            break;
+        }
+        // A cheap look first: locked by a live worker, or nothing unfinished.
+        let location = claims::slot_location(&req.checkpoint, slot);
+        match Checkpoint::open(&location, &req.storage) {
+            Ok(checkpoint) => {
+                if checkpoint.pending_plans()?.1.is_empty() {
+                    continue;
+                }
+            }
+            Err(CheckpointError::Locked { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let mut as_slot = req.clone();
+        as_slot.worker = Some(Worker::Slot(slot));
+        let mut stream = match StreamRun::open(&as_slot, progress, hooks).await {
+            Ok(stream) => stream,
+            // Taken by another worker meanwhile: it finishes the slot.
+            Err(IngestError::Checkpoint(CheckpointError::Locked { .. })) => continue,
+            Err(e) => return Err(e),
+        };
+        let files = stream.pending_files();
+        info!(
+            slot,
+            files, "Adopting a dead worker's slot: finishing its unfinished batches."
+        );
+        let started = std::time::Instant::now();
+        let result = stream.ingest(Vec::new(), stop).await;
+        stream.finish(result, started).await?;
+        adopted.push(slot);
+    }
+    Ok(adopted)
+}
+
+/// The slot numbers under the stream's `workers/` folder, ascending.
+fn slots(req: &IngestRequest) -> Result<Vec<u32>, IngestError> {
+    let names: Vec<String> = match req.checkpoint.join(claims::WORKERS_DIR) {
+        Location::Local(dir) => match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => {
+                return Err(CheckpointError::Io { path: dir, source }.into());
+            }
+        },
+        Location::S3(url) => crate::storage::object_dir::RemoteDir::open(&url, &req.storage)
+            .map_err(CheckpointError::from)?
+            .subdirs()
+            .map_err(CheckpointError::from)?,
+    };
+    let mut slots: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+    slots.sort_unstable();
+    Ok(slots)
+}
