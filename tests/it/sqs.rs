@@ -236,6 +236,25 @@ fn args(
     a
 }
 
+/// A checkpoint's events of one type, read from its event log as it grows (the reports
+/// refuse a checkpoint not made yet; every worker of a stream appends to its log).
+fn growing_events(ckpt: &std::path::Path, kind: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(ckpt.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == kind)
+        .collect()
+}
+
+/// The files of every batch committed so far, from the growing event log.
+fn committed_files(ckpt: &std::path::Path) -> u64 {
+    growing_events(ckpt, "batch_committed")
+        .iter()
+        .map(|e| e["files"].as_u64().unwrap_or(0))
+        .sum()
+}
+
 /// The sum of one field over a checkpoint's events of one type.
 fn event_sum(ckpt: &std::path::Path, kind: &str, field: &str) -> u64 {
     common::events_of(ckpt, kind)
@@ -554,21 +573,8 @@ fn a_watcher_takes_uploads_from_the_queue_as_they_arrive() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Read from the event log as it grows (the reports refuse a checkpoint not made yet).
-    let events = |kind: &str| -> Vec<serde_json::Value> {
-        std::fs::read_to_string(ckpt.join("events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|e| e["type"] == kind)
-            .collect()
-    };
-    let committed_files = || {
-        events("batch_committed")
-            .iter()
-            .map(|e| e["files"].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    };
+    let events = |kind: &str| growing_events(&ckpt, kind);
+    let committed_files = || committed_files(&ckpt);
     for i in 0..3u64 {
         // One at a time, each after the watcher started (the first listing found none).
         if i == 0 {
@@ -751,21 +757,8 @@ fn competing_workers_on_one_queue_land_every_file_once_through_a_kill() {
             .spawn()
             .unwrap()
     };
-    // Read from the event log as it grows (every worker appends to the stream's).
-    let events = |kind: &str| -> Vec<serde_json::Value> {
-        std::fs::read_to_string(ckpt.join("events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|e| e["type"] == kind)
-            .collect()
-    };
-    let committed_files = || {
-        events("batch_committed")
-            .iter()
-            .map(|e| e["files"].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    };
+    let events = |kind: &str| growing_events(&ckpt, kind);
+    let committed_files = || committed_files(&ckpt);
     let mut workers: Vec<std::process::Child> = (0..3).map(start).collect();
     common::wait_until("three workers to start", Duration::from_secs(60), || {
         events("stream_started").len() == 3

@@ -8,6 +8,10 @@ use std::time::Duration;
 use crate::common::{self, Scratch, ok, read_table, summary_figure, wait_until};
 
 pub(crate) fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
+    start_watcher_with_env(s, options, &[])
+}
+
+fn start_watcher_with_env(s: &Scratch, options: &[&str], env: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
     cmd.args([
         "ingest",
@@ -20,6 +24,7 @@ pub(crate) fn start_watcher(s: &Scratch, options: &[&str]) -> Child {
         cmd.args(["-o", o]);
     }
     cmd.env("RUST_LOG", "autoloader=debug")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -184,25 +189,11 @@ fn file_events_drive_a_local_watcher_without_listing_the_folder() {
 #[test]
 fn the_backfill_listing_finds_a_file_whose_events_were_lost() {
     let s = Scratch::new();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autoloader"));
-    cmd.args([
-        "ingest",
-        s.landing().to_str().unwrap(),
-        s.table().to_str().unwrap(),
-        "--poll-interval",
-        "0.5",
-        "-o",
-        "cloudFiles.format=json",
-        "-o",
-        "cloudFiles.backfillInterval=2s",
-    ]);
-    let child = cmd
-        .env("RUST_LOG", "autoloader=debug")
-        .env("AUTOLOADER_FAILPOINT", "lose-events:lost.json=error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_watcher_with_env(
+        &s,
+        &["cloudFiles.format=json", "cloudFiles.backfillInterval=2s"],
+        &[("AUTOLOADER_FAILPOINT", "lose-events:lost.json=error")],
+    );
     rename_in(&s, "seen.json", common::orders_jsonl(0, 2));
     wait_for_rows(&s, 2);
     rename_in(&s, "lost.json", common::orders_jsonl(2, 5));
