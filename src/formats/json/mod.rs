@@ -386,13 +386,8 @@ pub fn decode(
     let mut stats = FileStats::default();
     let mut pending_bytes = 0usize;
     let path = file.meta.path.clone();
-    let mut flush = |rows: &mut RowBuilder, stats: &mut FileStats| -> Result<(), DecodeError> {
-        stats.rows += rows.len() as u64;
-        stats.rescued_rows += rows.rescued_rows() as u64;
-        if !emit(rows.finish()) {
-            return Err(DecodeError::Cancelled { path: path.clone() });
-        }
-        Ok(())
+    let mut flush = |rows: &mut RowBuilder, stats: &mut FileStats| {
+        crate::formats::emit_rows(rows, stats, emit, &path)
     };
     let fail_fast = |line: u64| DecodeError::Malformed {
         path: file.meta.path.clone(),
