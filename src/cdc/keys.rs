@@ -112,8 +112,69 @@ impl RowEncoder {
     }
 }
 
+/// A set of integer keys, probed once per row of every target file a batch reads: a bit per
+/// integer of the keys' range when that range is dense enough (a bit test instead of a
+/// hash probe), else a hash set.
+pub enum IntKeys {
+    Bits { low: i64, bits: Vec<u64> },
+    Hashed(super::FastSet<i64>),
+}
+
+/// The most bits [`IntKeys`] spends on a range (8 MiB), and at most this many per key.
+const MAX_BITS: u64 = 64 << 20;
+const BITS_PER_KEY: u64 = 4096;
+
+impl IntKeys {
+    /// The set of `sorted` (ascending) keys.
+    pub fn new(sorted: &[i64]) -> IntKeys {
+        let (Some(&low), Some(&high)) = (sorted.first(), sorted.last()) else {
+            return IntKeys::Hashed(super::FastSet::default());
+        };
+        let span = u64::try_from(i128::from(high) - i128::from(low) + 1).unwrap_or(u64::MAX);
+        if span > MAX_BITS || span > BITS_PER_KEY.saturating_mul(sorted.len() as u64) {
+            return IntKeys::Hashed(sorted.iter().copied().collect());
+        }
+        let mut bits = vec![0u64; span.div_ceil(64) as usize];
+        for &k in sorted {
+            let at = k.abs_diff(low);
+            bits[(at / 64) as usize] |= 1 << (at % 64);
+        }
+        IntKeys::Bits { low, bits }
+    }
+
+    pub fn contains(&self, key: i64) -> bool {
+        match self {
+            IntKeys::Bits { low, bits } => {
+                key >= *low && {
+                    let at = key.abs_diff(*low);
+                    bits.get((at / 64) as usize)
+                        .is_some_and(|w| w & (1 << (at % 64)) != 0)
+                }
+            }
+            IntKeys::Hashed(set) => set.contains(&key),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn int_keys_hold_exactly_their_keys_in_bits_or_hashed() {
+        let dense = [-3i64, 0, 5, 63, 64, 200];
+        let sparse = [i64::MIN, -1, 7, i64::MAX];
+        for (keys, bits) in [(&dense[..], true), (&sparse[..], false)] {
+            let set = super::IntKeys::new(keys);
+            assert_eq!(matches!(set, super::IntKeys::Bits { .. }), bits);
+            for k in -300..300 {
+                assert_eq!(set.contains(k), keys.contains(&k), "{k}");
+            }
+            for k in [i64::MIN, i64::MIN + 1, i64::MAX - 1, i64::MAX] {
+                assert_eq!(set.contains(k), keys.contains(&k), "{k}");
+            }
+        }
+        assert!(!super::IntKeys::new(&[]).contains(0));
+    }
     use std::sync::Arc;
 
     use arrow_array::{Int64Array, StringArray};

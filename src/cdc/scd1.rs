@@ -7,7 +7,7 @@
 //! before a delete (the delete wins), otherwise in arrival order (the later wins); each such
 //! tie is counted so the flow can say so.
 
-use std::collections::HashMap;
+use super::FastMap;
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
@@ -49,9 +49,9 @@ pub enum RowChange {
 #[derive(Debug, Default)]
 pub struct Reduction {
     /// Keys whose target row changes (their new state is in `state`).
-    pub rows: HashMap<Vec<u8>, RowChange>,
+    pub rows: FastMap<Vec<u8>, RowChange>,
     /// New state entries (keys without a change keep theirs).
-    pub state: HashMap<Vec<u8>, StateEntry>,
+    pub state: FastMap<Vec<u8>, StateEntry>,
     /// The truncate mark after the batch, when the batch raised it.
     pub truncate: Option<Vec<u8>>,
     pub stale: u64,
@@ -64,7 +64,7 @@ pub struct Reduction {
 /// has one) and the truncate mark before it.
 pub fn reduce(
     changes: &[Change],
-    state: &HashMap<Vec<u8>, StateEntry>,
+    state: &FastMap<Vec<u8>, StateEntry>,
     truncate_before: Option<&[u8]>,
     ignore_null_updates: bool,
     now_ms: i64,
@@ -82,7 +82,7 @@ pub fn reduce(
     if batch_truncate.is_some_and(|b| truncate_before.is_none_or(|a| b > a)) {
         out.truncate = mark.map(<[u8]>::to_vec);
     }
-    let mut by_key: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    let mut by_key: FastMap<&[u8], Vec<usize>> = FastMap::default();
     for (i, c) in changes.iter().enumerate() {
         if !c.truncate {
             by_key.entry(c.key.as_slice()).or_default().push(i);
@@ -216,7 +216,7 @@ mod tests {
             ch(2, 2, false),
             ch(3, 1, false),
         ];
-        let state = HashMap::from([(
+        let state = FastMap::from_iter([(
             vec![3],
             StateEntry {
                 seq: vec![4],
@@ -241,7 +241,7 @@ mod tests {
     fn a_delete_leaves_a_tombstone_and_a_late_upsert_stays_out() {
         let r = reduce(
             &[ch(1, 6, true), ch(1, 5, false)],
-            &HashMap::new(),
+            &FastMap::default(),
             None,
             false,
             9,
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn at_a_tie_the_delete_wins_and_the_tie_is_counted() {
-        let state = HashMap::from([(
+        let state = FastMap::from_iter([(
             vec![1],
             StateEntry {
                 seq: vec![1],
@@ -277,7 +277,7 @@ mod tests {
             delete: false,
             truncate: true,
         });
-        let r = reduce(&changes, &HashMap::new(), None, false, 9);
+        let r = reduce(&changes, &FastMap::default(), None, false, 9);
         assert_eq!(r.truncate, Some(vec![3]));
         assert!(!r.rows.contains_key(&vec![1]));
         assert!(r.rows.contains_key(&vec![2]));

@@ -23,12 +23,8 @@
 //! batch is read again and only the state is committed, computed from the state as it was
 //! before the batch, which the target commit did not change.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-/// Sets and maps of keys probed once per row of the target and the state: a fast hash
-/// (SipHash was 7% of a batch's CPU).
-type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
 use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
@@ -36,15 +32,18 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 use super::rewrite::{Selector, Taken, take_rows};
 use super::{ChangeCounts, Target};
-use crate::cdc::keys::RowEncoder;
+use crate::cdc::keys::{IntKeys, RowEncoder};
 use crate::cdc::scd1::{self, Change, RowChange, StateEntry};
 use crate::cdc::{CdcSpec, RowCondition};
+pub(crate) use crate::cdc::{FastMap, FastSet};
 use crate::clock::now_ms;
 use crate::location::Location;
 use crate::storage::StorageSettings;
@@ -259,11 +258,13 @@ impl CdcTarget {
         let gc_before = now - self.gc_threshold_ms();
 
         // The state of the batch's keys, and the truncate mark, read from the state log.
-        let batch_keys: FastSet<Vec<u8>> = encoded
-            .iter()
-            .filter(|c| !c.truncate)
-            .map(|c| c.key.clone())
-            .collect();
+        let batch_keys: Arc<FastSet<Vec<u8>>> = Arc::new(
+            encoded
+                .iter()
+                .filter(|c| !c.truncate)
+                .map(|c| c.key.clone())
+                .collect(),
+        );
         let raises_truncate = encoded.iter().any(|c| c.truncate);
         let (log_rows, compacted_rows) = self.state_rows();
         // Compact when the entries appended since the last compaction would outnumber the
@@ -273,11 +274,10 @@ impl CdcTarget {
         let every_key = compact || raises_truncate;
         // A plain batch holds its own keys' entries only; a truncate or a compaction also
         // the whole log, columnar, indexed by key (no allocation per entry).
-        let wanted = |k: &[u8]| batch_keys.contains(k);
         let state_read = read_state(
             self.state.table(),
             self.state.location(),
-            &wanted,
+            Arc::clone(&batch_keys),
             every_key,
         );
         // Without a truncate, the rows the batch may touch are its keys' rows: they are
@@ -294,7 +294,7 @@ impl CdcTarget {
             };
             let (read, taken) = futures::try_join!(
                 state_read,
-                self.take_keys(&target_schema, Arc::new(batch_keys.clone()), &new_writer)
+                self.take_keys(&target_schema, Arc::clone(&batch_keys), &new_writer)
             )?;
             (read, Some(taken))
         };
@@ -305,7 +305,7 @@ impl CdcTarget {
             !(mark.as_deref().is_some_and(|m| seq < m) || deleted && at_ms < gc_before)
         };
         let alive = |e: &StateEntry| alive_raw(&e.seq, e.deleted, e.at_ms);
-        let mut prior: HashMap<Vec<u8>, StateEntry> = HashMap::new();
+        let mut prior: FastMap<Vec<u8>, StateEntry> = FastMap::default();
         for (key, logged) in read.entries {
             if alive(&logged.entry) {
                 prior.insert(key, logged.entry);
@@ -512,12 +512,12 @@ impl CdcTarget {
         };
         // One BIGINT key (the common case): rows are chosen by the integers themselves,
         // not by encoding every row of the target as bytes first.
-        let int_keys: Option<FastSet<i64>> = (self.spec.keys.len() == 1
+        let int_keys: Option<IntKeys> = (self.spec.keys.len() == 1
             && bounds.len() == touched.len()
             && target_schema
                 .field_with_name(&first_key)
                 .is_ok_and(|f| f.data_type() == &DataType::Int64))
-        .then(|| bounds.iter().copied().collect());
+        .then(|| IntKeys::new(&bounds));
         let key_column = first_key.clone();
         let select: Arc<Selector> = Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
             if let Some(ints) = &int_keys
@@ -526,7 +526,7 @@ impl CdcTarget {
                     .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
             {
                 return Ok((0..column.len())
-                    .map(|i| column.is_valid(i) && ints.contains(&column.value(i)))
+                    .map(|i| column.is_valid(i) && ints.contains(column.value(i)))
                     .collect());
             }
             let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
@@ -561,7 +561,7 @@ impl CdcTarget {
             .map_err(|e| data_err(&loc, e.to_string()))?;
         let started = std::time::Instant::now();
         let touched = Arc::new(touched);
-        let mut taken = match taken {
+        let taken = match taken {
             Some(taken) => taken,
             None => {
                 self.take_keys(target_schema, Arc::clone(&touched), &new_writer)
@@ -592,12 +592,14 @@ impl CdcTarget {
                 );
             }
         }
+        // The rows written back and the upserted ones go to a file of their own (the
+        // rewritten files are finished already).
+        let mut writer: Option<BatchWriter> = None;
         for b in back {
-            if taken.writers.is_empty() {
-                taken.writers.push(new_writer()?);
+            if writer.is_none() {
+                writer = Some(new_writer()?);
             }
-            let last = taken.writers.last_mut().expect("a writer was pushed");
-            last.write(b).await?;
+            writer.as_mut().expect("a writer was made").write(b).await?;
         }
         let mut upserts = Vec::new();
         let (mut inserted, mut updated, mut deleted) = (0u64, 0u64, 0u64);
@@ -628,12 +630,14 @@ impl CdcTarget {
         if !upserts.is_empty() {
             let rows = scd1::upserted_rows(target_schema, changes, &upserts, &taken.rows)
                 .map_err(|e| data_err(&loc, e.to_string()))?;
-            // Into the last rewritten file, which has room (else a new one).
-            if taken.writers.is_empty() {
-                taken.writers.push(new_writer()?);
+            if writer.is_none() {
+                writer = Some(new_writer()?);
             }
-            let last = taken.writers.last_mut().expect("a writer was pushed");
-            last.write(rows).await?;
+            writer
+                .as_mut()
+                .expect("a writer was made")
+                .write(rows)
+                .await?;
         }
         let upserted_at = started.elapsed();
         metrics["rowsInserted"] = inserted.into();
@@ -646,8 +650,8 @@ impl CdcTarget {
         let v = self
             .target
             .commit_with(
-                BatchWriters(taken.writers),
-                taken.removes,
+                BatchWriters(writer.into_iter().collect()),
+                taken.removes.into_iter().chain(taken.adds).collect(),
                 Some(operation),
                 app_id,
                 batch,
@@ -950,12 +954,14 @@ fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, Strin
         .ok_or_else(|| format!("the CDC state has no column {name} of its type (a state written by an older version?)"))
 }
 
-/// Reads the state log: of each key `wanted` picks, the entry of the latest batch, and the
-/// truncate mark (the entry of the empty key).
+/// Reads the state log: of each `wanted` key, the entry of the latest batch, and the
+/// truncate mark (the entry of the empty key). Unless the whole log is kept, each file's
+/// key column is decoded first and the other columns only for the rows it selects (a batch
+/// wants about one entry in a hundred).
 async fn read_state(
     table: &deltalake::DeltaTable,
     location: &str,
-    wanted: &(dyn Fn(&[u8]) -> bool + Sync),
+    wanted: Arc<FastSet<Vec<u8>>>,
     keep: bool,
 ) -> Result<StateRead, SinkError> {
     let mut out = StateRead {
@@ -989,12 +995,33 @@ async fn read_state(
             path: path.clone(),
             size,
         };
-        let mut stream = parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder::new(reader)
+        let builder = parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder::new(reader)
             .await
             .map_err(|e| err(format!("{path}: {e}")))?
-            .with_batch_size(64 * 1024)
-            .build()
-            .map_err(|e| err(format!("{path}: {e}")))?;
+            .with_batch_size(64 * 1024);
+        let builder = if keep {
+            builder
+        } else {
+            let mask = ProjectionMask::columns(builder.parquet_schema(), ["key"]);
+            let wanted = Arc::clone(&wanted);
+            let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
+                let key = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<BinaryArray>()
+                    .ok_or_else(|| {
+                        arrow_schema::ArrowError::SchemaError(
+                            "the CDC state's key column is not binary".into(),
+                        )
+                    })?;
+                Ok(key
+                    .iter()
+                    .map(|k| Some(k.is_some_and(|k| k == TRUNCATE_KEY || wanted.contains(k))))
+                    .collect())
+            });
+            builder.with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+        };
+        let mut stream = builder.build().map_err(|e| err(format!("{path}: {e}")))?;
         while let Some(b) = futures::TryStreamExt::try_next(&mut stream)
             .await
             .map_err(|e| err(format!("{path}: {e}")))?
@@ -1007,7 +1034,7 @@ async fn read_state(
             for i in 0..b.num_rows() {
                 let k = key.value(i);
                 let is_mark = k == TRUNCATE_KEY;
-                if !is_mark && !wanted(k) {
+                if !is_mark && !wanted.contains(k) {
                     continue;
                 }
                 let batch = written.value(i);

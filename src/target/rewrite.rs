@@ -9,7 +9,10 @@
 //! [`REWRITE_ROWS`] rows (small files join their neighbours, so the table does not split
 //! into ever more small files), and the runs are rewritten concurrently, one task each
 //! (three at a time), each into writers of its own capped at about [`REWRITE_ROWS`] rows a
-//! file: the table never becomes one file that every later batch must rewrite whole.
+//! file: the table never becomes one file that every later batch must rewrite whole. Each
+//! task also finishes its files, so their last row groups are encoded and stored on both
+//! cores rather than one after another at the commit; the caller writes what it adds (the
+//! upserted rows) to a writer of its own.
 //! Memory holds the taken rows and, per running task, one file's batches and its writer's
 //! open row group, never the table.
 
@@ -46,8 +49,8 @@ pub struct Taken {
     pub rows: Vec<RecordBatch>,
     /// The files rewritten, to remove in the commit that adds their survivors.
     pub removes: Vec<Action>,
-    /// The writers holding the survivors (the last one has room for more rows).
-    pub writers: Vec<BatchWriter>,
+    /// The finished files holding the survivors, to add in that commit.
+    pub adds: Vec<Action>,
     /// Files read (candidates by their statistics).
     pub files_read: usize,
 }
@@ -55,7 +58,7 @@ pub struct Taken {
 struct RunOut {
     rows: Vec<RecordBatch>,
     removes: Vec<Action>,
-    writers: Vec<BatchWriter>,
+    adds: Vec<Action>,
 }
 
 /// A table's store and its data files (path, size).
@@ -157,19 +160,18 @@ pub async fn take_rows(
     }
     // Runs finish in any order; the commit does not depend on it.
     let mut outs = futures::stream::iter(tasks).buffer_unordered(CONCURRENT_RUNS);
-    let mut extra_writers = Vec::new();
     while let Some(out) = outs.try_next().await? {
         taken.rows.extend(out.rows);
         taken.removes.extend(out.removes);
-        extra_writers.extend(out.writers);
+        taken.adds.extend(out.adds);
     }
-    taken.writers = extra_writers;
     Ok(taken)
 }
 
 /// Reads each file of a run once and writes its unselected rows, taking the next of
-/// `writers` (a new file) past REWRITE_ROWS. A file without a selected row is not
-/// rewritten; its batches are held only until its first selected row shows.
+/// `writers` (a new file) past REWRITE_ROWS, then finishes the files. A file without a
+/// selected row is not rewritten; its batches are held only until its first selected row
+/// shows.
 async fn rewrite_run(
     store: Arc<dyn object_store::ObjectStore>,
     files: Vec<(object_store::path::Path, u64, Action)>,
@@ -184,8 +186,9 @@ async fn rewrite_run(
     let mut out = RunOut {
         rows: Vec::new(),
         removes: Vec::new(),
-        writers: Vec::new(),
+        adds: Vec::new(),
     };
+    let mut full = Vec::new();
     let mut spare = writers.into_iter();
     let mut writer = spare.next().expect("a run has a writer");
     let mut written = 0usize;
@@ -237,7 +240,7 @@ async fn rewrite_run(
                 if written >= REWRITE_ROWS
                     && let Some(next) = spare.next()
                 {
-                    out.writers.push(std::mem::replace(&mut writer, next));
+                    full.push(std::mem::replace(&mut writer, next));
                     written = 0;
                 }
             }
@@ -246,6 +249,10 @@ async fn rewrite_run(
             out.removes.push(remove);
         }
     }
-    out.writers.push(writer);
+    full.push(writer);
+    for w in full {
+        out.adds
+            .extend(w.finish().await?.into_iter().map(Action::Add));
+    }
     Ok(out)
 }

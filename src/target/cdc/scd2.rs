@@ -222,19 +222,18 @@ impl CdcTarget {
                     .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
             };
             let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
-            let mut taken = self
+            let taken = self
                 .take_keys(&target_schema, Arc::new(touched), &new_writer)
                 .await?;
             let (inserted, updated, deleted) =
                 count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
                     .map_err(|e| data_err(&loc, e))?;
+            // The new versions go to a file of their own (the rewritten ones are finished).
+            let mut writers = Vec::new();
             if rows.num_rows() > 0 {
-                // Into the last rewritten file, which has room (else a new one).
-                if taken.writers.is_empty() {
-                    taken.writers.push(new_writer()?);
-                }
-                let last = taken.writers.last_mut().expect("a writer was pushed");
-                last.write(rows).await?;
+                let mut writer = new_writer()?;
+                writer.write(rows).await?;
+                writers.push(writer);
             }
             info["cdc"] = json!({
                 "scdType": 2,
@@ -246,8 +245,8 @@ impl CdcTarget {
             let v = self
                 .target
                 .commit_with(
-                    BatchWriters(taken.writers),
-                    taken.removes,
+                    BatchWriters(writers),
+                    taken.removes.into_iter().chain(taken.adds).collect(),
                     Some(operation),
                     app_id,
                     batch,
