@@ -31,9 +31,10 @@ use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
+use parquet::arrow::arrow_reader::{ArrowPredicateFn, ArrowReaderMetadata, RowFilter};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -47,9 +48,11 @@ pub(crate) use crate::cdc::{FastMap, FastSet};
 use crate::clock::now_ms;
 use crate::location::Location;
 use crate::storage::StorageSettings;
+use state_cache::{MAX_CACHED_KEYS, StateCache};
 
 mod from_snapshots;
 mod scd2;
+mod state_cache;
 
 /// The table property that says how long a tombstone is kept (Databricks' name).
 pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
@@ -64,6 +67,8 @@ pub struct CdcTarget {
     truncates: Option<RowCondition>,
     /// What the last batch did (none when only its state was committed, after a restart).
     last: Option<ChangeCounts>,
+    /// The SCD 1 state as the last batch of this run committed it.
+    cache: Option<StateCache>,
 }
 
 /// The state log's columns: a key's entry (`key`, `seq` as comparable bytes), and the
@@ -114,6 +119,7 @@ impl CdcTarget {
             deletes,
             truncates,
             last: None,
+            cache: None,
         })
     }
 
@@ -272,14 +278,32 @@ impl CdcTarget {
         let compact = log_rows - compacted_rows + encoded.len() > compacted_rows;
         // A truncate, and a compaction, need every key's entry; a batch only its own keys'.
         let every_key = compact || raises_truncate;
-        // A plain batch holds its own keys' entries only; a truncate or a compaction also
-        // the whole log, columnar, indexed by key (no allocation per entry).
-        let state_read = read_state(
-            self.state.table(),
-            self.state.location(),
-            Arc::clone(&batch_keys),
-            every_key,
-        );
+        // The state this run's last batch left, while the state table is where it left it.
+        let state_version = self.state.version();
+        let cache = self.cache.take().filter(|c| c.is_at(state_version));
+        // A truncate, a compaction, and a run's first batch (when the state is small enough
+        // to keep) read the whole log, columnar, indexed by key (no allocation per entry);
+        // any other batch its own keys' entries, from what is kept if it can.
+        let whole_log = every_key || cache.is_none() && log_rows <= 2 * MAX_CACHED_KEYS;
+        let state_read = async {
+            match &cache {
+                Some(c) if !whole_log => Ok(StateRead {
+                    entries: c.lookup(&batch_keys),
+                    mark: c.mark().map(<[u8]>::to_vec),
+                    removes: Vec::new(),
+                    log: Vec::new(),
+                }),
+                _ => {
+                    read_state(
+                        self.state.table(),
+                        self.state.location(),
+                        Arc::clone(&batch_keys),
+                        whole_log,
+                    )
+                    .await
+                }
+            }
+        };
         // Without a truncate, the rows the batch may touch are its keys' rows: they are
         // taken out of the target while the state is read (the two cores work on both);
         // the rows of keys whose every record turns out stale are written back. A truncate
@@ -292,11 +316,15 @@ impl CdcTarget {
                 self.target
                     .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
             };
-            let (read, taken) = futures::try_join!(
-                state_read,
-                self.take_keys(&target_schema, Arc::clone(&batch_keys), &new_writer)
-            )?;
-            (read, Some(taken))
+            let ((read, read_at), (taken, taken_at)) =
+                futures::join!(async { (state_read.await, started.elapsed()) }, async {
+                    let r = self
+                        .take_keys(&target_schema, Arc::clone(&batch_keys), &new_writer)
+                        .await;
+                    (r, started.elapsed())
+                });
+            debug!(table = %loc, batch, ?read_at, ?taken_at, "CDC state read beside the target's rows.");
+            (read?, Some(taken?))
         };
         let index = LogIndex::new(&read.log).map_err(|e| data_err(&loc, e))?;
         let state_read_at = started.elapsed();
@@ -306,9 +334,9 @@ impl CdcTarget {
         };
         let alive = |e: &StateEntry| alive_raw(&e.seq, e.deleted, e.at_ms);
         let mut prior: FastMap<Vec<u8>, StateEntry> = FastMap::default();
-        for (key, logged) in read.entries {
-            if alive(&logged.entry) {
-                prior.insert(key, logged.entry);
+        for (key, entry) in read.entries {
+            if alive(&entry) {
+                prior.insert(key, entry);
             }
         }
         let reduction = scd1::reduce(
@@ -463,9 +491,29 @@ impl CdcTarget {
         } else {
             (appended.into_iter().collect(), Vec::new())
         };
+        // What the next batch of this run starts from: the kept state, or the log just read.
+        let next = match cache {
+            Some(c) if !whole_log => Some(c),
+            _ if whole_log && index.latest.len() <= MAX_CACHED_KEYS => Some(StateCache::new(
+                index.latest.iter().map(|(k, at)| {
+                    let (seq, deleted, at_ms) = index.parts(*at);
+                    (*k, seq, deleted, at_ms)
+                }),
+                mark.clone(),
+            )),
+            _ => None,
+        };
         drop(index);
         self.commit_state(batches, removes, compact, app_id, batch)
             .await?;
+        if let Some(mut next) = next {
+            next.commit(
+                reduction.state.iter().map(|(k, e)| (k.as_slice(), e)),
+                reduction.truncate.as_deref(),
+                self.state.version(),
+            );
+            self.cache = Some(next);
+        }
         debug!(table = %loc, batch, ?encoded_at, ?refreshed_at, ?state_read_at, ?target_at, done = ?started.elapsed(), "CDC batch phases.");
         Ok(version)
     }
@@ -855,7 +903,7 @@ struct Logged {
 /// What [`read_state`] found.
 struct StateRead {
     /// The latest entry of each key asked for (dead ones included: the caller judges).
-    entries: FastMap<Vec<u8>, Logged>,
+    entries: FastMap<Vec<u8>, StateEntry>,
     /// The truncate mark.
     mark: Option<Vec<u8>>,
     /// Every file of the log, to remove when compacting.
@@ -954,10 +1002,15 @@ fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, Strin
         .ok_or_else(|| format!("the CDC state has no column {name} of its type (a state written by an older version?)"))
 }
 
+/// Row groups of the state log read at once: the log is read beside the target's rewrite,
+/// and a batch's own keys are about one entry in a hundred, so its cost is decoding; two
+/// tasks keep it from being the one thread the rest of the batch waits for.
+const STATE_READERS: usize = 2;
+
 /// Reads the state log: of each `wanted` key, the entry of the latest batch, and the
-/// truncate mark (the entry of the empty key). Unless the whole log is kept, each file's
-/// key column is decoded first and the other columns only for the rows it selects (a batch
-/// wants about one entry in a hundred).
+/// truncate mark (the entry of the empty key). Each row group is read by a task of its own
+/// (two at a time). Unless the whole log is kept, a row group's key column is decoded
+/// first and the other columns only for the rows it selects.
 async fn read_state(
     table: &deltalake::DeltaTable,
     location: &str,
@@ -974,7 +1027,6 @@ async fn read_state(
         return Ok(out);
     }
     let err = |reason: String| data_err(location, reason);
-    let mut mark: Option<Logged> = None;
     let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
     let store = table.log_store().object_store(None);
     let files: Vec<_> = snapshot
@@ -988,84 +1040,156 @@ async fn read_state(
             )
         })
         .collect();
+    let mut parts = Vec::new();
     for (path, size, remove) in files {
         out.removes.push(deltalake::kernel::Action::Remove(remove));
-        let reader = crate::storage::RangedFile {
+        let mut reader = crate::storage::RangedFile {
             store: Arc::clone(&store),
             path: path.clone(),
             size,
         };
-        let builder = parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder::new(reader)
+        let metadata = ArrowReaderMetadata::load_async(&mut reader, Default::default())
             .await
-            .map_err(|e| err(format!("{path}: {e}")))?
-            .with_batch_size(64 * 1024);
-        let builder = if keep {
-            builder
-        } else {
-            let mask = ProjectionMask::columns(builder.parquet_schema(), ["key"]);
-            let wanted = Arc::clone(&wanted);
-            let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
-                let key = b
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<BinaryArray>()
-                    .ok_or_else(|| {
-                        arrow_schema::ArrowError::SchemaError(
-                            "the CDC state's key column is not binary".into(),
-                        )
-                    })?;
-                Ok(key
-                    .iter()
-                    .map(|k| Some(k.is_some_and(|k| k == TRUNCATE_KEY || wanted.contains(k))))
-                    .collect())
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        for group in 0..metadata.metadata().num_row_groups() {
+            let reader = crate::storage::RangedFile {
+                store: Arc::clone(&store),
+                path: path.clone(),
+                size,
+            };
+            let (metadata, wanted) = (metadata.clone(), Arc::clone(&wanted));
+            parts.push(async move {
+                tokio::spawn(read_state_group(reader, metadata, group, wanted, keep))
+                    .await
+                    .map_err(|e| format!("a state read task failed: {e}"))?
             });
-            builder.with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
-        };
-        let mut stream = builder.build().map_err(|e| err(format!("{path}: {e}")))?;
-        while let Some(b) = futures::TryStreamExt::try_next(&mut stream)
-            .await
-            .map_err(|e| err(format!("{path}: {e}")))?
-        {
-            let key = column::<BinaryArray>(&b, "key").map_err(err)?;
-            let seq = column::<BinaryArray>(&b, "seq").map_err(err)?;
-            let deleted = column::<BooleanArray>(&b, "deleted").map_err(err)?;
-            let at = column::<Int64Array>(&b, "at_ms").map_err(err)?;
-            let written = column::<Int64Array>(&b, "batch").map_err(err)?;
-            for i in 0..b.num_rows() {
-                let k = key.value(i);
-                let is_mark = k == TRUNCATE_KEY;
-                if !is_mark && !wanted.contains(k) {
-                    continue;
-                }
-                let batch = written.value(i);
-                let current = if is_mark {
-                    mark.as_ref()
-                } else {
-                    out.entries.get(k)
-                };
-                if current.is_some_and(|c| c.batch >= batch) {
-                    continue;
-                }
-                let logged = Logged {
-                    entry: StateEntry {
-                        seq: seq.value(i).to_vec(),
-                        deleted: deleted.value(i),
-                        at_ms: at.value(i),
-                    },
-                    batch,
-                };
-                if is_mark {
-                    mark = Some(logged);
-                } else {
-                    out.entries.insert(k.to_vec(), logged);
-                }
-            }
-            if keep {
-                out.log.push(b);
-            }
         }
     }
+    let mut mark: Option<Logged> = None;
+    let mut entries: FastMap<Vec<u8>, Logged> = FastMap::default();
+    let mut parts = futures::stream::iter(parts).buffer_unordered(STATE_READERS);
+    while let Some(part) = parts.next().await {
+        let part = part.map_err(err)?;
+        if entries.is_empty() {
+            entries = part.entries;
+        } else {
+            for (k, logged) in part.entries {
+                match entries.entry(k) {
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(logged);
+                    }
+                    std::collections::hash_map::Entry::Occupied(mut o) => {
+                        if o.get().batch < logged.batch {
+                            o.insert(logged);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(m) = part.mark
+            && mark.as_ref().is_none_or(|c| c.batch < m.batch)
+        {
+            mark = Some(m);
+        }
+        out.log.extend(part.log);
+    }
+    out.entries = entries.into_iter().map(|(k, l)| (k, l.entry)).collect();
     out.mark = mark.map(|l| l.entry.seq);
+    Ok(out)
+}
+
+/// What one row group of the state log holds for [`read_state`].
+struct StatePart {
+    entries: FastMap<Vec<u8>, Logged>,
+    mark: Option<Logged>,
+    log: Vec<RecordBatch>,
+}
+
+/// Reads row group `group` of one state file: of each `wanted` key its latest entry there,
+/// the mark, and (`keep`) the whole group.
+async fn read_state_group(
+    reader: crate::storage::RangedFile,
+    metadata: ArrowReaderMetadata,
+    group: usize,
+    wanted: Arc<FastSet<Vec<u8>>>,
+    keep: bool,
+) -> Result<StatePart, String> {
+    let path = reader.path.clone();
+    let mut out = StatePart {
+        entries: FastMap::default(),
+        mark: None,
+        log: Vec::new(),
+    };
+    let builder = parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder::new_with_metadata(
+        reader, metadata,
+    )
+    .with_row_groups(vec![group])
+    .with_batch_size(64 * 1024);
+    let builder = if keep {
+        builder
+    } else {
+        let mask = ProjectionMask::columns(builder.parquet_schema(), ["key"]);
+        let wanted = Arc::clone(&wanted);
+        let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
+            let key = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .ok_or_else(|| {
+                    arrow_schema::ArrowError::SchemaError(
+                        "the CDC state's key column is not binary".into(),
+                    )
+                })?;
+            Ok(key
+                .iter()
+                .map(|k| Some(k.is_some_and(|k| k == TRUNCATE_KEY || wanted.contains(k))))
+                .collect())
+        });
+        builder.with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+    };
+    let mut stream = builder.build().map_err(|e| format!("{path}: {e}"))?;
+    while let Some(b) = futures::TryStreamExt::try_next(&mut stream)
+        .await
+        .map_err(|e| format!("{path}: {e}"))?
+    {
+        let key = column::<BinaryArray>(&b, "key")?;
+        let seq = column::<BinaryArray>(&b, "seq")?;
+        let deleted = column::<BooleanArray>(&b, "deleted")?;
+        let at = column::<Int64Array>(&b, "at_ms")?;
+        let written = column::<Int64Array>(&b, "batch")?;
+        for i in 0..b.num_rows() {
+            let k = key.value(i);
+            let is_mark = k == TRUNCATE_KEY;
+            if !is_mark && !wanted.contains(k) {
+                continue;
+            }
+            let batch = written.value(i);
+            let current = if is_mark {
+                out.mark.as_ref()
+            } else {
+                out.entries.get(k)
+            };
+            if current.is_some_and(|c| c.batch >= batch) {
+                continue;
+            }
+            let logged = Logged {
+                entry: StateEntry {
+                    seq: seq.value(i).to_vec(),
+                    deleted: deleted.value(i),
+                    at_ms: at.value(i),
+                },
+                batch,
+            };
+            if is_mark {
+                out.mark = Some(logged);
+            } else {
+                out.entries.insert(k.to_vec(), logged);
+            }
+        }
+        if keep {
+            out.log.push(b);
+        }
+    }
     Ok(out)
 }
 

@@ -222,6 +222,70 @@ fn random_sigkills_of_a_cdc_flow_give_the_uninterrupted_table() {
     assert_eq!(rows(&s.table()), expected, "after random kills");
 }
 
+/// A stream of upserts, deletes, late records and a truncate, 20 records a file, and the
+/// table it must give: per key, its record of the greatest sequence, unless that is a
+/// delete or sequenced below the truncate.
+fn long_stream_with_a_truncate() -> (Vec<String>, Vec<String>) {
+    const MARK: u64 = 250;
+    let mut lines = Vec::new();
+    let mut latest: std::collections::BTreeMap<u64, (u64, String, bool)> = Default::default();
+    for round in 0..6u64 {
+        for key in 0..40u64 {
+            let seq = round * 100 + (key * 7919 + round * 31) % 97;
+            let delete = (key + round) % 11 == 0;
+            let (name, city) = (format!("n{round}"), format!("c{}", (key * round) % 13));
+            lines.push(format!(
+                r#"{{"userId": {key}, "name": "{name}", "city": "{city}", "operation": "{}", "sequenceNum": {seq}}}"#,
+                if delete { "DELETE" } else { "UPSERT" }
+            ));
+            if latest.get(&key).is_none_or(|(s, _, _)| *s < seq) {
+                latest.insert(key, (seq, format!("{key} {name} {city}"), delete));
+            }
+        }
+    }
+    lines.insert(
+        130,
+        format!(
+            r#"{{"userId": null, "name": null, "city": null, "operation": "TRUNCATE", "sequenceNum": {MARK}}}"#
+        ),
+    );
+    let mut expected: Vec<String> = latest
+        .into_values()
+        .filter(|(seq, _, delete)| *seq >= MARK && !delete)
+        .map(|(_, row, _)| row)
+        .collect();
+    expected.sort();
+    let files = lines.chunks(20).map(|c| c.join("\n") + "\n").collect();
+    (files, expected)
+}
+
+#[test]
+fn many_batches_in_one_run_give_the_table_of_one_run_per_batch() {
+    // One run keeps the state between its batches; a run per batch reads it from the log
+    // every time. Both must give the table the records say.
+    let (files, expected) = long_stream_with_a_truncate();
+    assert!(expected.len() > 10, "{expected:?}");
+    let opts = [
+        cdc_options(true),
+        vec!["cloudFiles.maxFilesPerTrigger=1".into()],
+    ]
+    .concat();
+    let one_run = Scratch::new();
+    for (i, f) in files.iter().enumerate() {
+        one_run.land(&format!("{i:03}.json"), f);
+    }
+    let out = ok(&ingest(&one_run, &opts, &[]));
+    assert!(out.contains(&format!("{} batches", files.len())), "{out}");
+    assert_eq!(rows(&one_run.table()), expected, "one run");
+
+    let run_per_batch = Scratch::new();
+    for (i, f) in files.iter().enumerate() {
+        run_per_batch.land(&format!("{i:03}.json"), f);
+        ok(&ingest(&run_per_batch, &opts, &[]));
+    }
+    assert_eq!(rows(&run_per_batch.table()), expected, "a run per batch");
+}
+
 #[test]
 fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
     let s = Scratch::new();

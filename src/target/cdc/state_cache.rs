@@ -1,0 +1,204 @@
+//! The SCD 1 flow's state, kept in memory between the batches of one run.
+//!
+//! A batch's own keys are about one entry in a hundred of the state log, yet reading
+//! their entries means decoding the whole log, and that read was the longest part of a
+//! batch. So the first batch of a run reads the log whole and keeps the latest entry of
+//! every key; each committed batch then updates what is kept with the entries it
+//! appended. What is kept is used only while the state table is at the version it was
+//! made for, so a commit this process did not see (or one that failed) means a fresh read.
+//! A state of more than [`MAX_CACHED_KEYS`] keys is not kept: it is read each batch, and
+//! memory stays bounded by the batch, not by the number of keys.
+
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
+
+use super::{FastMap, FastSet, StateEntry};
+
+/// The most keys whose state is kept (about 75 bytes each for short keys: 150 MB).
+pub const MAX_CACHED_KEYS: usize = 2_000_000;
+
+/// Bytes of a key or a sequence, inline when short (a BIGINT key or sequence encodes to 9
+/// bytes), so a kept entry costs one map slot and no allocation.
+#[derive(Clone)]
+enum ShortBytes {
+    Inline { len: u8, bytes: [u8; 15] },
+    Heap(Box<[u8]>),
+}
+
+impl ShortBytes {
+    fn new(b: &[u8]) -> ShortBytes {
+        match u8::try_from(b.len()) {
+            Ok(len) if b.len() <= 15 => {
+                let mut bytes = [0u8; 15];
+                bytes[..b.len()].copy_from_slice(b);
+                ShortBytes::Inline { len, bytes }
+            }
+            _ => ShortBytes::Heap(b.into()),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            ShortBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            ShortBytes::Heap(b) => b,
+        }
+    }
+}
+
+impl Borrow<[u8]> for ShortBytes {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for ShortBytes {
+    fn eq(&self, other: &ShortBytes) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for ShortBytes {}
+
+impl Hash for ShortBytes {
+    // As the slice hashes, so a map of these is probed with a `&[u8]`.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+struct Kept {
+    seq: ShortBytes,
+    deleted: bool,
+    at_ms: i64,
+}
+
+/// The latest state entry of every key, and the truncate mark, as the state table holds
+/// them at `version`.
+pub struct StateCache {
+    version: Option<u64>,
+    entries: FastMap<ShortBytes, Kept>,
+    mark: Option<Vec<u8>>,
+}
+
+impl StateCache {
+    /// What the state holds: every key's latest entry, and the mark.
+    pub fn new<'a>(
+        entries: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8], bool, i64)>,
+        mark: Option<Vec<u8>>,
+    ) -> StateCache {
+        let mut kept = FastMap::with_capacity_and_hasher(entries.len(), Default::default());
+        for (key, seq, deleted, at_ms) in entries {
+            kept.insert(
+                ShortBytes::new(key),
+                Kept {
+                    seq: ShortBytes::new(seq),
+                    deleted,
+                    at_ms,
+                },
+            );
+        }
+        StateCache {
+            version: None,
+            entries: kept,
+            mark,
+        }
+    }
+
+    /// Whether this is the state of a table now at `version`.
+    pub fn is_at(&self, version: Option<u64>) -> bool {
+        self.version.is_some() && self.version == version
+    }
+
+    /// The entries of `keys` that have one.
+    pub fn lookup(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, StateEntry> {
+        keys.iter()
+            .filter_map(|k| {
+                self.entries.get(k.as_slice()).map(|e| {
+                    (
+                        k.clone(),
+                        StateEntry {
+                            seq: e.seq.as_slice().to_vec(),
+                            deleted: e.deleted,
+                            at_ms: e.at_ms,
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+
+    pub fn mark(&self) -> Option<&[u8]> {
+        self.mark.as_deref()
+    }
+
+    /// The state after a batch that appended `entries` (and raised the mark to `mark`),
+    /// committed as table `version`.
+    pub fn commit<'a>(
+        &mut self,
+        entries: impl Iterator<Item = (&'a [u8], &'a StateEntry)>,
+        mark: Option<&[u8]>,
+        version: Option<u64>,
+    ) {
+        for (key, e) in entries {
+            self.entries.insert(
+                ShortBytes::new(key),
+                Kept {
+                    seq: ShortBytes::new(&e.seq),
+                    deleted: e.deleted,
+                    at_ms: e.at_ms,
+                },
+            );
+        }
+        if let Some(m) = mark {
+            self.mark = Some(m.to_vec());
+        }
+        self.version = version;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: &[u8], deleted: bool) -> StateEntry {
+        StateEntry {
+            seq: seq.to_vec(),
+            deleted,
+            at_ms: 7,
+        }
+    }
+
+    #[test]
+    fn kept_entries_are_found_by_their_bytes_short_and_long() {
+        let long = vec![3u8; 40];
+        let mut c = StateCache::new(
+            [
+                (&[1u8][..], &[5u8][..], false, 1),
+                (&long[..], &long[..], true, 2),
+            ]
+            .into_iter(),
+            None,
+        );
+        assert!(
+            !c.is_at(Some(0)),
+            "a cache is not current before its commit"
+        );
+        let keys: FastSet<Vec<u8>> = [vec![1u8], long.clone(), vec![9u8]].into_iter().collect();
+        let found = c.lookup(&keys);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[&vec![1u8]].seq, vec![5u8]);
+        assert!(found[&long].deleted && found[&long].seq == long);
+
+        let later = entry(&[6], true);
+        let mark = [4u8];
+        c.commit([(&[1u8][..], &later)].into_iter(), Some(&mark), Some(3));
+        assert!(c.is_at(Some(3)) && !c.is_at(Some(4)) && !c.is_at(None));
+        let found = c.lookup(&keys);
+        assert_eq!(found[&vec![1u8]].seq, vec![6u8]);
+        assert!(found[&vec![1u8]].deleted);
+        assert_eq!(c.mark(), Some(&mark[..]));
+        // A batch that raises no mark keeps the one there is.
+        c.commit(std::iter::empty(), None, Some(4));
+        assert_eq!(c.mark(), Some(&mark[..]));
+    }
+}
