@@ -13,20 +13,22 @@ use crate::checkpoint::{Checkpoint, CheckpointError};
 use crate::location::Location;
 use crate::telemetry::Hooks;
 
-/// Replays the unfinished batches of every slot no live process holds (called while this
-/// process holds none); returns the slots adopted.
+/// Replays the unfinished batches of the slots no live process holds, at most `limit` of
+/// them (a watcher adopts one per pass, so its own stream waits one slot's replay at most);
+/// returns the slots adopted.
 pub(crate) async fn adopt_orphans(
     req: &IngestRequest,
     progress: &dyn Progress,
     stop: &StopFlag,
     hooks: &Hooks,
+    limit: usize,
 ) -> Result<Vec<u32>, IngestError> {
     if req.worker.is_none() {
         return Ok(Vec::new());
     }
     let mut adopted = Vec::new();
     for slot in slots(req)? {
-        if stop.is_stopped() {
+        if stop.is_stopped() || adopted.len() >= limit {
             break;
         }
         // A cheap look first: locked by a live worker, or nothing unfinished.

@@ -997,3 +997,102 @@ fn a_worker_killed_at_each_failpoint_beside_another_lands_every_file_once() {
         assert_eq!(q.depth(&q.queue), (0, 0), "{point}: the queue is empty");
     }
 }
+
+/// Two watching workers; worker 0 is SIGKILLed right after it wrote a plan (or claimed its
+/// files) and is not started again. Its files were never announced on the queue (they lie
+/// under a prefix the bucket does not notify), so nothing but worker 1 adopting slot 0
+/// while it watches lands them: every file once, the queue empty, the adoption in its log.
+#[test]
+fn a_watching_worker_adopts_the_slot_of_a_worker_that_died_beside_it() {
+    let moto = Moto::start();
+    for (n, point) in ["after-plan", autoloader::testing::failpoint::AFTER_CLAIMS]
+        .iter()
+        .enumerate()
+    {
+        let bucket = format!("adopt{n}");
+        let q = Notified::setup(&moto, &bucket, &format!("adoptq{n}"), "landing/q/");
+        let s = Scratch::new();
+        let ckpt = s.dir.path().join("ckpt");
+        let source = format!("s3://{bucket}/landing");
+        let table = format!("s3://{bucket}/bronze");
+        let logs = s.dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let spawn = |slot: &str, failpoint: Option<&str>| {
+            let mut a = args(&source, &table, &ckpt, &q.queue, &[]);
+            a.retain(|x| x != "--once");
+            a.extend(
+                ["--poll-interval", "0.2", "--worker", slot]
+                    .iter()
+                    .map(|s| s.to_string()),
+            );
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"));
+            cmd.args(a)
+                .envs(moto.env())
+                // Adoption is looked for once a lease period: a short one.
+                .env("AUTOLOADER_LEASE_MS", "1000")
+                .env("RUST_LOG", "autoloader=info")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(logs.join(format!("w{slot}.log"))).unwrap());
+            if let Some(p) = failpoint {
+                cmd.env("AUTOLOADER_FAILPOINT", format!("{p}=kill"));
+            }
+            cmd.spawn().unwrap()
+        };
+        // Slot 1's first start lists the prefix: done while it is empty, so its watcher
+        // starts with the queue alone.
+        let mut once = args(&source, &table, &ckpt, &q.queue, &[]);
+        once.extend(["--worker".to_string(), "1".to_string()]);
+        ok(&run_with(&moto, &once));
+        let survivor = spawn("1", None);
+        common::wait_until("worker 1 to start", Duration::from_secs(60), || {
+            growing_events(&ckpt, "stream_started").len() == 2
+        });
+        // Not notified: only a listing (worker 0's first start) finds these.
+        for i in 0..3u64 {
+            moto.put(
+                &bucket,
+                &format!("landing/quiet/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+        let mut killed = spawn("0", Some(point));
+        let status = killed.wait().unwrap();
+        assert!(!status.success(), "{point}: the failpoint killed worker 0");
+        // Announced on the queue: worker 1 takes these meanwhile.
+        for i in 3..6u64 {
+            moto.put(
+                &bucket,
+                &format!("landing/q/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+        let log = || std::fs::read_to_string(logs.join("w1.log")).unwrap_or_default();
+        common::wait_until(
+            "worker 1 to land every file, the dead worker's too",
+            Duration::from_secs(60),
+            || committed_files(&ckpt) >= 6 && q.depth(&q.queue) == (0, 0),
+        );
+        let adopting = log()
+            .lines()
+            .filter(|l| l.contains("Adopting a dead worker's slot") && l.contains("slot=0"))
+            .count();
+        assert_eq!(adopting, 1, "{point}: {}", log());
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe {
+            libc::kill(survivor.id() as i32, libc::SIGTERM);
+        }
+        let out = survivor.wait_with_output().unwrap();
+        assert!(out.status.success(), "{point}: {}", log());
+        assert_eq!(
+            sorted_ids(&python_rows(&moto, &table)),
+            (0..60).collect::<Vec<_>>(),
+            "{point}: every file once"
+        );
+        assert_eq!(
+            committed_files(&ckpt),
+            6,
+            "{point}: no file committed twice"
+        );
+        assert_eq!(q.depth(&q.queue), (0, 0), "{point}: the queue is empty");
+    }
+}
