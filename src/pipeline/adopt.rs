@@ -10,7 +10,6 @@ use tracing::info;
 use super::{IngestError, IngestRequest, Progress, StopFlag, StreamRun};
 use crate::checkpoint::claims::{self, Worker};
 use crate::checkpoint::{Checkpoint, CheckpointError};
-use crate::location::Location;
 use crate::telemetry::Hooks;
 
 /// Replays the unfinished batches of the slots no live process holds, at most `limit` of
@@ -27,7 +26,7 @@ pub(crate) async fn adopt_orphans(
         return Ok(Vec::new());
     }
     let mut adopted = Vec::new();
-    for slot in slots(req)? {
+    for slot in claims::slots(&req.checkpoint, &req.storage)? {
         if stop.is_stopped() || adopted.len() >= limit {
             break;
         }
@@ -61,27 +60,4 @@ pub(crate) async fn adopt_orphans(
         adopted.push(slot);
     }
     Ok(adopted)
-}
-
-/// The slot numbers under the stream's `workers/` folder, ascending.
-fn slots(req: &IngestRequest) -> Result<Vec<u32>, IngestError> {
-    let names: Vec<String> = match req.checkpoint.join(claims::WORKERS_DIR) {
-        Location::Local(dir) => match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                return Err(CheckpointError::Io { path: dir, source }.into());
-            }
-        },
-        Location::S3(url) => crate::storage::object_dir::RemoteDir::open(&url, &req.storage)
-            .map_err(CheckpointError::from)?
-            .subdirs()
-            .map_err(CheckpointError::from)?,
-    };
-    let mut slots: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
-    slots.sort_unstable();
-    Ok(slots)
 }
