@@ -1547,6 +1547,25 @@ fn print_status(st: &reports::Status) {
         ),
         None => println!("last error:     none"),
     }
+    if !st.workers.is_empty() {
+        println!("workers:");
+        println!(
+            "  {:>4}  {:>10}  {:>13}  {:>9}  holder",
+            "slot", "last batch", "pending files", "lease age"
+        );
+        for w in &st.workers {
+            println!(
+                "  {:>4}  {:>10}  {:>13}  {:>9}  {}",
+                w.slot,
+                w.last_batch
+                    .map_or_else(|| "none".into(), |b| b.to_string()),
+                opt(w.pending_files),
+                w.lease_age_seconds
+                    .map_or_else(|| "-".into(), |s| format!("{s:.1}s")),
+                w.holder.as_deref().unwrap_or("free"),
+            );
+        }
+    }
 }
 
 fn print_drift(r: &reports::DriftReport) {

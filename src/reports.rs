@@ -127,7 +127,7 @@ pub fn checkpoints(
             });
         }
     };
-    if Checkpoint::exists(target, state)? {
+    if is_checkpoint(target, state)? {
         return Ok(vec![StreamCheckpoint {
             name: None,
             location: target.clone(),
@@ -207,7 +207,7 @@ fn table_streams(
 ) -> Result<Vec<StreamCheckpoint>, ReportError> {
     let root = IngestRequest::default_checkpoint(table, None);
     let mut out = Vec::new();
-    if Checkpoint::exists(&root, state)? {
+    if is_checkpoint(&root, state)? {
         out.push(StreamCheckpoint {
             name: Some(
                 started_as(&root, state).unwrap_or_else(|| IngestRequest::default_name(table)),
@@ -237,7 +237,7 @@ fn table_streams(
     children.sort();
     for name in children.into_iter().filter(|n| n != SCHEMAS_DIR) {
         let location = root.join(&name);
-        if Checkpoint::exists(&location, state)? {
+        if is_checkpoint(&location, state)? {
             out.push(StreamCheckpoint {
                 name: Some(name),
                 location,
@@ -617,7 +617,7 @@ pub fn filtered_events(
     let mut all = Vec::new();
     for c in checkpoints {
         // A path that is not a checkpoint has no events: say so rather than print nothing.
-        if !Checkpoint::exists(&c.location, state)? {
+        if !is_checkpoint(&c.location, state)? {
             return Err(ReportError::NotACheckpoint {
                 path: c.location.to_string(),
             });
@@ -644,6 +644,12 @@ pub fn filtered_events(
             })
         })
         .collect())
+}
+
+/// A stream's checkpoint is at `location`: its own, or (competing workers) its slots'.
+fn is_checkpoint(location: &Location, state: &StorageSettings) -> Result<bool, ReportError> {
+    Ok(Checkpoint::exists(location, state)?
+        || !crate::checkpoint::claims::slots(location, state)?.is_empty())
 }
 
 /// A stream's status, from its checkpoint and event log.
@@ -673,6 +679,66 @@ pub struct Status {
     /// (since its last reset).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<CdcTotals>,
+    /// A stream of competing workers (`--worker`): each slot under `workers/`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerStatus>,
+}
+
+/// One worker slot of a stream (`CHECKPOINT/workers/K/`).
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    pub slot: u32,
+    /// The process holding the slot (its lock or lease), none when the slot is free.
+    pub holder: Option<String>,
+    /// The number of the slot's last committed batch.
+    pub last_batch: Option<u64>,
+    /// Files of the slot's unfinished batches (a held slot: as its worker last said, with
+    /// the files it listed and has not planned yet; unknown without its `live.json`).
+    pub pending_files: Option<u64>,
+    /// Batches the slot committed.
+    pub batches: Option<u64>,
+    /// Seconds since the holder took its lock (local) or last renewed its lease (S3).
+    pub lease_age_seconds: Option<f64>,
+}
+
+/// Every worker slot of the stream whose checkpoint is `root`: a free one read from its
+/// store (locked for the moment, then released), a held one from its lease and the
+/// `live.json` its worker keeps in the slot's local folder.
+fn worker_status(
+    root: &Location,
+    slots: &[u32],
+    state: &StorageSettings,
+) -> Result<Vec<WorkerStatus>, ReportError> {
+    let mut out = Vec::with_capacity(slots.len());
+    for &slot in slots {
+        let location = crate::checkpoint::claims::slot_location(root, slot);
+        let mut w = WorkerStatus {
+            slot,
+            ..WorkerStatus::default()
+        };
+        match Checkpoint::open(&location, state) {
+            Ok(c) => {
+                let (last, pending) = c.pending_plans()?;
+                w.last_batch = last;
+                w.pending_files = Some(pending.iter().map(|p| p.files.len() as u64).sum());
+                w.batches = Some(c.commits()?.len() as u64);
+            }
+            Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
+                w.holder = Some(holder);
+                w.lease_age_seconds = Checkpoint::lock_renewed_at_ms(&location, state)
+                    .map(|at| (crate::clock::now_ms() - at).max(0) as f64 / 1000.0);
+                if let Some(l) = live::read(&crate::checkpoint::local_dir(&location, state)) {
+                    w.last_batch = l.last_batch;
+                    w.pending_files = Some(l.files_pending);
+                    w.batches = Some(l.batches);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        out.push(w);
+    }
+    Ok(out)
 }
 
 /// What a CDC stream's batches did to its table (the `cdc` record of each commit).
@@ -741,8 +807,10 @@ pub async fn status(
         source,
     };
     let local = crate::checkpoint::local_dir(checkpoint, state);
+    // Competing workers keep no checkpoint of the stream's own: one per slot under it.
+    let slots = crate::checkpoint::claims::slots(checkpoint, state)?;
     // Opening a checkpoint creates one where there is none: check that it exists first.
-    if !Checkpoint::exists(checkpoint, state)? {
+    if slots.is_empty() && !Checkpoint::exists(checkpoint, state)? {
         return Err(ReportError::NotACheckpoint {
             path: checkpoint.to_string(),
         });
@@ -795,6 +863,35 @@ pub async fn status(
     }
     if let Some(table) = table_of(checkpoint, table.as_deref()) {
         st.changes = cdc_totals(&table, state).await;
+    }
+    if !slots.is_empty() {
+        st.workers = worker_status(checkpoint, &slots, state)?;
+        let held: Vec<&str> = st
+            .workers
+            .iter()
+            .filter_map(|w| w.holder.as_deref())
+            .collect();
+        if !held.is_empty() {
+            st.running = Some(format!(
+                "{} of {} worker slots held",
+                held.len(),
+                st.workers.len()
+            ));
+        }
+        st.batches = st.workers.iter().filter_map(|w| w.batches).sum();
+        st.files_pending = st
+            .workers
+            .iter()
+            .map(|w| w.pending_files)
+            .sum::<Option<u64>>();
+        // The rows of every slot's batches: the shared event log's (this machine's workers).
+        for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
+            let n = |k: &str| e.fields.get(k).and_then(Value::as_u64).unwrap_or(0);
+            st.rows += n("rows");
+            st.rescued_rows += n("rescuedRows");
+            st.bytes += n("bytes");
+        }
+        return Ok(st);
     }
     match Checkpoint::open(checkpoint, state) {
         Ok(c) => {

@@ -34,6 +34,24 @@ pub fn slot_location(root: &Location, slot: u32) -> Location {
     root.join(&format!("{WORKERS_DIR}/{slot}"))
 }
 
+/// The slot numbers under the stream's `workers/` folder (checkpoint `root`), ascending.
+pub fn slots(root: &Location, storage: &StorageSettings) -> Result<Vec<u32>, CheckpointError> {
+    let names: Vec<String> = match root.join(WORKERS_DIR) {
+        Location::Local(dir) => match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(CheckpointError::Io { path: dir, source }),
+        },
+        Location::S3(url) => RemoteDir::open(&url, storage)?.subdirs()?,
+    };
+    let mut slots: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+    slots.sort_unstable();
+    Ok(slots)
+}
+
 /// Which worker slot a process takes (`--worker`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Worker {

@@ -24,6 +24,9 @@ struct LockRecord {
     holder: String,
     token: String,
     expires_at_ms: i64,
+    /// When the holder took or last renewed the lease (0 in a record from before it was kept).
+    #[serde(default)]
+    renewed_at_ms: i64,
     #[serde(default)]
     host: String,
     #[serde(default)]
@@ -77,6 +80,7 @@ impl Lease {
             holder: holder.clone(),
             token: token.to_string(),
             expires_at_ms: now_ms() + lease,
+            renewed_at_ms: now_ms(),
             host: host.clone(),
             pid: std::process::id(),
         };
@@ -148,6 +152,18 @@ impl Drop for Lease {
             let _ = self.dir.delete(LOCK_OBJECT);
         }
     }
+}
+
+/// When the lease on `dir` was last taken or renewed (ms since the epoch), read without
+/// taking it (`autoloader status`); `None` without a readable lease. `length` stands in for
+/// a record that does not say: its expiry less a lease.
+pub fn renewed_at_ms(dir: &RemoteDir, length: Duration) -> Option<i64> {
+    let lock = current_lock(dir)?;
+    Some(if lock.renewed_at_ms > 0 {
+        lock.renewed_at_ms
+    } else {
+        lock.expires_at_ms - i64::try_from(length.as_millis()).unwrap_or(0)
+    })
 }
 
 /// The lease record on S3, if there is one and it reads.

@@ -207,6 +207,21 @@ impl Checkpoint {
         }
     }
 
+    /// When the checkpoint's holder took its lock (local: the lock file's time) or last
+    /// renewed its lease (S3), read without locking (`autoloader status`).
+    pub fn lock_renewed_at_ms(location: &Location, state: &StorageSettings) -> Option<i64> {
+        match location {
+            Location::Local(dir) => {
+                let modified = fs::metadata(dir.join(LOCK_FILE)).ok()?.modified().ok()?;
+                let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+                i64::try_from(since.as_millis()).ok()
+            }
+            Location::S3(url) => {
+                lease::renewed_at_ms(&RemoteDir::open(url, state).ok()?, state.lease)
+            }
+        }
+    }
+
     /// Opens (creating if needed) and locks the checkpoint in a local folder.
     /// Whether a checkpoint exists at `location` (its lock file, or on S3 its `stream`
     /// record), without creating one.

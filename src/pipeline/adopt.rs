@@ -10,23 +10,24 @@ use tracing::info;
 use super::{IngestError, IngestRequest, Progress, StopFlag, StreamRun};
 use crate::checkpoint::claims::{self, Worker};
 use crate::checkpoint::{Checkpoint, CheckpointError};
-use crate::location::Location;
 use crate::telemetry::Hooks;
 
-/// Replays the unfinished batches of every slot no live process holds (called while this
-/// process holds none); returns the slots adopted.
+/// Replays the unfinished batches of the slots no live process holds, at most `limit` of
+/// them (a watcher adopts one per pass, so its own stream waits one slot's replay at most);
+/// returns the slots adopted.
 pub(crate) async fn adopt_orphans(
     req: &IngestRequest,
     progress: &dyn Progress,
     stop: &StopFlag,
     hooks: &Hooks,
+    limit: usize,
 ) -> Result<Vec<u32>, IngestError> {
     if req.worker.is_none() {
         return Ok(Vec::new());
     }
     let mut adopted = Vec::new();
-    for slot in slots(req)? {
-        if stop.is_stopped() {
+    for slot in claims::slots(&req.checkpoint, &req.storage)? {
+        if stop.is_stopped() || adopted.len() >= limit {
             break;
         }
         // A cheap look first: locked by a live worker, or nothing unfinished.
@@ -59,27 +60,4 @@ pub(crate) async fn adopt_orphans(
         adopted.push(slot);
     }
     Ok(adopted)
-}
-
-/// The slot numbers under the stream's `workers/` folder, ascending.
-fn slots(req: &IngestRequest) -> Result<Vec<u32>, IngestError> {
-    let names: Vec<String> = match req.checkpoint.join(claims::WORKERS_DIR) {
-        Location::Local(dir) => match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                return Err(CheckpointError::Io { path: dir, source }.into());
-            }
-        },
-        Location::S3(url) => crate::storage::object_dir::RemoteDir::open(&url, &req.storage)
-            .map_err(CheckpointError::from)?
-            .subdirs()
-            .map_err(CheckpointError::from)?,
-    };
-    let mut slots: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
-    slots.sort_unstable();
-    Ok(slots)
 }

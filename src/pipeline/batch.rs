@@ -268,6 +268,7 @@ pub(crate) async fn execute_counted(
         l.files_ingested = files_ingested.unwrap_or(l.files_ingested);
         l.files_pending = l.files_pending.saturating_sub(plan.files.len() as u64);
         l.batches += 1;
+        l.last_batch = Some(plan.batch);
         l.rows += rows;
         l.rescued_rows += rescued_rows;
         l.bytes += bytes;

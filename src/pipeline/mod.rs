@@ -289,7 +289,7 @@ pub async fn run_once(
     hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
-    adopt::adopt_orphans(req, progress, stop, hooks).await?;
+    adopt::adopt_orphans(req, progress, stop, hooks, usize::MAX).await?;
     let mut stream = StreamRun::open(req, progress, hooks).await?;
     let result = async {
         let files = stream.discover().await?;
@@ -312,7 +312,7 @@ pub async fn run_once(
     let summary = stream.finish(result, started).await?;
     drop(stream);
     // A drain leaves no slot's batch unfinished: those of workers that died meanwhile too.
-    adopt::adopt_orphans(req, progress, stop, hooks).await?;
+    adopt::adopt_orphans(req, progress, stop, hooks, usize::MAX).await?;
     Ok(summary)
 }
 

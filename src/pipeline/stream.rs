@@ -270,10 +270,20 @@ impl<'a> StreamRun<'a> {
         }
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
-            let commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
+            let mut commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
+            let mut identity = latest.as_ref().map(|v| v.info.stream_id.clone());
+            if slot.is_some() {
+                // A worker slot rebuilds from its own commits only: the table's others are
+                // other slots' (or `_schemas/0` names one), and taking over their identity
+                // would share their `txn` app id, so one slot's batch could pass for
+                // another's and be skipped as landed.
+                let own = checkpoint.stream_id().to_string();
+                commits.retain(|(_, c)| c.get("streamId").and_then(|v| v.as_str()) == Some(&own));
+                identity = Some(own);
+            }
             checkpoint.recover_from_commits(
                 &commits,
-                latest.as_ref().map(|v| v.info.stream_id.as_str()),
+                identity.as_deref(),
                 &req.source.describe(),
             )?;
         }
@@ -308,11 +318,18 @@ impl<'a> StreamRun<'a> {
         }
         let (_, pending) = checkpoint.pending_plans()?;
         let schema = latest.map(|v| v.version);
-        let telemetry = Telemetry::start(
+        let mut telemetry = Telemetry::start(
             &crate::checkpoint::local_dir(&req.checkpoint, &req.storage),
             &req.name,
             hooks,
         );
+        // The workers of a stream share its event log; each slot's figures are its own.
+        if slot.is_some() {
+            telemetry.live = crate::telemetry::live::Live::new(&crate::checkpoint::local_dir(
+                &location,
+                &req.storage,
+            ));
+        }
         telemetry.emit(
             Severity::Info,
             kind::STREAM_STARTED,
@@ -334,6 +351,7 @@ impl<'a> StreamRun<'a> {
             l.files_ingested = files_ingested;
             l.files_pending = pending.iter().map(|p| p.files.len() as u64).sum();
             l.batches = commits.len() as u64;
+            l.last_batch = commits.last().map(|(n, _)| *n);
             l.rows = commits.iter().map(|(_, c)| c.rows).sum();
             l.rescued_rows = commits.iter().map(|(_, c)| c.rescued_rows).sum();
             l.bytes = commits.iter().map(|(_, c)| c.bytes).sum();

@@ -238,10 +238,48 @@ pub async fn run_watch(
     hooks: &Hooks,
 ) -> Result<Summary, IngestError> {
     let started = Instant::now();
-    super::adopt::adopt_orphans(req, progress, stop, hooks).await?;
+    super::adopt::adopt_orphans(req, progress, stop, hooks, usize::MAX).await?;
     let mut stream = StreamRun::open(req, progress, hooks).await?;
-    let result = watch_loop(req, &mut stream, stop, timing).await;
+    let adoption = Adoption {
+        progress,
+        hooks,
+        every: req.storage.lease,
+        last: Instant::now(),
+    };
+    let result = watch_loop(req, &mut stream, stop, timing, adoption).await;
     stream.finish(result, started).await
+}
+
+/// Competing workers (`--worker`): a watcher adopts a slot whose worker died while it runs.
+/// Such a slot is free once its lease runs out (at once when the lock is local, or its
+/// holder was a process of this host that is gone), so it is looked for once every lease
+/// period, and at most one slot is replayed per look.
+struct Adoption<'a> {
+    progress: &'a dyn Progress,
+    hooks: &'a Hooks,
+    every: Duration,
+    last: Instant,
+}
+
+impl Adoption<'_> {
+    /// Adopts a free slot with unfinished batches when a lease period has passed. A failure is reported and tried again next period: the watcher's own slot
+    /// goes on either way.
+    async fn maybe_adopt(&mut self, req: &IngestRequest, stop: &StopFlag) {
+        if req.worker.is_none() || self.last.elapsed() < self.every {
+            return;
+        }
+        let adopted = super::adopt::adopt_orphans(req, self.progress, stop, self.hooks, 1).await;
+        self.last = Instant::now();
+        if let Err(e) = adopted {
+            warn!(error = %e, "Cannot adopt a dead worker's slot now; trying again later.");
+        }
+    }
+
+    /// How long until the next look, for a worker.
+    fn due_in(&self, req: &IngestRequest) -> Option<Duration> {
+        req.worker
+            .map(|_| self.every.saturating_sub(self.last.elapsed()))
+    }
 }
 
 async fn watch_loop(
@@ -249,6 +287,7 @@ async fn watch_loop(
     stream: &mut StreamRun<'_>,
     stop: &StopFlag,
     timing: WatchTiming,
+    mut adoption: Adoption<'_>,
 ) -> Result<(), IngestError> {
     let (tx, mut rx) = mpsc::channel::<FileEvent>(4096);
     // Local folders get file events; an object store is listed (an object is complete once
@@ -276,6 +315,8 @@ async fn watch_loop(
         if stop.is_stopped() {
             break;
         }
+        // Busy or idle, a dead worker's slot is looked for every lease period.
+        adoption.maybe_adopt(req, stop).await;
         while let Ok(e) = rx.try_recv() {
             record(&mut tracker, &mut changed, &root, e);
         }
@@ -335,6 +376,9 @@ async fn watch_loop(
         let mut wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
         if by_events && let Some(at) = last_full {
             wait = wait.min(backfill.saturating_sub(at.elapsed()));
+        }
+        if let Some(due) = adoption.due_in(req) {
+            wait = wait.min(due);
         }
         tokio::select! {
             e = rx.recv() => {

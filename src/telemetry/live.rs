@@ -26,6 +26,8 @@ pub struct LiveStatus {
     /// Files listed and not yet ingested, at the last listing (and unfinished plans).
     pub files_pending: u64,
     pub batches: u64,
+    /// The number of the last batch committed.
+    pub last_batch: Option<u64>,
     pub rows: u64,
     pub rescued_rows: u64,
     pub bytes: u64,

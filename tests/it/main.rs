@@ -12,6 +12,7 @@ mod common;
 mod config;
 mod crash;
 mod delta_source;
+mod deploy;
 mod evolution;
 mod faults;
 mod flows;

@@ -16,10 +16,10 @@ const MAX_RECEIVES: u32 = 2;
 
 /// A bucket whose `ObjectCreated` events go to a queue with a dead-letter queue, and an
 /// SQS client (with its own runtime, kept for the client's connections).
-struct Notified {
+pub(crate) struct Notified {
     rt: tokio::runtime::Runtime,
     sqs: aws_sdk_sqs::Client,
-    queue: String,
+    pub(crate) queue: String,
     dlq: String,
 }
 
@@ -27,7 +27,7 @@ impl Notified {
     /// Creates `bucket`, the queue `NAME` and `NAME-dlq` (redrive after [`MAX_RECEIVES`]),
     /// and the bucket notification of every `ObjectCreated` event under `filter_prefix`
     /// (moto then sends `s3:TestEvent`, left in the queue).
-    fn setup(moto: &Moto, bucket: &str, name: &str, filter_prefix: &str) -> Notified {
+    pub(crate) fn setup(moto: &Moto, bucket: &str, name: &str, filter_prefix: &str) -> Notified {
         moto.create_bucket(bucket);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -124,7 +124,7 @@ impl Notified {
     }
 
     /// (visible, in flight) messages of a queue.
-    fn depth(&self, url: &str) -> (u64, u64) {
+    pub(crate) fn depth(&self, url: &str) -> (u64, u64) {
         let out = self
             .rt
             .block_on(
@@ -996,4 +996,235 @@ fn a_worker_killed_at_each_failpoint_beside_another_lands_every_file_once() {
         );
         assert_eq!(q.depth(&q.queue), (0, 0), "{point}: the queue is empty");
     }
+}
+
+/// Two watching workers; worker 0 is SIGKILLed right after it wrote a plan (or claimed its
+/// files) and is not started again. Its files were never announced on the queue (they lie
+/// under a prefix the bucket does not notify), so nothing but worker 1 adopting slot 0
+/// while it watches lands them: every file once, the queue empty, the adoption in its log.
+#[test]
+fn a_watching_worker_adopts_the_slot_of_a_worker_that_died_beside_it() {
+    let moto = Moto::start();
+    for (n, point) in ["after-plan", autoloader::testing::failpoint::AFTER_CLAIMS]
+        .iter()
+        .enumerate()
+    {
+        let bucket = format!("adopt{n}");
+        let q = Notified::setup(&moto, &bucket, &format!("adoptq{n}"), "landing/q/");
+        let s = Scratch::new();
+        let ckpt = s.dir.path().join("ckpt");
+        let source = format!("s3://{bucket}/landing");
+        let table = format!("s3://{bucket}/bronze");
+        let logs = s.dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let spawn = |slot: &str, failpoint: Option<&str>| {
+            let mut a = args(&source, &table, &ckpt, &q.queue, &[]);
+            a.retain(|x| x != "--once");
+            a.extend(
+                ["--poll-interval", "0.2", "--worker", slot]
+                    .iter()
+                    .map(|s| s.to_string()),
+            );
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"));
+            cmd.args(a)
+                .envs(moto.env())
+                // Adoption is looked for once a lease period: a short one.
+                .env("AUTOLOADER_LEASE_MS", "1000")
+                .env("RUST_LOG", "autoloader=info")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(logs.join(format!("w{slot}.log"))).unwrap());
+            if let Some(p) = failpoint {
+                cmd.env("AUTOLOADER_FAILPOINT", format!("{p}=kill"));
+            }
+            cmd.spawn().unwrap()
+        };
+        // Slot 1's first start lists the prefix, and so does each start until a listing's
+        // files were all planned: one file planned now, so its watcher reads the queue alone.
+        moto.put(&bucket, "landing/q/6.json", common::orders_jsonl(60, 70));
+        let mut once = args(&source, &table, &ckpt, &q.queue, &[]);
+        once.extend(["--worker".to_string(), "1".to_string()]);
+        ok(&run_with(&moto, &once));
+        let survivor = spawn("1", None);
+        common::wait_until("worker 1 to start", Duration::from_secs(60), || {
+            growing_events(&ckpt, "stream_started").len() == 2
+        });
+        // Not notified: only a listing (worker 0's first start) finds these.
+        for i in 0..3u64 {
+            moto.put(
+                &bucket,
+                &format!("landing/quiet/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+        let mut killed = spawn("0", Some(point));
+        let status = killed.wait().unwrap();
+        assert!(!status.success(), "{point}: the failpoint killed worker 0");
+        // Announced on the queue: worker 1 takes these meanwhile.
+        for i in 3..6u64 {
+            moto.put(
+                &bucket,
+                &format!("landing/q/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+        let log = || std::fs::read_to_string(logs.join("w1.log")).unwrap_or_default();
+        common::wait_until(
+            "worker 1 to land every file, the dead worker's too",
+            Duration::from_secs(60),
+            || committed_files(&ckpt) >= 7 && q.depth(&q.queue) == (0, 0),
+        );
+        let adopting = log()
+            .lines()
+            .filter(|l| l.contains("Adopting a dead worker's slot") && l.contains("slot=0"))
+            .count();
+        assert_eq!(adopting, 1, "{point}: {}", log());
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe {
+            libc::kill(survivor.id() as i32, libc::SIGTERM);
+        }
+        let out = survivor.wait_with_output().unwrap();
+        assert!(out.status.success(), "{point}: {}", log());
+        assert_eq!(
+            sorted_ids(&python_rows(&moto, &table)),
+            (0..70).collect::<Vec<_>>(),
+            "{point}: every file once"
+        );
+        assert_eq!(
+            committed_files(&ckpt),
+            7,
+            "{point}: no file committed twice"
+        );
+        assert_eq!(q.depth(&q.queue), (0, 0), "{point}: the queue is empty");
+    }
+}
+
+/// `status` on a worker stream shows each slot: its last batch, pending files, holder and
+/// lease age; free after `--once` runs, held (with a fresh lease) while a worker watches.
+#[test]
+fn status_lists_every_worker_slot() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "status", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let worker = |slot: &str| {
+        let mut a = args(
+            "s3://lake/landing",
+            "s3://lake/bronze",
+            &ckpt,
+            &q.queue,
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        );
+        a.extend(["--worker".to_string(), slot.to_string()]);
+        a
+    };
+    // Both first starts list an empty prefix; then slot 0 takes three files, slot 1 two.
+    ok(&run_with(&moto, &worker("0")));
+    ok(&run_with(&moto, &worker("1")));
+    let put = |range: std::ops::Range<u64>| {
+        for i in range {
+            moto.put(
+                "lake",
+                &format!("landing/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+    };
+    put(0..3);
+    ok(&run_with(&moto, &worker("0")));
+    // Each slot numbers its own batches from 0 (one file a batch; a batch whose files
+    // another slot owns commits none).
+    let batches = || growing_events(&ckpt, "batch_committed").len() as u64;
+    let of_0 = batches();
+    put(3..5);
+    ok(&run_with(&moto, &worker("1")));
+    let of_1 = batches() - of_0;
+    // A slot's batch numbers: its plans', some of which another slot's claims emptied.
+    let numbers: Vec<u64> = growing_events(&ckpt, "batch_committed")
+        .iter()
+        .map(|e| e["batch"].as_u64().unwrap())
+        .collect();
+    let (last_0, last_1) = (numbers[of_0 as usize - 1], *numbers.last().unwrap());
+    assert_eq!(committed_files(&ckpt), 5);
+    assert!(of_0 >= 3 && of_1 >= 2, "{of_0} {of_1}");
+    let status = |json: bool| {
+        let mut a = vec![
+            "status".to_string(),
+            "--checkpoint".to_string(),
+            ckpt.display().to_string(),
+        ];
+        if json {
+            a.push("--json".into());
+        }
+        ok(&run_with(&moto, &a))
+    };
+    let st: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let slots = st["workers"].as_array().expect("a workers list");
+    assert_eq!(slots.len(), 2, "{st}");
+    for (w, (slot, last)) in slots.iter().zip([(0, last_0), (1, last_1)]) {
+        assert_eq!(w["slot"], slot, "{st}");
+        assert_eq!(w["lastBatch"], last, "{st}");
+        assert_eq!(w["batches"], [of_0, of_1][slot], "{st}");
+        assert_eq!(w["pendingFiles"], 0, "{st}");
+        assert!(w["holder"].is_null(), "{st}");
+        assert!(w["leaseAgeSeconds"].is_null(), "{st}");
+    }
+    assert_eq!(st["batches"], of_0 + of_1, "{st}");
+    assert_eq!(st["rows"], 50, "{st}");
+    assert!(st["running"].is_null(), "{st}");
+    let text = status(false);
+    assert!(text.contains("workers:"), "{text}");
+    let row = |slot: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(slot))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        row("0"),
+        ["0", &last_0.to_string(), "0", "-", "free"],
+        "{text}"
+    );
+    assert_eq!(
+        row("1"),
+        ["1", &last_1.to_string(), "0", "-", "free"],
+        "{text}"
+    );
+
+    // Slot 1 held by a watcher: its holder and a lease age under a lease length.
+    let mut a = worker("1");
+    a.retain(|x| x != "--once");
+    a.extend(["--poll-interval".to_string(), "0.2".to_string()]);
+    let started = growing_events(&ckpt, "stream_started").len();
+    let watcher = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(&a)
+        .envs(moto.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_until("the watcher to start", Duration::from_secs(60), || {
+        growing_events(&ckpt, "stream_started").len() > started
+    });
+    let st: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let held = &st["workers"][1];
+    assert!(
+        held["holder"]
+            .as_str()
+            .is_some_and(|h| h.contains(&format!("pid {}", watcher.id()))),
+        "{st}"
+    );
+    let age = held["leaseAgeSeconds"].as_f64().expect("a lease age");
+    assert!((0.0..60.0).contains(&age), "{st}");
+    assert_eq!(
+        held["lastBatch"], last_1,
+        "from the watcher's live figures: {st}"
+    );
+    assert!(st["workers"][0]["holder"].is_null(), "{st}");
+    assert_eq!(st["running"], "1 of 2 worker slots held", "{st}");
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(watcher.id() as i32, libc::SIGTERM);
+    }
+    let out = watcher.wait_with_output().unwrap();
+    assert!(out.status.success());
 }
