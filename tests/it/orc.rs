@@ -1,7 +1,8 @@
 //! `cloudFiles.format=orc` on the bundled fixtures (fixtures/orc-generate.py): the README
 //! command, a producer whose schema changes over three files (a new column, then a column
 //! whose type changed: the table evolves and what does not fit is rescued), ORC's types as
-//! Spark reads them, and corrupt files named (or skipped under ignoreCorruptFiles).
+//! Spark reads them, a hint over a file's type, rows over several stripes, and corrupt
+//! files named (or skipped under ignoreCorruptFiles).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -201,4 +202,40 @@ fn corrupt_orc_files_are_named_or_skipped() {
             "{case}"
         );
     }
+}
+
+/// 20000 rows in two lz4 stripes, more than one batch each way: every row lands once,
+/// nulls where the file has them.
+#[test]
+fn orc_rows_over_several_stripes_and_batches_land_whole() {
+    let s = Scratch::new();
+    land_fixture(&s, "orc-stripes/many.orc");
+    Run::ingest(&s, "stripes", &[]).ok();
+    let tags = by_id(&s.table(), "tag");
+    assert_eq!(tags.len(), 20000);
+    for (i, (id, _)) in tags.iter().enumerate() {
+        assert_eq!(*id, i as i64);
+    }
+    assert_eq!(tags[0].1, "null");
+    assert_eq!(tags[19999].1, "t19999");
+    assert_eq!(tags.iter().filter(|(_, t)| t == "null").count(), 6667);
+}
+
+/// A schema hint sets a column's type over the files' own: `amount STRING` reads file 2's
+/// DOUBLEs and file 3's strings alike, with nothing rescued.
+#[test]
+fn an_orc_schema_hint_overrides_the_file_type() {
+    let s = Scratch::new();
+    land_fixture(&s, "orc/orders-2.orc");
+    land_fixture(&s, "orc/orders-3.orc");
+    Run::ingest(&s, "hint", &["cloudFiles.schemaHints=amount STRING"]).ok();
+    let amounts: Vec<String> = by_id(&s.table(), "amount")
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(amounts, ["9.5", "null", "2.25", "n/a", "null"]);
+    let rescued = by_id(&s.table(), "_rescued_data");
+    assert!(rescued.iter().all(|(_, r)| r == "null"), "{rescued:?}");
+    let py = read_with_python(&s.table(), "id");
+    assert_eq!(py["types"]["amount"], "string", "{py}");
 }
