@@ -71,7 +71,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt(
         "cloudFiles.format",
         "detected from file extensions",
-        "json, csv, parquet, avro, text or binaryFile (the last two only when set)",
+        "json, csv, parquet, avro, orc, text, binaryFile or xml (the last three only when set)",
     ),
     opt(
         "cloudFiles.schemaLocation",
@@ -678,6 +678,8 @@ pub enum Format {
     Parquet,
     /// Avro object container files (the schema in each file's header).
     Avro,
+    /// ORC files (the schema in each file's footer).
+    Orc,
     /// Spark's text source: one `value` STRING row per line, or per file (`wholetext`).
     Text,
     /// Spark's binaryFile source: one row per file with its path, modification time,
@@ -696,6 +698,7 @@ impl Format {
             "csv" => Some(Format::Csv),
             "parquet" => Some(Format::Parquet),
             "avro" => Some(Format::Avro),
+            "orc" => Some(Format::Orc),
             "text" => Some(Format::Text),
             "binaryfile" => Some(Format::BinaryFile),
             "xml" => Some(Format::Xml),
@@ -703,7 +706,7 @@ impl Format {
         }
     }
 
-    /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`, `.avro`,
+    /// The format a file name implies (`.json`, `.jsonl`, `.ndjson`, `.csv`, `.parquet`, `.avro`, `.orc`,
     /// each optionally followed by `.gz`, `.zst`, `.bz2` or `.lz4`). Text and binaryFile
     /// read any file, and XML needs its `rowTag`, so only `cloudFiles.format` chooses them.
     pub fn from_file_name(name: &str) -> Option<Format> {
@@ -718,6 +721,7 @@ impl Format {
             "csv" | "tsv" => Some(Format::Csv),
             "parquet" | "pq" => Some(Format::Parquet),
             "avro" => Some(Format::Avro),
+            "orc" => Some(Format::Orc),
             _ => None,
         }
     }
@@ -730,6 +734,7 @@ impl fmt::Display for Format {
             Format::Csv => "csv",
             Format::Parquet => "parquet",
             Format::Avro => "avro",
+            Format::Orc => "orc",
             Format::Text => "text",
             Format::BinaryFile => "binaryFile",
             Format::Xml => "xml",
@@ -1087,11 +1092,7 @@ pub fn resolve(
             invalid(
                 "cloudFiles.format",
                 v,
-                if v.eq_ignore_ascii_case("orc") {
-                    "not supported yet; json, csv, parquet, avro, text, binaryFile and xml are"
-                } else {
-                    "expected json, csv, parquet, avro, text, binaryFile or xml"
-                },
+                "expected json, csv, parquet, avro, orc, text, binaryFile or xml",
             )
         })?),
     };
@@ -2097,8 +2098,12 @@ mod tests {
         assert_eq!(Format::from_file_name("a.CSV.BZ2"), Some(Format::Csv));
         assert_eq!(Format::from_file_name("a.jsonl.lz4"), Some(Format::Json));
         assert_eq!(Format::from_file_name("a.log"), None);
-        let err = opts(&[("cloudFiles.format", "orc")]).unwrap_err();
-        assert!(err.to_string().contains("not supported yet"), "{err}");
+        assert_eq!(
+            opts(&[("cloudFiles.format", "orc")]).unwrap().format,
+            Some(Format::Orc)
+        );
+        let err = opts(&[("cloudFiles.format", "sequenceFile")]).unwrap_err();
+        assert!(err.to_string().contains("expected json, csv"), "{err}");
     }
 
     /// `inferSchema` is CSV's spelling of `cloudFiles.inferColumnTypes`.
@@ -2135,6 +2140,8 @@ mod tests {
         assert_eq!(Format::from_file_name("a.parquet"), Some(Format::Parquet));
         assert_eq!(Format::from_file_name("part-0.AVRO"), Some(Format::Avro));
         assert_eq!(Format::from_name("Avro"), Some(Format::Avro));
+        assert_eq!(Format::from_file_name("part-0.orc"), Some(Format::Orc));
+        assert_eq!(Format::from_name("ORC"), Some(Format::Orc));
         assert_eq!(Format::from_file_name("a.txt"), None);
     }
 }

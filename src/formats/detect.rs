@@ -7,7 +7,7 @@ use crate::options::Format;
 #[non_exhaustive]
 pub enum FormatChoiceError {
     #[error(
-        "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet|avro|text|binaryFile|xml (and pathGlobFilter to choose files)"
+        "cannot tell the format of {key}; set -o cloudFiles.format=json|csv|parquet|avro|orc|text|binaryFile|xml (and pathGlobFilter to choose files)"
     )]
     Unknown { key: String },
     #[error(
@@ -105,9 +105,9 @@ mod tests {
         );
         // A record this version does not know is not read as Parquet.
         assert_eq!(
-            stream_format(None, Some("orc"), ["a.parquet"]),
+            stream_format(None, Some("sequenceFile"), ["a.parquet"]),
             Err(FormatChoiceError::UnknownRecorded {
-                recorded: "orc".into()
+                recorded: "sequenceFile".into()
             })
         );
     }

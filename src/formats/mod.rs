@@ -11,6 +11,7 @@ pub mod csv;
 pub mod detect;
 pub mod json;
 mod lines;
+pub mod orc;
 pub mod parquet;
 pub mod text;
 pub mod xml;
@@ -502,6 +503,7 @@ pub fn infer_file(
         Format::Csv => csv::infer(file, opts, typed, inferrer),
         Format::Parquet => parquet::infer(file, inferrer),
         Format::Avro => avro::infer(file, inferrer),
+        Format::Orc => orc::infer(file, inferrer),
         Format::Text => Ok(text::infer(inferrer)),
         Format::BinaryFile => Ok(binary_file::infer(inferrer)),
         Format::Xml => xml::infer(file, opts, typed, inferrer),
@@ -525,6 +527,7 @@ pub fn decode_file(
         Format::Csv => csv::decode(&local, opts, layout, emit),
         Format::Parquet => parquet::decode(&local, opts, layout, emit),
         Format::Avro => avro::decode(&local, opts, layout, emit),
+        Format::Orc => orc::decode(&local, opts, layout, emit),
         Format::Text => text::decode(&local, opts, layout, emit),
         Format::BinaryFile => binary_file::decode(&local, opts, layout, emit),
         Format::Xml => xml::decode(&local, opts, layout, emit),

@@ -116,7 +116,12 @@ pub(crate) async fn provisional_first_version(
     let one_pass_format = match opts.format {
         Format::Json => !opts.multi_line,
         Format::Csv => true,
-        Format::Parquet | Format::Avro | Format::Text | Format::BinaryFile | Format::Xml => false,
+        Format::Parquet
+        | Format::Avro
+        | Format::Orc
+        | Format::Text
+        | Format::BinaryFile
+        | Format::Xml => false,
     };
     // A table other streams created has types of its own to read as: infer first then.
     if settings.user_schema.is_some()

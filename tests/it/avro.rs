@@ -212,3 +212,40 @@ fn unions_over_many_blocks_and_batches_are_read_whole() {
     }
     assert_eq!(tags.iter().filter(|(_, t)| t == "null").count(), 3334);
 }
+
+/// The three records of fixtures/avro-codecs/orders-CODEC.avro (two blocks of that codec)
+/// land whole, with their types.
+fn codec_fixture_ingests(codec: &'static str) {
+    let s = Scratch::new();
+    land_fixture(&s, &format!("avro-codecs/orders-{codec}.avro"));
+    Run::ingest(&s, codec, &[]).ok();
+    let t = s.table();
+    assert_eq!(
+        by_id(&t, "name"),
+        vec![(1, codec.into()), (2, "b".into()), (3, "c".into())]
+    );
+    assert_eq!(
+        by_id(&t, "amount"),
+        vec![(1, "1.5".into()), (2, "null".into()), (3, "-2.0".into())]
+    );
+}
+
+#[test]
+fn snappy_avro_blocks_are_read() {
+    codec_fixture_ingests("snappy");
+}
+
+#[test]
+fn zstandard_avro_blocks_are_read() {
+    codec_fixture_ingests("zstandard");
+}
+
+#[test]
+fn bzip2_avro_blocks_are_read() {
+    codec_fixture_ingests("bzip2");
+}
+
+#[test]
+fn xz_avro_blocks_are_read() {
+    codec_fixture_ingests("xz");
+}

@@ -24,6 +24,7 @@ mod lifecycle;
 mod locations;
 mod once;
 mod optimize;
+mod orc;
 mod reader;
 mod reports;
 mod reset;
