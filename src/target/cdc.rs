@@ -31,8 +31,8 @@ use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowPredicateFn, ArrowReaderMetadata, RowFilter};
 use serde_json::json;
@@ -69,6 +69,8 @@ pub struct CdcTarget {
     last: Option<ChangeCounts>,
     /// The SCD 1 state as the last batch of this run committed it.
     cache: Option<StateCache>,
+    /// Batches this run applied.
+    applied: u64,
 }
 
 /// The state log's columns: a key's entry (`key`, `seq` as comparable bytes), and the
@@ -120,6 +122,7 @@ impl CdcTarget {
             truncates,
             last: None,
             cache: None,
+            applied: 0,
         })
     }
 
@@ -280,28 +283,48 @@ impl CdcTarget {
         let every_key = compact || raises_truncate;
         // The state this run's last batch left, while the state table is where it left it.
         let state_version = self.state.version();
-        let cache = self.cache.take().filter(|c| c.is_at(state_version));
-        // A truncate, a compaction, and a run's first batch (when the state is small enough
-        // to keep) read the whole log, columnar, indexed by key (no allocation per entry);
-        // any other batch its own keys' entries, from what is kept if it can.
-        let whole_log = every_key || cache.is_none() && log_rows <= 2 * MAX_CACHED_KEYS;
+        // A truncate or a compaction reads the whole log anyway: what is kept is let go
+        // rather than held beside it (the next batch keeps the state again).
+        let cache = self
+            .cache
+            .take()
+            .filter(|c| c.is_at(state_version) && !every_key);
+        // A run's second batch (without what is kept) reads the state whole to keep it, when
+        // it is small enough; a truncate and a compaction read the whole log, columnar,
+        // indexed by key (no allocation per entry); any other batch its own keys' entries,
+        // from what is kept if it can.
+        let keep_state =
+            cache.is_none() && !every_key && self.applied > 0 && log_rows <= 2 * MAX_CACHED_KEYS;
+        let from_kept = |c: &StateCache| StateRead {
+            entries: c.lookup(&batch_keys),
+            mark: c.mark().map(<[u8]>::to_vec),
+            removes: Vec::new(),
+            log: Vec::new(),
+        };
         let state_read = async {
             match &cache {
-                Some(c) if !whole_log => Ok(StateRead {
-                    entries: c.lookup(&batch_keys),
-                    mark: c.mark().map(<[u8]>::to_vec),
-                    removes: Vec::new(),
-                    log: Vec::new(),
-                }),
-                _ => {
-                    read_state(
-                        self.state.table(),
-                        self.state.location(),
-                        Arc::clone(&batch_keys),
-                        whole_log,
-                    )
-                    .await
+                Some(c) => Ok((from_kept(c), None)),
+                _ if keep_state => {
+                    match read_whole_state(self.state.table(), self.state.location()).await? {
+                        Some(kept) => Ok((from_kept(&kept), Some(kept))),
+                        None => read_state(
+                            self.state.table(),
+                            self.state.location(),
+                            Arc::clone(&batch_keys),
+                            false,
+                        )
+                        .await
+                        .map(|r| (r, None)),
+                    }
                 }
+                _ => read_state(
+                    self.state.table(),
+                    self.state.location(),
+                    Arc::clone(&batch_keys),
+                    every_key,
+                )
+                .await
+                .map(|r| (r, None)),
             }
         };
         // Without a truncate, the rows the batch may touch are its keys' rows: they are
@@ -309,7 +332,7 @@ impl CdcTarget {
         // the rows of keys whose every record turns out stale are written back. A truncate
         // must know the state first (it removes rows of keys not in the batch).
         let target_schema = widen(&self.target.arrow_schema()?, &self.target_schema(&layout));
-        let (read, early) = if target_done || raises_truncate {
+        let ((read, kept), early) = if target_done || raises_truncate {
             (state_read.await?, None)
         } else {
             let new_writer = || {
@@ -491,29 +514,21 @@ impl CdcTarget {
         } else {
             (appended.into_iter().collect(), Vec::new())
         };
-        // What the next batch of this run starts from: the kept state, or the log just read.
-        let next = match cache {
-            Some(c) if !whole_log => Some(c),
-            _ if whole_log && index.latest.len() <= MAX_CACHED_KEYS => Some(StateCache::new(
-                index.latest.iter().map(|(k, at)| {
-                    let (seq, deleted, at_ms) = index.parts(*at);
-                    (*k, seq, deleted, at_ms)
-                }),
-                mark.clone(),
-            )),
-            _ => None,
-        };
         drop(index);
         self.commit_state(batches, removes, compact, app_id, batch)
             .await?;
-        if let Some(mut next) = next {
+        // What the next batch of this run starts from: the state kept, or the one just read
+        // whole.
+        if let Some(mut next) = cache.or(kept) {
             next.commit(
                 reduction.state.iter().map(|(k, e)| (k.as_slice(), e)),
                 reduction.truncate.as_deref(),
+                batch_no,
                 self.state.version(),
             );
             self.cache = Some(next);
         }
+        self.applied += 1;
         debug!(table = %loc, batch, ?encoded_at, ?refreshed_at, ?state_read_at, ?target_at, done = ?started.elapsed(), "CDC batch phases.");
         Ok(version)
     }
@@ -1096,6 +1111,49 @@ async fn read_state(
     out.entries = entries.into_iter().map(|(k, l)| (k, l.entry)).collect();
     out.mark = mark.map(|l| l.entry.seq);
     Ok(out)
+}
+
+/// Every key's latest entry of the state log, and the mark, to keep between batches; `None`
+/// when the log holds more than [`MAX_CACHED_KEYS`] keys. Read file by file, a batch of
+/// entries at a time, all columns (each entry is kept).
+async fn read_whole_state(
+    table: &deltalake::DeltaTable,
+    location: &str,
+) -> Result<Option<StateCache>, SinkError> {
+    let mut kept = StateCache::empty();
+    if table.version().is_none() {
+        return Ok(Some(kept));
+    }
+    let err = |reason: String| data_err(location, reason);
+    let (store, files) = super::rewrite::table_files(table).map_err(err)?;
+    for (path, size) in files {
+        let mut stream = super::rewrite::open_file(&store, &path, size)
+            .await
+            .map_err(err)?
+            .with_batch_size(64 * 1024)
+            .build()
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        while let Some(b) = stream
+            .try_next()
+            .await
+            .map_err(|e| err(format!("{path}: {e}")))?
+        {
+            let c = LogColumns::of(&b).map_err(err)?;
+            for i in 0..b.num_rows() {
+                kept.insert(
+                    c.key.value(i),
+                    c.seq.value(i),
+                    c.deleted.value(i),
+                    c.at_ms.value(i),
+                    c.batch.value(i),
+                );
+            }
+            if kept.len() > MAX_CACHED_KEYS {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(kept))
 }
 
 /// What one row group of the state log holds for [`read_state`].

@@ -2,19 +2,20 @@
 //!
 //! A batch's own keys are about one entry in a hundred of the state log, yet reading
 //! their entries means decoding the whole log, and that read was the longest part of a
-//! batch. So the first batch of a run reads the log whole and keeps the latest entry of
-//! every key; each committed batch then updates what is kept with the entries it
-//! appended. What is kept is used only while the state table is at the version it was
+//! batch. So once a run applies its second batch, it reads the log whole and keeps the
+//! latest entry of every key (a run of one batch reads only its keys' entries); each
+//! committed batch then updates what is kept with the entries it appended. What is kept is used only while the state table is at the version it was
 //! made for, so a commit this process did not see (or one that failed) means a fresh read.
 //! A state of more than [`MAX_CACHED_KEYS`] keys is not kept: it is read each batch, and
 //! memory stays bounded by the batch, not by the number of keys.
 
 use std::borrow::Borrow;
-use std::hash::{Hash, Hasher};
+use std::collections::BTreeMap;
 
 use super::{FastMap, FastSet, StateEntry};
 
-/// The most keys whose state is kept (about 75 bytes each for short keys: 150 MB).
+/// The most keys whose state is kept (about 110 bytes each for short keys in a B-tree,
+/// which grows a node at a time where a hash map would double: 220 MB).
 pub const MAX_CACHED_KEYS: usize = 2_000_000;
 
 /// Bytes of a key or a sequence, inline when short (a BIGINT key or sequence encodes to 9
@@ -59,10 +60,16 @@ impl PartialEq for ShortBytes {
 
 impl Eq for ShortBytes {}
 
-impl Hash for ShortBytes {
-    // As the slice hashes, so a map of these is probed with a `&[u8]`.
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
+impl PartialOrd for ShortBytes {
+    fn partial_cmp(&self, other: &ShortBytes) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ShortBytes {
+    // As the slices order, so a map of these is searched with a `&[u8]`.
+    fn cmp(&self, other: &ShortBytes) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
     }
 }
 
@@ -70,38 +77,58 @@ struct Kept {
     seq: ShortBytes,
     deleted: bool,
     at_ms: i64,
+    /// The batch that wrote it: of a key's entries in the log, the latest batch's counts.
+    batch: i64,
 }
 
 /// The latest state entry of every key, and the truncate mark, as the state table holds
 /// them at `version`.
 pub struct StateCache {
     version: Option<u64>,
-    entries: FastMap<ShortBytes, Kept>,
+    entries: BTreeMap<ShortBytes, Kept>,
     mark: Option<Vec<u8>>,
+    mark_batch: i64,
 }
 
 impl StateCache {
-    /// What the state holds: every key's latest entry, and the mark.
-    pub fn new<'a>(
-        entries: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8], bool, i64)>,
-        mark: Option<Vec<u8>>,
-    ) -> StateCache {
-        let mut kept = FastMap::with_capacity_and_hasher(entries.len(), Default::default());
-        for (key, seq, deleted, at_ms) in entries {
-            kept.insert(
-                ShortBytes::new(key),
-                Kept {
-                    seq: ShortBytes::new(seq),
-                    deleted,
-                    at_ms,
-                },
-            );
-        }
+    /// Nothing kept yet: filled with [`StateCache::insert`], entry by entry of the log.
+    pub fn empty() -> StateCache {
         StateCache {
             version: None,
-            entries: kept,
-            mark,
+            entries: BTreeMap::new(),
+            mark: None,
+            mark_batch: i64::MIN,
         }
+    }
+
+    /// An entry of the log, kept unless its key has one of a later batch (the mark's, when
+    /// `key` is the truncate key).
+    pub fn insert(&mut self, key: &[u8], seq: &[u8], deleted: bool, at_ms: i64, batch: i64) {
+        if key == super::TRUNCATE_KEY {
+            if batch > self.mark_batch {
+                self.mark = Some(seq.to_vec());
+                self.mark_batch = batch;
+            }
+            return;
+        }
+        let kept = Kept {
+            seq: ShortBytes::new(seq),
+            deleted,
+            at_ms,
+            batch,
+        };
+        match self.entries.get_mut(key) {
+            Some(old) if old.batch >= batch => {}
+            Some(old) => *old = kept,
+            None => {
+                self.entries.insert(ShortBytes::new(key), kept);
+            }
+        }
+    }
+
+    /// Keys kept.
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Whether this is the state of a table now at `version`.
@@ -131,26 +158,20 @@ impl StateCache {
         self.mark.as_deref()
     }
 
-    /// The state after a batch that appended `entries` (and raised the mark to `mark`),
+    /// The state after batch `batch` appended `entries` (and raised the mark to `mark`),
     /// committed as table `version`.
     pub fn commit<'a>(
         &mut self,
         entries: impl Iterator<Item = (&'a [u8], &'a StateEntry)>,
         mark: Option<&[u8]>,
+        batch: i64,
         version: Option<u64>,
     ) {
         for (key, e) in entries {
-            self.entries.insert(
-                ShortBytes::new(key),
-                Kept {
-                    seq: ShortBytes::new(&e.seq),
-                    deleted: e.deleted,
-                    at_ms: e.at_ms,
-                },
-            );
+            self.insert(key, &e.seq, e.deleted, e.at_ms, batch);
         }
         if let Some(m) = mark {
-            self.mark = Some(m.to_vec());
+            self.insert(super::TRUNCATE_KEY, m, false, 0, batch);
         }
         self.version = version;
     }
@@ -169,36 +190,35 @@ mod tests {
     }
 
     #[test]
-    fn kept_entries_are_found_by_their_bytes_short_and_long() {
+    fn kept_entries_are_the_latest_batch_s_found_by_their_bytes_short_and_long() {
         let long = vec![3u8; 40];
-        let mut c = StateCache::new(
-            [
-                (&[1u8][..], &[5u8][..], false, 1),
-                (&long[..], &long[..], true, 2),
-            ]
-            .into_iter(),
-            None,
-        );
-        assert!(
-            !c.is_at(Some(0)),
-            "a cache is not current before its commit"
-        );
+        let mut c = StateCache::empty();
+        c.insert(&[1], &[5], false, 1, 2);
+        c.insert(&[1], &[4], true, 1, 1); // an older batch's entry, read later, loses
+        c.insert(&long, &long, true, 2, 1);
+        c.insert(super::super::TRUNCATE_KEY, &[2], false, 0, 1);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.mark(), Some(&[2u8][..]));
+        assert!(!c.is_at(None), "nothing is current before a commit");
+        c.commit(std::iter::empty(), None, 1, Some(0));
+        assert!(c.is_at(Some(0)));
         let keys: FastSet<Vec<u8>> = [vec![1u8], long.clone(), vec![9u8]].into_iter().collect();
         let found = c.lookup(&keys);
         assert_eq!(found.len(), 2);
         assert_eq!(found[&vec![1u8]].seq, vec![5u8]);
+        assert!(!found[&vec![1u8]].deleted);
         assert!(found[&long].deleted && found[&long].seq == long);
 
         let later = entry(&[6], true);
         let mark = [4u8];
-        c.commit([(&[1u8][..], &later)].into_iter(), Some(&mark), Some(3));
+        c.commit([(&[1u8][..], &later)].into_iter(), Some(&mark), 3, Some(3));
         assert!(c.is_at(Some(3)) && !c.is_at(Some(4)) && !c.is_at(None));
         let found = c.lookup(&keys);
         assert_eq!(found[&vec![1u8]].seq, vec![6u8]);
         assert!(found[&vec![1u8]].deleted);
         assert_eq!(c.mark(), Some(&mark[..]));
         // A batch that raises no mark keeps the one there is.
-        c.commit(std::iter::empty(), None, Some(4));
+        c.commit(std::iter::empty(), None, 4, Some(4));
         assert_eq!(c.mark(), Some(&mark[..]));
     }
 }
