@@ -33,8 +33,7 @@ use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowPredicateFn, ArrowReaderMetadata, RowFilter};
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -1186,24 +1185,11 @@ async fn read_state_group(
     let builder = if keep {
         builder
     } else {
-        let mask = ProjectionMask::columns(builder.parquet_schema(), ["key"]);
         let wanted = Arc::clone(&wanted);
-        let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
-            let key = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<BinaryArray>()
-                .ok_or_else(|| {
-                    arrow_schema::ArrowError::SchemaError(
-                        "the CDC state's key column is not binary".into(),
-                    )
-                })?;
-            Ok(key
-                .iter()
-                .map(|k| Some(k.is_some_and(|k| k == TRUNCATE_KEY || wanted.contains(k))))
-                .collect())
+        let filter = super::rewrite::binary_key_filter(builder.parquet_schema(), "key", move |k| {
+            k == TRUNCATE_KEY || wanted.contains(k)
         });
-        builder.with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+        builder.with_row_filter(filter)
     };
     let mut stream = builder.build().map_err(|e| format!("{path}: {e}"))?;
     while let Some(b) = futures::TryStreamExt::try_next(&mut stream)

@@ -95,6 +95,29 @@ pub async fn open_file(
         .map_err(|e| format!("{path}: {e}"))
 }
 
+/// A row filter on a binary key column: the other columns of a row group are decoded only
+/// for the rows whose key `wanted` picks (a null key is never picked).
+pub fn binary_key_filter(
+    schema: &parquet::schema::types::SchemaDescriptor,
+    column: &str,
+    wanted: impl Fn(&[u8]) -> bool + Send + 'static,
+) -> parquet::arrow::arrow_reader::RowFilter {
+    use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
+    let mask = parquet::arrow::ProjectionMask::columns(schema, [column]);
+    let name = column.to_string();
+    let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
+        let key = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow_array::BinaryArray>()
+            .ok_or_else(|| {
+                arrow_schema::ArrowError::SchemaError(format!("the column {name} is not binary"))
+            })?;
+        Ok(key.iter().map(|k| Some(k.is_some_and(&wanted))).collect())
+    });
+    RowFilter::new(vec![Box::new(predicate)])
+}
+
 /// Takes the rows `select` chooses out of `table`: files `candidate` rules out, and files
 /// holding no selected row, are left alone; the other rows of a file holding some are
 /// written to writers `new_writer` makes.

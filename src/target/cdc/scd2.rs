@@ -17,8 +17,6 @@ use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use deltalake::DeltaTable;
 use futures::TryStreamExt;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -363,23 +361,13 @@ async fn read_records(
         let builder = super::super::rewrite::open_file(&store, &path, size)
             .await
             .map_err(err)?;
-        let mask = ProjectionMask::columns(builder.parquet_schema(), [KEY]);
         let wanted = Arc::clone(keys);
-        let predicate = ArrowPredicateFn::new(mask, move |b: RecordBatch| {
-            let key = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<BinaryArray>()
-                .ok_or_else(|| {
-                    arrow_schema::ArrowError::SchemaError("the key column is not binary".into())
-                })?;
-            Ok(key
-                .iter()
-                .map(|k| Some(k.is_some_and(|k| wanted.contains(k))))
-                .collect())
-        });
+        let filter =
+            super::super::rewrite::binary_key_filter(builder.parquet_schema(), KEY, move |k| {
+                wanted.contains(k)
+            });
         let stream = builder
-            .with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+            .with_row_filter(filter)
             .build()
             .map_err(|e| err(format!("{path}: {e}")))?;
         let batches: Vec<RecordBatch> = stream
