@@ -35,21 +35,8 @@ fn corrupt(path: &str, e: &dyn std::fmt::Display) -> DecodeError {
     }
 }
 
-fn open_file(file: &SourceFile) -> Result<File, DecodeError> {
-    let path = file.meta.path.as_str();
-    File::open(&file.local_path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => DecodeError::Missing {
-            path: path.to_string(),
-        },
-        _ => DecodeError::Io {
-            path: path.to_string(),
-            source,
-        },
-    })
-}
-
 fn reader(file: &SourceFile) -> Result<Reader<BufReader<File>>, DecodeError> {
-    let f = open_file(file)?;
+    let f = super::open_listed(file)?;
     ReaderBuilder::new()
         .with_batch_size(BATCH_ROWS)
         .with_tz(Tz::Utc)
@@ -81,7 +68,7 @@ pub fn infer(file: &SourceFile, inferrer: &mut SchemaInferrer) -> Result<u64, De
 fn count_records(file: &SourceFile) -> Result<u64, DecodeError> {
     let path = file.meta.path.as_str();
     let bad = |e: &dyn std::fmt::Display| corrupt(path, e);
-    let f = open_file(file)?;
+    let f = super::open_listed(file)?;
     let len = f
         .metadata()
         .map_err(|source| DecodeError::Io {
@@ -211,7 +198,7 @@ fn for_each_block(
 ) -> Result<(), DecodeError> {
     let path = file.meta.path.as_str();
     let bad = |e: &dyn std::fmt::Display| corrupt(path, e);
-    let mut f = BufReader::with_capacity(READ_BUFFER, open_file(file)?);
+    let mut f = BufReader::with_capacity(READ_BUFFER, super::open_listed(file)?);
     let info = arrow_avro::reader::read_header_info(&mut f).map_err(|e| bad(&e))?;
     f.seek(SeekFrom::Start(0)).map_err(|e| bad(&e))?;
     let header_len = usize::try_from(info.header_len()).map_err(|e| bad(&e))?;

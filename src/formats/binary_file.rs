@@ -63,17 +63,9 @@ pub fn decode(
 ) -> Result<FileStats, DecodeError> {
     check_size(file, opts)?;
     let path = file.meta.path.as_str();
-    let io = |source: std::io::Error| match source.kind() {
-        std::io::ErrorKind::NotFound => DecodeError::Missing {
-            path: path.to_string(),
-        },
-        _ => DecodeError::Io {
-            path: path.to_string(),
-            source,
-        },
-    };
+    let io = |source: std::io::Error| super::io_error(path, source);
     let _turn = (file.meta.size >= LARGE_RECORD_BYTES as u64).then(large_record_turn);
-    let f = std::fs::File::open(&file.local_path).map_err(io)?;
+    let f = super::open_listed(file)?;
     // Bounded even if the file grew since it was listed (which is refused after reading).
     let limit = opts.max_record_bytes as u64;
     let mut content = Vec::with_capacity(usize::try_from(file.meta.size).unwrap_or(0));

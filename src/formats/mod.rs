@@ -311,14 +311,9 @@ impl Read for Lz4Frames {
     }
 }
 
-/// Opens a file for streaming, decompressing gzip, zstd, bzip2 or lz4 (detected by their
-/// magic bytes) up to `max_decompressed` bytes.
-pub fn open(
-    path: &Path,
-    display: &str,
-    max_decompressed: u64,
-) -> Result<Box<dyn BufRead + Send>, DecodeError> {
-    let file = File::open(path).map_err(|source| match source.kind() {
+/// Why a listed file cannot be opened or read: gone since it was listed, or unreadable.
+pub(crate) fn io_error(display: &str, source: io::Error) -> DecodeError {
+    match source.kind() {
         io::ErrorKind::NotFound => DecodeError::Missing {
             path: display.to_string(),
         },
@@ -326,7 +321,23 @@ pub fn open(
             path: display.to_string(),
             source,
         },
-    })?;
+    }
+}
+
+/// Opens a listed file as it is, for the formats that read by offsets (Parquet, Avro, ORC,
+/// binaryFile).
+pub(crate) fn open_listed(file: &SourceFile) -> Result<File, DecodeError> {
+    File::open(&file.local_path).map_err(|e| io_error(file.meta.path.as_str(), e))
+}
+
+/// Opens a file for streaming, decompressing gzip, zstd, bzip2 or lz4 (detected by their
+/// magic bytes) up to `max_decompressed` bytes.
+pub fn open(
+    path: &Path,
+    display: &str,
+    max_decompressed: u64,
+) -> Result<Box<dyn BufRead + Send>, DecodeError> {
+    let file = File::open(path).map_err(|e| io_error(display, e))?;
     let mut reader = BufReader::with_capacity(READ_BUFFER, file);
     let head = reader.fill_buf().map_err(|source| DecodeError::Io {
         path: display.to_string(),

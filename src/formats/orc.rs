@@ -65,15 +65,7 @@ fn guarded<T>(path: &str, step: impl FnOnce() -> Result<T, DecodeError>) -> Resu
 
 fn builder(file: &SourceFile) -> Result<ArrowReaderBuilder<File>, DecodeError> {
     let path = file.meta.path.as_str();
-    let f = File::open(&file.local_path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => DecodeError::Missing {
-            path: path.to_string(),
-        },
-        _ => DecodeError::Io {
-            path: path.to_string(),
-            source,
-        },
-    })?;
+    let f = super::open_listed(file)?;
     guarded(path, || {
         ArrowReaderBuilder::try_new(f)
             .map(|b| b.with_timestamp_precision(TimestampPrecision::Microsecond))

@@ -19,15 +19,7 @@ use crate::schema::infer::{Inferred, SchemaInferrer};
 
 fn builder(file: &SourceFile) -> Result<ParquetRecordBatchReaderBuilder<File>, DecodeError> {
     let path = file.meta.path.as_str();
-    let f = File::open(&file.local_path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => DecodeError::Missing {
-            path: path.to_string(),
-        },
-        _ => DecodeError::Io {
-            path: path.to_string(),
-            source,
-        },
-    })?;
+    let f = super::open_listed(file)?;
     ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| corrupt(path, &e))
 }
 
