@@ -426,7 +426,7 @@ impl DeltaAppend {
                 properties: HashMap::from([(RESET_GENERATION.to_string(), generation.to_string())]),
             }
         };
-        let finalized = CommitBuilder::from(props)
+        let finalized = CommitBuilder::from(cleanup_only_at_checkpoints(props, snapshot))
             .with_actions(actions)
             .build(Some(snapshot), self.table.log_store(), operation)
             .await
@@ -540,7 +540,8 @@ impl DeltaAppend {
         let operation = DeltaOperation::SetTableProperties {
             properties: changed.into_iter().cloned().collect(),
         };
-        let finalized = CommitBuilder::default()
+        let props = cleanup_only_at_checkpoints(CommitProperties::default(), snapshot);
+        let finalized = CommitBuilder::from(props)
             .with_actions(vec![Action::Metadata(metadata)])
             .build(Some(snapshot), self.table.log_store(), operation)
             .await
@@ -805,12 +806,33 @@ impl DeltaAppend {
             partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
             predicate: None,
         });
-        let finalized = CommitBuilder::from(props.clone())
+        let finalized = CommitBuilder::from(cleanup_only_at_checkpoints(props.clone(), snapshot))
             .with_actions(actions.to_vec())
             .build(Some(snapshot), self.table.log_store(), operation)
             .await?;
         self.table.state = Some(finalized.snapshot());
         Ok(finalized.version())
+    }
+}
+
+/// `props` with delta-rs' expired-log cleanup kept only for a commit that writes a Delta
+/// checkpoint. delta-rs runs the cleanup after every commit, and the cleanup lists all of
+/// `_delta_log`, so each commit cost time in the number of versions: a watcher at 3,000
+/// versions made 9,000 stat calls a batch for it (about 70 without it). Spark cleans up
+/// when it writes a checkpoint, and so do we: on those commits the
+/// table's `delta.enableExpiredLogCleanup` decides, as before; logs expire by days
+/// (`delta.logRetentionDuration`), so nothing is kept longer than one checkpoint interval.
+pub(crate) fn cleanup_only_at_checkpoints(
+    props: CommitProperties,
+    snapshot: &deltalake::table::state::DeltaTableState,
+) -> CommitProperties {
+    use deltalake::table::config::TablePropertiesExt;
+    let interval = snapshot.table_config().checkpoint_interval().get();
+    let next = snapshot.version() + 1;
+    if (next + 1).is_multiple_of(interval) {
+        props
+    } else {
+        props.with_cleanup_expired_logs(Some(false))
     }
 }
 

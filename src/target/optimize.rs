@@ -34,7 +34,7 @@ use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use super::delta::{DeltaAppend, SinkError};
+use super::delta::{DeltaAppend, SinkError, cleanup_only_at_checkpoints};
 use crate::flow::predicate::{Condition, PredicateError};
 use crate::location::Location;
 use crate::storage::StorageSettings;
@@ -527,7 +527,7 @@ async fn commit(
                 Some(false) => {}
             }
         }
-        let built = CommitBuilder::from(props.clone())
+        let built = CommitBuilder::from(cleanup_only_at_checkpoints(props.clone(), snapshot))
             .with_actions(actions.clone())
             .build(Some(snapshot), table.log_store(), operation.clone())
             .await;

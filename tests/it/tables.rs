@@ -212,3 +212,74 @@ table = "bronze/orders"
         "{err}"
     );
 }
+
+/// delta-rs cleans up expired log files after every commit, listing all of `_delta_log`
+/// each time, a cost that grew with the table's versions; we clean up when a commit writes
+/// a checkpoint, as Spark does. Expired logs must still go then, and only then.
+#[test]
+fn expired_logs_are_cleaned_up_when_a_checkpoint_is_written_and_only_then() {
+    let s = Scratch::new();
+    let log = s.table().join("_delta_log");
+    let versions = || -> std::collections::BTreeSet<u64> {
+        std::fs::read_dir(&log)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".json")?.parse().ok()
+            })
+            .collect()
+    };
+    let latest = |v: &std::collections::BTreeSet<u64>| *v.iter().next_back().unwrap();
+    let mut file = 0;
+    let mut land_one = || {
+        file += 1;
+        s.land(
+            &format!("f{file}.json"),
+            common::orders_jsonl(file, file + 1),
+        );
+        ok(&s.ingest(&[]));
+    };
+    land_one();
+    let script = "import os, sys\nfrom deltalake import DeltaTable\n\
+        DeltaTable(sys.argv[1]).alter.set_table_properties({'delta.checkpointInterval': '5', \
+        'delta.logRetentionDuration': 'interval 10 seconds'}, raise_if_not_exists=False)\n\
+        os._exit(0)\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &s.table().display().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    while latest(&versions()) < 4 {
+        land_one();
+    }
+    // Version 4 wrote a checkpoint ((4 + 1) % 5 == 0); nothing had expired yet.
+    assert!(log.join(format!("{:020}.checkpoint.parquet", 4)).exists());
+    let at_checkpoint = versions();
+    assert!(at_checkpoint.contains(&0), "{at_checkpoint:?}");
+    // Wait until every version so far, checkpoint 4 included, is past its retention.
+    let checkpointed = std::fs::metadata(log.join(format!("{:020}.json", 4)))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let expired = checkpointed + std::time::Duration::from_millis(10_500);
+    if let Ok(wait) = expired.duration_since(std::time::SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
+    // Version 5 writes no checkpoint: the expired logs before checkpoint 4 stay (delta-rs
+    // alone would delete them here).
+    land_one();
+    let at_5 = versions();
+    assert_eq!(latest(&at_5), 5);
+    assert!(
+        at_checkpoint.is_subset(&at_5),
+        "a commit without a checkpoint cleaned up logs: {at_checkpoint:?} -> {at_5:?}"
+    );
+    // Version 9 writes the next checkpoint, and the cleanup with it.
+    while latest(&versions()) < 9 {
+        land_one();
+    }
+    let at_9 = versions();
+    assert!(!at_9.contains(&0), "expired version 0 was kept: {at_9:?}");
+    let landed = std::fs::read_dir(s.landing()).unwrap().count() as u64;
+    s.assert_ids_once(1..landed + 1, "after the cleanup");
+}
