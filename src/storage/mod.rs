@@ -9,6 +9,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 pub mod atomic;
+pub mod local_table;
 pub mod object_dir;
 
 /// An object to read: where to get it from, and the runtime to fetch it with (decoders run
@@ -143,10 +144,23 @@ pub fn unloaded_table(
         Location::S3(_) => s3.iter().cloned().collect(),
         Location::Local(_) => Default::default(),
     };
-    deltalake::DeltaTableBuilder::from_url(url)
-        .map(|b| b.with_storage_options(options))
-        .and_then(|b| b.build())
-        .map_err(|e| e.to_string())
+    table_at(url, options).map_err(|e| e.to_string())
+}
+
+/// The table handle at `url`: a local table goes through [`local_table::LocalTableStore`]
+/// (a listing of `_delta_log` that does not slow with its versions), an S3 one through
+/// delta-rs' own store with `options`.
+pub fn table_at(
+    url: url::Url,
+    options: std::collections::HashMap<String, String>,
+) -> Result<deltalake::DeltaTable, deltalake::DeltaTableError> {
+    let builder = deltalake::DeltaTableBuilder::from_url(url.clone())?;
+    let builder = if url.scheme() == "file" {
+        builder.with_storage_backend(Arc::new(local_table::LocalTableStore::new()), url)
+    } else {
+        builder.with_storage_options(options)
+    };
+    builder.build()
 }
 
 /// Checks the S3 configuration for mistakes the S3 client would report obscurely (a

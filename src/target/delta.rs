@@ -205,9 +205,9 @@ impl DeltaAppend {
     /// so its memory stays flat.
     pub async fn reload(&mut self) -> Result<(), SinkError> {
         if self.exists() {
-            let mut fresh = deltalake::DeltaTableBuilder::from_url(self.table.table_url().clone())
-                .and_then(|b| b.build())
-                .map_err(|e| delta_err(&self.location, e))?;
+            let mut fresh =
+                crate::storage::table_at(self.table.table_url().clone(), Default::default())
+                    .map_err(|e| delta_err(&self.location, e))?;
             fresh
                 .load()
                 .await
