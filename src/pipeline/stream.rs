@@ -1197,6 +1197,27 @@ impl<'a> StreamRun<'a> {
     }
 }
 
+/// Warns, once per table and process, that a table without auto compaction holds `files`
+/// data files (more than [`crate::target::optimize::MANY_FILES`]).
+fn warn_many_files(table: &crate::location::Location, files: usize) {
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let name = table.to_string();
+    if warned.contains(&name) {
+        return;
+    }
+    warn!(
+        table = %table, files,
+        "The table holds {files} data files and is not auto-compacted: a watcher's memory and \
+         each batch's time grow with its files, and so does every reader's work. Turn auto \
+         compaction on (`autoloader table set {table} delta.autoOptimize.autoCompact=true`) or \
+         run `autoloader optimize {table}`."
+    );
+    warned.push(name);
+}
+
 /// Auto compaction: after every `everyCommits` batches this stream committed, the table is
 /// compacted in the background (`target/optimize.rs` `auto_compact`, which also reads the
 /// table's `delta.autoOptimize.autoCompact`); never two at once, a failure a warning. Not
@@ -1227,10 +1248,13 @@ fn maybe_compact(
     let configured = req.auto_compact.is_some_and(|a| a.enabled);
     *running = Some(tokio::spawn(async move {
         match optimize::auto_compact(&table, &storage, configured).await {
-            Ok(Some(r)) if r.version.is_some() => info!(
+            Ok(optimize::AutoCompaction::Ran(r)) if r.version.is_some() => info!(
                 table = %table, version = r.version, removed = r.files_removed, added = r.files_added,
                 "Auto compaction: compacted small files."
             ),
+            Ok(optimize::AutoCompaction::Off { files }) if files > optimize::MANY_FILES => {
+                warn_many_files(&table, files)
+            }
             Ok(_) => {}
             Err(e) => {
                 warn!(table = %table, error = %e, "Auto compaction failed; the stream goes on.")
