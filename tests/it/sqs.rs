@@ -1228,3 +1228,212 @@ fn status_lists_every_worker_slot() {
     let out = watcher.wait_with_output().unwrap();
     assert!(out.status.success());
 }
+
+/// JSON lines of orders `from..to` with one more column `col` (`"<col><i>"`).
+fn orders_with(from: u64, to: u64, col: &str) -> String {
+    (from..to)
+        .map(|i| {
+            format!(
+                "{{\"order_id\": {i}, \"amount\": {}, \"user_id\": \"u{i}\", \"{col}\": \"{col}{i}\"}}\n",
+                1000 + i
+            )
+        })
+        .collect()
+}
+
+/// The data columns of a local `_schemas/N` file.
+fn schema_columns(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    let data = entry
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_str())
+        .filter_map(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .find(|v| v["fields"].is_array())
+        .expect("a data schema");
+    data["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Two workers in `addNewColumns` mode (the default). Worker 1 holds a batch under schema
+/// version 0 just before its Delta commit while worker 0 lands a file with a new column `x`
+/// (`_schemas/1`, the table widened): worker 1's commit meets the changed table and lands,
+/// and its next batch is read with version 1. Then both evolve at once: worker 1 plans a
+/// file with a new column `y` and is held there while worker 0 lands one with `z`
+/// (`_schemas/2`); worker 1 finds version 2 taken, reads with it and writes version 3
+/// with all three. Every row once, every value of the new columns in the table.
+#[test]
+fn schema_evolution_by_one_worker_reaches_the_other_and_concurrent_ones_merge() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "evo", "evo", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let logs = s.dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let worker = |slot: &str, once: bool| {
+        let mut a = args(
+            "s3://evo/landing",
+            "s3://evo/bronze",
+            &ckpt,
+            &q.queue,
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        );
+        if !once {
+            a.retain(|x| x != "--once");
+            a.extend(["--poll-interval".to_string(), "0.2".to_string()]);
+        }
+        a.extend(["--worker".to_string(), slot.to_string()]);
+        a
+    };
+    let spawn = |failpoint: &str, log: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(worker("1", false))
+            .envs(moto.env())
+            .env("RUST_LOG", "autoloader=info")
+            .env("AUTOLOADER_FAILPOINT", failpoint)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(logs.join(log)).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let log = |name: &str| std::fs::read_to_string(logs.join(name)).unwrap_or_default();
+    let stop = |w: std::process::Child, name: &str| {
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe {
+            libc::kill(w.id() as i32, libc::SIGTERM);
+        }
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", log(name));
+    };
+    let started = || growing_events(&ckpt, "stream_started").len();
+    // Worker 0, once, with its info lines (which say whose schema version won).
+    let run_0 = || {
+        let mut env = moto.env();
+        env.push(("RUST_LOG", "autoloader=info".into()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        common::run(&worker("0", true), &env)
+    };
+    // Version 0 from a first file; both slots' first starts.
+    moto.put("evo", "landing/base.json", common::orders_jsonl(0, 10));
+    ok(&run_with(&moto, &worker("0", true)));
+    ok(&run_with(&moto, &worker("1", true)));
+
+    // 1. Worker 1 holds a batch of version 0 before its commit; worker 0 evolves meanwhile.
+    let before = started();
+    let b = spawn("before-delta-commit=sleep(10000)", "b1.log");
+    common::wait_until("worker 1 to start", Duration::from_secs(60), || {
+        started() > before
+    });
+    moto.put("evo", "landing/b1.json", common::orders_jsonl(100, 110));
+    common::wait_until(
+        "worker 1 to hold its batch before the commit",
+        Duration::from_secs(60),
+        || log("b1.log").contains("failpoint before-delta-commit reached"),
+    );
+    moto.put("evo", "landing/a1.json", orders_with(200, 210, "x"));
+    let a = run_0();
+    ok(&a);
+    assert!(
+        common::stderr(&a).contains("Schema evolved"),
+        "{}",
+        common::stderr(&a)
+    );
+    assert!(
+        !log("b1.log").contains("Committed batch."),
+        "worker 1 was still held: {}",
+        log("b1.log")
+    );
+    common::wait_until(
+        "worker 1's held batch to land",
+        Duration::from_secs(60),
+        || committed_files(&ckpt) >= 3,
+    );
+    // Its next batch is read with the version worker 0 wrote.
+    moto.put("evo", "landing/b2.json", common::orders_jsonl(300, 310));
+    common::wait_until("worker 1's next batch", Duration::from_secs(60), || {
+        committed_files(&ckpt) >= 4
+    });
+    let last = growing_events(&ckpt, "batch_committed");
+    assert_eq!(
+        last.last().unwrap()["schemaVersion"],
+        1,
+        "worker 1's next batch uses version 1: {}",
+        log("b1.log")
+    );
+    assert!(
+        log("b1.log").contains("Another worker evolved the schema"),
+        "{}",
+        log("b1.log")
+    );
+    stop(b, "b1.log");
+
+    // 2. Both evolve: worker 1 holds a planned file with `y`; worker 0 lands one with `z`.
+    let before = started();
+    let b = spawn("after-plan=sleep(10000)", "b2.log");
+    common::wait_until("worker 1 to start again", Duration::from_secs(60), || {
+        started() > before
+    });
+    moto.put("evo", "landing/b3.json", orders_with(400, 410, "y"));
+    common::wait_until(
+        "worker 1 to hold its planned batch",
+        Duration::from_secs(60),
+        || log("b2.log").contains("failpoint after-plan reached"),
+    );
+    moto.put("evo", "landing/a2.json", orders_with(500, 510, "z"));
+    let a = run_0();
+    ok(&a);
+    common::wait_until("worker 1's evolving batch", Duration::from_secs(60), || {
+        committed_files(&ckpt) >= 6
+    });
+    // Worker 0 evolves first while worker 1 is held; on a slow machine the other way round.
+    let won = "Another worker wrote this schema version first";
+    assert!(
+        log("b2.log").contains(won) || common::stderr(&a).contains(won),
+        "{}\n{}",
+        log("b2.log"),
+        common::stderr(&a)
+    );
+    stop(b, "b2.log");
+
+    let mut versions: Vec<u64> = std::fs::read_dir(ckpt.join("_schemas"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().unwrap().parse().ok())
+        .collect();
+    versions.sort_unstable();
+    assert_eq!(versions, [0, 1, 2, 3], "one version per evolution");
+    let columns = schema_columns(&ckpt.join("_schemas/3"));
+    for c in ["x", "y", "z"] {
+        assert!(columns.iter().any(|n| n == c), "{c} in {columns:?}");
+    }
+    let py = python_rows(&moto, "s3://evo/bronze");
+    let ids: Vec<i64> = [0..10, 100..110, 200..210, 300..310, 400..410, 500..510]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(sorted_ids(&py), ids, "every row once");
+    assert_eq!(committed_files(&ckpt), 6, "no file committed twice");
+    for c in ["x", "y", "z"] {
+        assert!(py["types"].get(c).is_some(), "{c} in the table: {py}");
+    }
+    for r in py["rows"].as_array().unwrap() {
+        let id = match &r["order_id"] {
+            serde_json::Value::String(t) => t.parse::<i64>().unwrap(),
+            v => v.as_i64().unwrap(),
+        };
+        for (c, range) in [("x", 200..210), ("y", 400..410), ("z", 500..510)] {
+            let want = if range.contains(&id) {
+                serde_json::json!(format!("{c}{id}"))
+            } else {
+                serde_json::Value::Null
+            };
+            assert_eq!(r[c], want, "{c} of order {id}: {r}");
+        }
+    }
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+}
