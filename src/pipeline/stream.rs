@@ -264,11 +264,15 @@ impl<'a> StreamRun<'a> {
         check_worker(req)?;
         let source = own_output::source_without_own_output(req)?;
         let (checkpoint, location, slot) = open_checkpoint(req)?;
+        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
+        // Claims of the table's reset generation: a reset's old claims own nothing.
         let claims = match slot {
-            Some(slot) => Some((Claims::open(&req.checkpoint, &req.storage)?, slot)),
+            Some(slot) => Some((
+                Claims::open(&req.checkpoint, &req.storage, delta.reset_generation()?)?,
+                slot,
+            )),
             None => None,
         };
-        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
         let mut checkpoint = super::generation::current(checkpoint, &location, &delta, req).await?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
         // The Delta append target, or the CDC target applying changes by key (its state

@@ -1437,3 +1437,139 @@ fn schema_evolution_by_one_worker_reaches_the_other_and_concurrent_ones_merge() 
     }
     assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
 }
+
+/// A worker stream with its checkpoint on S3 (the table's `_autoloader`), two slots that
+/// each took files. `status` run on another machine (another state folder) while a watcher
+/// holds slot 1 shows that slot's last batch, batches and pending files from its record on
+/// S3. `reset` refuses while the watcher holds its slot (exit 75, naming the slot) and
+/// changes nothing; once it stopped, `reset` clears every slot, and one worker run alone
+/// lands every file again, the other slot's old claims included: the table equals a
+/// fresh run's.
+#[test]
+fn a_worker_streams_status_from_another_machine_and_its_reset() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "rst", "rst", "landing/");
+    let s = Scratch::new();
+    let machine = |n: u32| s.dir.path().join(format!("machine-{n}"));
+    let env = |n: u32| {
+        let mut env = moto.env();
+        env.push(("AUTOLOADER_STATE_DIR", machine(n).display().to_string()));
+        env
+    };
+    let run_on = |n: u32, a: &[String]| {
+        let env = env(n);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        common::run(a, &env)
+    };
+    let ckpt = "s3://rst/bronze/_autoloader";
+    let worker = |slot: &str| {
+        // No --checkpoint: the table's `_autoloader`, where reset finds it.
+        let mut a = args(
+            "s3://rst/landing",
+            "s3://rst/bronze",
+            std::path::Path::new("unused"),
+            &q.queue,
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        );
+        let at = a.iter().position(|x| x == "--checkpoint").unwrap();
+        a.drain(at..at + 2);
+        a.extend(["--worker".to_string(), slot.to_string()]);
+        a
+    };
+    ok(&run_on(1, &worker("0")));
+    ok(&run_on(1, &worker("1")));
+    let put = |range: std::ops::Range<u64>| {
+        for i in range {
+            moto.put(
+                "rst",
+                &format!("landing/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+    };
+    put(0..3);
+    ok(&run_on(1, &worker("0")));
+    put(3..6);
+    ok(&run_on(1, &worker("1")));
+    let status = |n: u32| -> serde_json::Value {
+        let a: Vec<String> = ["status", "--checkpoint", ckpt, "--json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        serde_json::from_str(&ok(&run_on(n, &a))).unwrap()
+    };
+    let free = status(1);
+    let free_1 = free["workers"][1].clone();
+    assert!(free_1["holder"].is_null(), "{free}");
+    assert!(free_1["batches"].as_u64().unwrap() >= 3, "{free}");
+
+    // A watcher holds slot 1 on machine 2; machine 3 reads the slot's record on S3.
+    let mut a = worker("1");
+    a.retain(|x| x != "--once");
+    a.extend(["--poll-interval".to_string(), "0.2".to_string()]);
+    let log = s.dir.path().join("watcher.log");
+    let watcher = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(&a)
+        .envs(env(2))
+        .env("RUST_LOG", "autoloader=info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let watcher_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Not by polling `status`: it takes a free slot's lease for a moment.
+    common::wait_until(
+        "the watcher to hold slot 1",
+        Duration::from_secs(60),
+        || watcher_log().contains("Took a worker slot."),
+    );
+    let st = status(3);
+    let held = &st["workers"][1];
+    assert!(
+        held["holder"]
+            .as_str()
+            .is_some_and(|h| h.contains(&format!("pid {}", watcher.id()))),
+        "{st}"
+    );
+    assert_eq!(held["lastBatch"], free_1["lastBatch"], "from S3: {st}");
+    assert_eq!(held["batches"], free_1["batches"], "from S3: {st}");
+    assert_eq!(held["pendingFiles"], 0, "from S3: {st}");
+    assert!(held["leaseAgeSeconds"].as_f64().is_some(), "{st}");
+
+    // A live worker: reset refuses, naming its slot, and changes nothing.
+    let reset: Vec<String> = vec!["reset".into(), "s3://rst/bronze".into(), "--yes".into()];
+    let out = run_on(3, &reset);
+    assert_eq!(out.status.code(), Some(75), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("worker slot 1") && err.contains("held by"),
+        "{err}"
+    );
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://rst/bronze")),
+        (0..60).collect::<Vec<_>>()
+    );
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(watcher.id() as i32, libc::SIGTERM);
+    }
+    let out = watcher.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", watcher_log());
+
+    // Every worker stopped: the reset clears every slot and the shared state.
+    ok(&run_on(3, &reset));
+    assert_eq!(python_rows(&moto, "s3://rst/bronze")["num_rows"], 0);
+    let st = status(3);
+    for w in st["workers"].as_array().unwrap() {
+        assert_eq!(w["batches"], 0, "every slot set aside: {st}");
+    }
+    // One worker alone re-ingests everything, the files slot 1 had claimed too.
+    ok(&run_on(1, &worker("auto")));
+    let py = python_rows(&moto, "s3://rst/bronze");
+    assert_eq!(
+        sorted_ids(&py),
+        (0..60).collect::<Vec<_>>(),
+        "as a fresh run"
+    );
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+}
