@@ -106,6 +106,7 @@ fn reset_class(e: &crate::reset::ResetError) -> ErrorClass {
     use crate::reset::ResetError;
     match e {
         ResetError::Guarded { .. } => ErrorClass::Guarded,
+        ResetError::WorkerRunning { .. } => ErrorClass::Locked,
         ResetError::NotATable { .. } | ResetError::Usage(_) => ErrorClass::Usage,
         ResetError::Checkpoint(e) => e.class(),
         ResetError::Report(e) => report_class(e),

@@ -694,7 +694,9 @@ pub struct WorkerStatus {
     /// The number of the slot's last committed batch.
     pub last_batch: Option<u64>,
     /// Files of the slot's unfinished batches (a held slot: as its worker last said, with
-    /// the files it listed and has not planned yet; unknown without its `live.json`).
+    /// the files it listed and has not planned yet; held on another machine: its planned,
+    /// uncommitted files from the slot's record on S3; unknown for a local checkpoint
+    /// without its `live.json`).
     pub pending_files: Option<u64>,
     /// Batches the slot committed.
     pub batches: Option<u64>,
@@ -704,7 +706,8 @@ pub struct WorkerStatus {
 
 /// Every worker slot of the stream whose checkpoint is `root`: a free one read from its
 /// store (locked for the moment, then released), a held one from its lease and the
-/// `live.json` its worker keeps in the slot's local folder.
+/// `live.json` its worker keeps in the slot's local folder, or, held on another machine
+/// (no `live.json` here), from the slot's record on S3 (a local slot has no other record).
 fn worker_status(
     root: &Location,
     slots: &[u32],
@@ -732,6 +735,12 @@ fn worker_status(
                     w.last_batch = l.last_batch;
                     w.pending_files = Some(l.files_pending);
                     w.batches = Some(l.batches);
+                } else if let Some(r) = Checkpoint::peek_record(&location, state)? {
+                    // Held on another machine (its `live.json` is there): the slot's record
+                    // on S3, whose pending files are those planned, not those listed.
+                    w.last_batch = r.last_batch;
+                    w.pending_files = Some(r.pending_files);
+                    w.batches = Some(r.batches);
                 }
             }
             Err(e) => return Err(e.into()),

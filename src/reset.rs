@@ -41,6 +41,16 @@ pub enum ResetError {
          {RESET_ALLOWED}=true` (the next run puts a declared value back)"
     )]
     Guarded { table: String },
+    #[error(
+        "worker slot {slot} of the stream with checkpoint {checkpoint} is held by {holder}: \
+         stop every worker of the stream (or wait for a dead one's lease to run out) before \
+         resetting it; nothing was changed"
+    )]
+    WorkerRunning {
+        checkpoint: String,
+        slot: u32,
+        holder: String,
+    },
     #[error("{path} is not a Delta table (it has no _delta_log)")]
     NotATable { path: String },
     #[error("{0}")]
@@ -120,6 +130,10 @@ struct Flow {
     schema_location: Location,
     /// Its lock, held from the precheck to the end of the reset.
     locked: Option<Checkpoint>,
+    /// A stream of competing workers: each slot's checkpoint (`workers/K/`), locked
+    /// likewise; the stream has no checkpoint of its own then.
+    slots: Vec<Checkpoint>,
+    storage: StorageSettings,
 }
 
 struct TableReset {
@@ -225,8 +239,42 @@ pub async fn prepare(
         }
         let mut locked = Vec::new();
         for (name, checkpoint, schema_location, source_files, once) in flows {
-            let exists = Checkpoint::exists(&checkpoint, storage)?;
-            let lock = if exists && !options.dry_run {
+            // Competing workers: the slots under the stream's checkpoint, every one locked
+            // (a live worker's refuses the reset, naming its slot).
+            let slot_numbers = crate::checkpoint::claims::slots(&checkpoint, storage)?;
+            let mut slots = Vec::new();
+            if !options.dry_run {
+                for &slot in &slot_numbers {
+                    let location = crate::checkpoint::claims::slot_location(&checkpoint, slot);
+                    match Checkpoint::open(&location, storage) {
+                        Ok(ck) => slots.push(ck),
+                        Err(CheckpointError::Locked { holder, .. }) => {
+                            return Err(ResetError::WorkerRunning {
+                                checkpoint: checkpoint.to_string(),
+                                slot,
+                                holder,
+                            });
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            let workers = !slot_numbers.is_empty();
+            let exists = workers || Checkpoint::exists(&checkpoint, storage)?;
+            if workers && !options.dry_run {
+                let s3_schemas = !options.keep_schema
+                    && matches!(schema_location, Location::S3(_))
+                    && schema_location.resolved() != checkpoint.resolved();
+                if s3_schemas {
+                    return Err(ResetError::Usage(format!(
+                        "flow {}: resetting a schema location on S3 other than the \
+                         checkpoint's is not supported yet (give --keep-schema, or move its \
+                         _schemas by hand); nothing was changed",
+                        name.as_deref().unwrap_or(&checkpoint.to_string())
+                    )));
+                }
+            }
+            let lock = if exists && !workers && !options.dry_run {
                 let ck = Checkpoint::open(&checkpoint, storage)?;
                 // A schema location of its own on S3 (not the checkpoint's `_schemas`).
                 let s3_schemas = !options.keep_schema
@@ -256,6 +304,8 @@ pub async fn prepare(
                 checkpoint,
                 schema_location,
                 locked: lock,
+                slots,
+                storage: storage.clone(),
             });
         }
         plans.push(plan);
@@ -297,6 +347,10 @@ pub async fn execute(prepared: Prepared) -> Result<Vec<TablePlan>, ResetError> {
         };
         failpoint::hit("reset-after-commit");
         for flow in flows {
+            if !flow.slots.is_empty() {
+                set_aside_workers(flow, generation, options, plan)?;
+                continue;
+            }
             let Some(ck) = flow.locked else { continue };
             if !ck.is_stale(generation)? {
                 ck.stamp_generation(generation)?;
@@ -316,6 +370,49 @@ pub async fn execute(prepared: Prepared) -> Result<Vec<TablePlan>, ResetError> {
         plan.version = sink.version().unwrap_or_default();
     }
     Ok(plans)
+}
+
+/// A stream of competing workers after the reset commit: each stale slot set aside into its
+/// own `_reset-<gen>/` (slots first, so a kill midway leaves stale slots that the reset run
+/// again, or each slot's next worker, sets aside), then what the slots share: the stream's
+/// `_schemas` unless `--keep-schema`, and the old claims. Claims are per generation
+/// (`checkpoint/claims.rs`), so the next generation's workers take every file afresh even
+/// before the old claims are moved.
+fn set_aside_workers(
+    flow: Flow,
+    generation: u64,
+    options: ResetOptions,
+    plan: &mut TablePlan,
+) -> Result<(), ResetError> {
+    let folder = crate::checkpoint::aside::aside_name(generation);
+    let mut stale = false;
+    for ck in flow.slots {
+        if !ck.is_stale(generation)? {
+            ck.stamp_generation(generation)?;
+            continue;
+        }
+        stale = true;
+        // The shared `_schemas` are the stream's, set aside once below.
+        let kept = ck.set_aside(&folder, true, &flow.schema_location, &|| {
+            failpoint::hit("reset-mid-aside")
+        })?;
+        info!(checkpoint = %flow.checkpoint, kept = %kept, "Set a worker slot's checkpoint aside.");
+        plan.kept.push(kept);
+    }
+    // Slots already of this generation (a reset run again after its workers ran) may have
+    // used the shared `_schemas`: left as they are; the current generation's claims
+    // always are.
+    crate::checkpoint::claims::set_aside_shared(
+        &flow.checkpoint,
+        &flow.storage,
+        &folder,
+        generation,
+        options.keep_schema || !stale,
+    )?;
+    if stale {
+        plan.kept.push(flow.checkpoint.join(&folder).to_string());
+    }
+    Ok(())
 }
 
 /// The generation of the table's last commit when it is a reset of this kind.

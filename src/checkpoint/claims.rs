@@ -13,6 +13,12 @@
 //!
 //! A claim naming this slot's own batch that was discarded (planned again after a change)
 //! is moved to the new batch: only this slot's holder writes claims naming it.
+//!
+//! Claims belong to the table's reset generation (`claims/` before any reset,
+//! `claims-g<N>/` after the N-th): a reset sets every slot aside, and the files its old
+//! claims name are new again for the next generation's slots, whatever step a killed
+//! reset reached. `autoloader reset` moves a local stream's old claims aside; on S3 they are
+//! left where they are (one object per file; a lifecycle rule on the prefix expires them).
 
 use std::path::PathBuf;
 
@@ -26,8 +32,81 @@ use crate::storage::object_dir::RemoteDir;
 
 /// The folder of worker slots under a stream's checkpoint.
 pub const WORKERS_DIR: &str = "workers";
-/// The folder of per-file claims under a stream's checkpoint.
+/// The folder of per-file claims under a stream's checkpoint (generation 0).
 const CLAIMS_DIR: &str = "claims";
+
+/// The claims folder of the table's reset generation `generation`.
+fn claims_dir(generation: u64) -> String {
+    if generation == 0 {
+        CLAIMS_DIR.to_string()
+    } else {
+        format!("{CLAIMS_DIR}-g{generation}")
+    }
+}
+
+/// Sets aside what the slots of the stream whose checkpoint is `root` share, after a reset
+/// to generation `generation` (`folder`: `_reset-<gen>`): its `_schemas` unless
+/// `keep_schema`, and (a local checkpoint) the claims of earlier generations, never the
+/// current one's. Only what is there is moved, so a reset run again after a kill finishes
+/// it.
+pub fn set_aside_shared(
+    root: &Location,
+    storage: &StorageSettings,
+    folder: &str,
+    generation: u64,
+    keep_schema: bool,
+) -> Result<(), CheckpointError> {
+    let current = claims_dir(generation);
+    let schemas = crate::schema::store::SCHEMAS_DIR;
+    match root {
+        Location::Local(dir) => {
+            let aside = dir.join(folder);
+            let io = |path: &std::path::Path| {
+                let path = path.to_path_buf();
+                move |source: std::io::Error| CheckpointError::Io { path, source }
+            };
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .map_err(io(dir))?
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    ((n == CLAIMS_DIR || n.starts_with(&format!("{CLAIMS_DIR}-g")))
+                        && *n != current)
+                        || (!keep_schema && n == schemas)
+                })
+                .collect();
+            names.sort();
+            if names.is_empty() {
+                return Ok(());
+            }
+            std::fs::create_dir_all(&aside).map_err(io(&aside))?;
+            for name in names {
+                let from = dir.join(&name);
+                let mut to = aside.join(&name);
+                let mut n = 1;
+                while to.exists() {
+                    to = aside.join(format!("{name}.{n}"));
+                    n += 1;
+                }
+                std::fs::rename(&from, &to).map_err(io(&from))?;
+            }
+        }
+        Location::S3(url) => {
+            if keep_schema {
+                return Ok(());
+            }
+            let dir = RemoteDir::open(url, storage)?;
+            for key in dir.list(schemas, None)? {
+                let from = format!("{schemas}/{key}");
+                if let Some(bytes) = dir.get(&from)? {
+                    dir.put(&format!("{folder}/{schemas}/{key}"), bytes)?;
+                }
+                dir.delete(&from)?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The checkpoint of worker slot `slot` of the stream whose checkpoint is `root`.
 pub fn slot_location(root: &Location, slot: u32) -> Location {
@@ -117,11 +196,17 @@ pub enum Claimed {
 }
 
 impl Claims {
-    /// The claims of the stream whose checkpoint is `root`.
-    pub fn open(root: &Location, storage: &StorageSettings) -> Result<Claims, CheckpointError> {
+    /// The claims of the stream whose checkpoint is `root`, in the table's reset
+    /// generation `generation`.
+    pub fn open(
+        root: &Location,
+        storage: &StorageSettings,
+        generation: u64,
+    ) -> Result<Claims, CheckpointError> {
+        let name = claims_dir(generation);
         let store = match root {
             Location::Local(dir) => {
-                let dir = dir.join(CLAIMS_DIR);
+                let dir = dir.join(&name);
                 std::fs::create_dir_all(&dir).map_err(|source| CheckpointError::Io {
                     path: dir.clone(),
                     source,
@@ -129,7 +214,7 @@ impl Claims {
                 ClaimStore::Local(dir)
             }
             Location::S3(_) => {
-                let Location::S3(url) = root.join(CLAIMS_DIR) else {
+                let Location::S3(url) = root.join(&name) else {
                     unreachable!("an S3 location joins to an S3 location")
                 };
                 ClaimStore::Remote(RemoteDir::open(&url, storage)?)
@@ -235,7 +320,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Location::Local(dir.path().to_path_buf());
         let storage = StorageSettings::local(dir.path().join("cache"));
-        let claims = Claims::open(&root, &storage).unwrap();
+        let claims = Claims::open(&root, &storage, 0).unwrap();
         let live = |_: u64| Ok(true);
         let a = Claim { slot: 0, batch: 3 };
         let b = Claim { slot: 1, batch: 7 };

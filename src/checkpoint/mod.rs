@@ -191,6 +191,17 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     }
 }
 
+/// A checkpoint's batches as its durable record says, read without its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordFigures {
+    /// The number of the last committed batch.
+    pub last_batch: Option<u64>,
+    /// Files of the plans after the last commit (planned, not committed yet).
+    pub pending_files: u64,
+    /// Batches committed.
+    pub batches: u64,
+}
+
 impl Checkpoint {
     /// Opens (creating if needed) and locks the checkpoint at `location`, a local folder or
     /// an `s3://` prefix.
@@ -219,6 +230,20 @@ impl Checkpoint {
             Location::S3(url) => {
                 lease::renewed_at_ms(&RemoteDir::open(url, state).ok()?, state.lease)
             }
+        }
+    }
+
+    /// What a checkpoint held by another process says of its batches, read without its
+    /// lock (`autoloader status` on a worker slot held on another machine): on S3 from its
+    /// durable record (`commits/`, the plans after the last commit), `None` for a local
+    /// checkpoint, whose store only its holder may open.
+    pub fn peek_record(
+        location: &Location,
+        state: &StorageSettings,
+    ) -> Result<Option<RecordFigures>, CheckpointError> {
+        match location {
+            Location::Local(_) => Ok(None),
+            Location::S3(url) => s3::peek(url, state).map(Some),
         }
     }
 

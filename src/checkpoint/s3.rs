@@ -13,8 +13,8 @@ use url::Url;
 
 use super::lease::Lease;
 use super::{
-    Checkpoint, CheckpointError, CommitSummary, DurableRecord, Plan, STATE_FILE, STREAM_OBJECT,
-    io_err,
+    Checkpoint, CheckpointError, CommitSummary, DurableRecord, Plan, RecordFigures, STATE_FILE,
+    STREAM_OBJECT, io_err,
 };
 use crate::clock::now_ms;
 use crate::storage::StorageSettings;
@@ -139,6 +139,35 @@ fn agrees_with(checkpoint: &Checkpoint, dir: &RemoteDir) -> Result<bool, Checkpo
     let (last_commit, _) = checkpoint.pending_plans()?;
     let last_commit = last_commit.map(batch_key);
     Ok(dir.list("commits", last_commit.as_deref())?.is_empty())
+}
+
+/// What the record on S3 says of the checkpoint's batches, read without its lease: the
+/// committed batches (`commits/`), and the files of the plans after the last one.
+pub(super) fn peek(url: &Url, state: &StorageSettings) -> Result<RecordFigures, CheckpointError> {
+    let dir = RemoteDir::open(url, state)?;
+    let commits = dir.list("commits", None)?;
+    let batch_of = |key: &str| {
+        key.strip_suffix(".json")
+            .and_then(|k| k.parse::<u64>().ok())
+    };
+    let last = commits.last().cloned();
+    let mut pending_files = 0;
+    for key in dir.list("plans", last.as_deref())? {
+        let name = format!("plans/{key}");
+        // A plan discarded between the listing and the read is gone: nothing pending.
+        if let Some(v) = dir.get(&name)? {
+            let plan: Plan = serde_json::from_slice(&v).map_err(|e| CheckpointError::Store {
+                path: PathBuf::from(dir.url_of(&name)),
+                reason: e.to_string(),
+            })?;
+            pending_files += plan.files.len() as u64;
+        }
+    }
+    Ok(RecordFigures {
+        last_batch: last.as_deref().and_then(batch_of),
+        pending_files,
+        batches: commits.len() as u64,
+    })
 }
 
 /// Fills a fresh cache from the record on S3.

@@ -69,6 +69,34 @@ pub struct StreamRun<'a> {
     claims: Option<(Claims, u32)>,
 }
 
+/// Competing workers share the stream's `_schemas`: a version another worker wrote since
+/// this one last looked (it evolved the schema) becomes the active one before the next
+/// batch is read, so a batch is read with every column the stream knows of. A worker that
+/// missed it would still land its rows (the table's schema is widened against the table at
+/// each commit attempt, `target/delta.rs`), but with the new columns of its own files
+/// evolved again and its batches recorded under the old version.
+fn newer_shared_schema(
+    store: &SchemaStore,
+    settings: &crate::options::Settings,
+    state: &mut ActiveSchema,
+) -> Result<(), IngestError> {
+    if state.one_pass.is_some() {
+        return Ok(());
+    }
+    let Some(latest) = store.latest()? else {
+        return Ok(());
+    };
+    if latest.version > state.version.version {
+        info!(
+            from = state.version.version,
+            to = latest.version,
+            "Another worker evolved the schema; reading the next batch with its version."
+        );
+        *state = ActiveSchema::new(latest, settings);
+    }
+    Ok(())
+}
+
 /// `--worker` fits the stream: competing workers share its files through a queue, and
 /// append (a CDC target has one writer).
 fn check_worker(req: &IngestRequest) -> Result<(), IngestError> {
@@ -236,11 +264,15 @@ impl<'a> StreamRun<'a> {
         check_worker(req)?;
         let source = own_output::source_without_own_output(req)?;
         let (checkpoint, location, slot) = open_checkpoint(req)?;
+        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
+        // Claims of the table's reset generation: a reset's old claims own nothing.
         let claims = match slot {
-            Some(slot) => Some((Claims::open(&req.checkpoint, &req.storage)?, slot)),
+            Some(slot) => Some((
+                Claims::open(&req.checkpoint, &req.storage, delta.reset_generation()?)?,
+                slot,
+            )),
             None => None,
         };
-        let delta = DeltaAppend::open(&req.table, &req.storage).await?;
         let mut checkpoint = super::generation::current(checkpoint, &location, &delta, req).await?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
         // The Delta append target, or the CDC target applying changes by key (its state
@@ -1014,6 +1046,9 @@ impl<'a> StreamRun<'a> {
             if stop.is_stopped() {
                 return Ok(());
             }
+            if self.claims.is_some() {
+                newer_shared_schema(&self.store, &self.req.settings, state)?;
+            }
             // Competing workers: the plan's candidates this slot's batch claimed (a replay
             // claims them again and finds the same ones).
             let plan = self.owned(&plan)?;
@@ -1080,6 +1115,9 @@ impl<'a> StreamRun<'a> {
             if stop.is_stopped() {
                 info!("Stopping between batches; the remaining files are left for the next run.");
                 return Ok(());
+            }
+            if self.claims.is_some() {
+                newer_shared_schema(&self.store, &self.req.settings, state)?;
             }
             let plan = Plan {
                 batch,

@@ -1228,3 +1228,348 @@ fn status_lists_every_worker_slot() {
     let out = watcher.wait_with_output().unwrap();
     assert!(out.status.success());
 }
+
+/// JSON lines of orders `from..to` with one more column `col` (`"<col><i>"`).
+fn orders_with(from: u64, to: u64, col: &str) -> String {
+    (from..to)
+        .map(|i| {
+            format!(
+                "{{\"order_id\": {i}, \"amount\": {}, \"user_id\": \"u{i}\", \"{col}\": \"{col}{i}\"}}\n",
+                1000 + i
+            )
+        })
+        .collect()
+}
+
+/// The data columns of a local `_schemas/N` file.
+fn schema_columns(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    let data = entry
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_str())
+        .filter_map(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .find(|v| v["fields"].is_array())
+        .expect("a data schema");
+    data["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Two workers in `addNewColumns` mode (the default). Worker 1 holds a batch under schema
+/// version 0 just before its Delta commit while worker 0 lands a file with a new column `x`
+/// (`_schemas/1`, the table widened): worker 1's commit meets the changed table and lands,
+/// and its next batch is read with version 1. Then both evolve at once: worker 1 plans a
+/// file with a new column `y` and is held there while worker 0 lands one with `z`
+/// (`_schemas/2`); worker 1 finds version 2 taken, reads with it and writes version 3
+/// with all three. Every row once, every value of the new columns in the table.
+#[test]
+fn schema_evolution_by_one_worker_reaches_the_other_and_concurrent_ones_merge() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "evo", "evo", "landing/");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let logs = s.dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let worker = |slot: &str, once: bool| {
+        let mut a = args(
+            "s3://evo/landing",
+            "s3://evo/bronze",
+            &ckpt,
+            &q.queue,
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        );
+        if !once {
+            a.retain(|x| x != "--once");
+            a.extend(["--poll-interval".to_string(), "0.2".to_string()]);
+        }
+        a.extend(["--worker".to_string(), slot.to_string()]);
+        a
+    };
+    let spawn = |failpoint: &str, log: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(worker("1", false))
+            .envs(moto.env())
+            .env("RUST_LOG", "autoloader=info")
+            .env("AUTOLOADER_FAILPOINT", failpoint)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(logs.join(log)).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let log = |name: &str| std::fs::read_to_string(logs.join(name)).unwrap_or_default();
+    let stop = |w: std::process::Child, name: &str| {
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe {
+            libc::kill(w.id() as i32, libc::SIGTERM);
+        }
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", log(name));
+    };
+    let started = || growing_events(&ckpt, "stream_started").len();
+    // Worker 0, once, with its info lines (which say whose schema version won).
+    let run_0 = || {
+        let mut env = moto.env();
+        env.push(("RUST_LOG", "autoloader=info".into()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        common::run(&worker("0", true), &env)
+    };
+    // Version 0 from a first file; both slots' first starts.
+    moto.put("evo", "landing/base.json", common::orders_jsonl(0, 10));
+    ok(&run_with(&moto, &worker("0", true)));
+    ok(&run_with(&moto, &worker("1", true)));
+
+    // 1. Worker 1 holds a batch of version 0 before its commit; worker 0 evolves meanwhile.
+    let before = started();
+    let b = spawn("before-delta-commit=sleep(10000)", "b1.log");
+    common::wait_until("worker 1 to start", Duration::from_secs(60), || {
+        started() > before
+    });
+    moto.put("evo", "landing/b1.json", common::orders_jsonl(100, 110));
+    common::wait_until(
+        "worker 1 to hold its batch before the commit",
+        Duration::from_secs(60),
+        || log("b1.log").contains("failpoint before-delta-commit reached"),
+    );
+    moto.put("evo", "landing/a1.json", orders_with(200, 210, "x"));
+    let a = run_0();
+    ok(&a);
+    assert!(
+        common::stderr(&a).contains("Schema evolved"),
+        "{}",
+        common::stderr(&a)
+    );
+    assert!(
+        !log("b1.log").contains("Committed batch."),
+        "worker 1 was still held: {}",
+        log("b1.log")
+    );
+    common::wait_until(
+        "worker 1's held batch to land",
+        Duration::from_secs(60),
+        || committed_files(&ckpt) >= 3,
+    );
+    // Its next batch is read with the version worker 0 wrote.
+    moto.put("evo", "landing/b2.json", common::orders_jsonl(300, 310));
+    common::wait_until("worker 1's next batch", Duration::from_secs(60), || {
+        committed_files(&ckpt) >= 4
+    });
+    let last = growing_events(&ckpt, "batch_committed");
+    assert_eq!(
+        last.last().unwrap()["schemaVersion"],
+        1,
+        "worker 1's next batch uses version 1: {}",
+        log("b1.log")
+    );
+    assert!(
+        log("b1.log").contains("Another worker evolved the schema"),
+        "{}",
+        log("b1.log")
+    );
+    stop(b, "b1.log");
+
+    // 2. Both evolve: worker 1 holds a planned file with `y`; worker 0 lands one with `z`.
+    let before = started();
+    let b = spawn("after-plan=sleep(10000)", "b2.log");
+    common::wait_until("worker 1 to start again", Duration::from_secs(60), || {
+        started() > before
+    });
+    moto.put("evo", "landing/b3.json", orders_with(400, 410, "y"));
+    common::wait_until(
+        "worker 1 to hold its planned batch",
+        Duration::from_secs(60),
+        || log("b2.log").contains("failpoint after-plan reached"),
+    );
+    moto.put("evo", "landing/a2.json", orders_with(500, 510, "z"));
+    let a = run_0();
+    ok(&a);
+    common::wait_until("worker 1's evolving batch", Duration::from_secs(60), || {
+        committed_files(&ckpt) >= 6
+    });
+    // Worker 0 evolves first while worker 1 is held; on a slow machine the other way round.
+    let won = "Another worker wrote this schema version first";
+    assert!(
+        log("b2.log").contains(won) || common::stderr(&a).contains(won),
+        "{}\n{}",
+        log("b2.log"),
+        common::stderr(&a)
+    );
+    stop(b, "b2.log");
+
+    let mut versions: Vec<u64> = std::fs::read_dir(ckpt.join("_schemas"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().unwrap().parse().ok())
+        .collect();
+    versions.sort_unstable();
+    assert_eq!(versions, [0, 1, 2, 3], "one version per evolution");
+    let columns = schema_columns(&ckpt.join("_schemas/3"));
+    for c in ["x", "y", "z"] {
+        assert!(columns.iter().any(|n| n == c), "{c} in {columns:?}");
+    }
+    let py = python_rows(&moto, "s3://evo/bronze");
+    let ids: Vec<i64> = [0..10, 100..110, 200..210, 300..310, 400..410, 500..510]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(sorted_ids(&py), ids, "every row once");
+    assert_eq!(committed_files(&ckpt), 6, "no file committed twice");
+    for c in ["x", "y", "z"] {
+        assert!(py["types"].get(c).is_some(), "{c} in the table: {py}");
+    }
+    for r in py["rows"].as_array().unwrap() {
+        let id = match &r["order_id"] {
+            serde_json::Value::String(t) => t.parse::<i64>().unwrap(),
+            v => v.as_i64().unwrap(),
+        };
+        for (c, range) in [("x", 200..210), ("y", 400..410), ("z", 500..510)] {
+            let want = if range.contains(&id) {
+                serde_json::json!(format!("{c}{id}"))
+            } else {
+                serde_json::Value::Null
+            };
+            assert_eq!(r[c], want, "{c} of order {id}: {r}");
+        }
+    }
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+}
+
+/// A worker stream with its checkpoint on S3 (the table's `_autoloader`), two slots that
+/// each took files. `status` run on another machine (another state folder) while a watcher
+/// holds slot 1 shows that slot's last batch, batches and pending files from its record on
+/// S3. `reset` refuses while the watcher holds its slot (exit 75, naming the slot) and
+/// changes nothing; once it stopped, `reset` clears every slot, and one worker run alone
+/// lands every file again, the other slot's old claims included: the table equals a
+/// fresh run's.
+#[test]
+fn a_worker_streams_status_from_another_machine_and_its_reset() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "rst", "rst", "landing/");
+    let s = Scratch::new();
+    let machine = |n: u32| s.dir.path().join(format!("machine-{n}"));
+    let env = |n: u32| {
+        let mut env = moto.env();
+        env.push(("AUTOLOADER_STATE_DIR", machine(n).display().to_string()));
+        env
+    };
+    let run_on = |n: u32, a: &[String]| {
+        let env = env(n);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        common::run(a, &env)
+    };
+    let ckpt = "s3://rst/bronze/_autoloader";
+    let worker = |slot: &str| {
+        // No --checkpoint: the table's `_autoloader`, where reset finds it.
+        let mut a = args(
+            "s3://rst/landing",
+            "s3://rst/bronze",
+            std::path::Path::new("unused"),
+            &q.queue,
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        );
+        let at = a.iter().position(|x| x == "--checkpoint").unwrap();
+        a.drain(at..at + 2);
+        a.extend(["--worker".to_string(), slot.to_string()]);
+        a
+    };
+    ok(&run_on(1, &worker("0")));
+    ok(&run_on(1, &worker("1")));
+    let put = |range: std::ops::Range<u64>| {
+        for i in range {
+            moto.put(
+                "rst",
+                &format!("landing/{i}.json"),
+                common::orders_jsonl(i * 10, i * 10 + 10),
+            );
+        }
+    };
+    put(0..3);
+    ok(&run_on(1, &worker("0")));
+    put(3..6);
+    ok(&run_on(1, &worker("1")));
+    let status = |n: u32| -> serde_json::Value {
+        let a: Vec<String> = ["status", "--checkpoint", ckpt, "--json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        serde_json::from_str(&ok(&run_on(n, &a))).unwrap()
+    };
+    let free = status(1);
+    let free_1 = free["workers"][1].clone();
+    assert!(free_1["holder"].is_null(), "{free}");
+    assert!(free_1["batches"].as_u64().unwrap() >= 3, "{free}");
+
+    // A watcher holds slot 1 on machine 2; machine 3 reads the slot's record on S3.
+    let mut a = worker("1");
+    a.retain(|x| x != "--once");
+    a.extend(["--poll-interval".to_string(), "0.2".to_string()]);
+    let log = s.dir.path().join("watcher.log");
+    let watcher = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(&a)
+        .envs(env(2))
+        .env("RUST_LOG", "autoloader=info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let watcher_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Not by polling `status`: it takes a free slot's lease for a moment.
+    common::wait_until(
+        "the watcher to hold slot 1",
+        Duration::from_secs(60),
+        || watcher_log().contains("Took a worker slot."),
+    );
+    let st = status(3);
+    let held = &st["workers"][1];
+    assert!(
+        held["holder"]
+            .as_str()
+            .is_some_and(|h| h.contains(&format!("pid {}", watcher.id()))),
+        "{st}"
+    );
+    assert_eq!(held["lastBatch"], free_1["lastBatch"], "from S3: {st}");
+    assert_eq!(held["batches"], free_1["batches"], "from S3: {st}");
+    assert_eq!(held["pendingFiles"], 0, "from S3: {st}");
+    assert!(held["leaseAgeSeconds"].as_f64().is_some(), "{st}");
+
+    // A live worker: reset refuses, naming its slot, and changes nothing.
+    let reset: Vec<String> = vec!["reset".into(), "s3://rst/bronze".into(), "--yes".into()];
+    let out = run_on(3, &reset);
+    assert_eq!(out.status.code(), Some(75), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("worker slot 1") && err.contains("held by"),
+        "{err}"
+    );
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://rst/bronze")),
+        (0..60).collect::<Vec<_>>()
+    );
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe {
+        libc::kill(watcher.id() as i32, libc::SIGTERM);
+    }
+    let out = watcher.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", watcher_log());
+
+    // Every worker stopped: the reset clears every slot and the shared state.
+    ok(&run_on(3, &reset));
+    assert_eq!(python_rows(&moto, "s3://rst/bronze")["num_rows"], 0);
+    let st = status(3);
+    for w in st["workers"].as_array().unwrap() {
+        assert_eq!(w["batches"], 0, "every slot set aside: {st}");
+    }
+    // One worker alone re-ingests everything, the files slot 1 had claimed too.
+    ok(&run_on(1, &worker("auto")));
+    let py = python_rows(&moto, "s3://rst/bronze");
+    assert_eq!(
+        sorted_ids(&py),
+        (0..60).collect::<Vec<_>>(),
+        "as a fresh run"
+    );
+    assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+}
