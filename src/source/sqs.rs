@@ -251,10 +251,9 @@ impl SqsNotifications {
                     if messages.is_empty() {
                         return Ok(());
                     }
-                    // The messages of one receive (ten at most) are resolved together, a
-                    // `HEAD` each: one after the other, a receive cost ten round trips.
-                    let takes: Vec<_> = messages.iter().map(|m| self.take(m)).collect();
-                    futures::future::try_join_all(takes).await?;
+                    for m in messages {
+                        self.take(m).await?;
+                    }
                 }
             }
         });
