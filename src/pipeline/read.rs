@@ -12,7 +12,7 @@ use crate::formats::{self, DecodeError, FileStats, SourceFile};
 use crate::record::{FileMeta, TableLayout};
 use crate::source::{self as discovery, FileLocation, FileRef, Source};
 use crate::target::{BatchWriter, BatchWriters, SinkError, Target};
-use crate::testing::failpoint;
+use crate::testing::{failpoint, read_delay};
 
 use super::batch::*;
 use super::workers::{self, PoolStop, worker_count};
@@ -155,6 +155,7 @@ pub(crate) async fn read_files(
             if failpoint::armed() {
                 failpoint::hit(&failpoint::read_point(&file.meta.name));
             }
+            read_delay::before_read();
             let mut write_error = None;
             let mut flow_error = None;
             let mut filtered = Filtered::default();

@@ -455,6 +455,9 @@ impl EventLog {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if guard.is_none() {
+            // A worker slot's state lives in the slot's own folder, so a stream's shared
+            // folder (an S3 checkpoint's local cache) may not exist yet.
+            fs::create_dir_all(self.dir())?;
             *guard = Some(
                 OpenOptions::new()
                     .create(true)

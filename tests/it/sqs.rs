@@ -1572,4 +1572,57 @@ fn a_worker_streams_status_from_another_machine_and_its_reset() {
         "as a fresh run"
     );
     assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+
+/// A worker on an S3 checkpoint writes the stream's event log in its local state folder
+/// (the stream's folder there is not a slot's, so it did not exist yet: every event was
+/// dropped with a "Cannot write the event log" warning).
+#[test]
+fn a_worker_on_an_s3_checkpoint_writes_the_stream_s_event_log() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "events", "landing/");
+    for i in 0..3u64 {
+        moto.put(
+            "lake",
+            &format!("landing/{i}.json"),
+            common::orders_jsonl(i * 10, i * 10 + 10),
+        );
+    }
+    let state = tempfile::tempdir().unwrap();
+    let mut a = args(
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        std::path::Path::new("s3://lake/checkpoints/orders"),
+        &q.queue,
+        &[],
+    );
+    a.extend(["--worker".to_string(), "0".to_string()]);
+    let mut env = moto.env();
+    env.push(("AUTOLOADER_STATE_DIR", state.path().display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = common::run(&a, &env);
+    ok(&out);
+    assert!(
+        !common::stderr(&out).contains("Cannot write the event log"),
+        "{}",
+        common::stderr(&out)
+    );
+    let logs: Vec<std::path::PathBuf> = std::fs::read_dir(state.path())
+        .unwrap()
+        .map(|e| e.unwrap().path().join("events.jsonl"))
+        .filter(|p| p.exists())
+        .collect();
+    assert_eq!(logs.len(), 1, "one stream event log: {logs:?}");
+    let committed = growing_events(logs[0].parent().unwrap(), "batch_committed");
+    assert_eq!(
+        committed
+            .iter()
+            .map(|e| e["files"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        3,
+        "{committed:?}"
+    );
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..30).collect::<Vec<_>>()
+    );
 }
