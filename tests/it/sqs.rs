@@ -1572,6 +1572,7 @@ fn a_worker_streams_status_from_another_machine_and_its_reset() {
         "as a fresh run"
     );
     assert_eq!(q.depth(&q.queue), (0, 0), "the queue is empty");
+}
 
 /// A worker on an S3 checkpoint writes the stream's event log in its local state folder
 /// (the stream's folder there is not a slot's, so it did not exist yet: every event was
