@@ -133,20 +133,35 @@ fn open_checkpoint(
         Some(Worker::Slot(k)) => k..k + 1,
         Some(Worker::Auto) => 0..claims::MAX_SLOTS,
     };
-    let mut busy = None;
-    for slot in slots {
-        let location = claims::slot_location(&req.checkpoint, slot);
-        match Checkpoint::open(&location, &req.storage) {
-            Ok(checkpoint) => {
-                info!(slot, checkpoint = %location, "Took a worker slot.");
-                return Ok((checkpoint, location, Some(slot)));
+    // A starting worker looks at the other slots by locking each for a moment (to adopt
+    // a dead worker's), so a slot found locked may be free a moment later: every slot is
+    // tried again for a while before the worker gives up (exit 75).
+    let grace = std::time::Instant::now() + SLOT_GRACE;
+    loop {
+        let mut busy = None;
+        for slot in slots.clone() {
+            let location = claims::slot_location(&req.checkpoint, slot);
+            match Checkpoint::open(&location, &req.storage) {
+                Ok(checkpoint) => {
+                    info!(slot, checkpoint = %location, "Took a worker slot.");
+                    return Ok((checkpoint, location, Some(slot)));
+                }
+                Err(e @ crate::checkpoint::CheckpointError::Locked { .. }) => busy = Some(e),
+                Err(e) => return Err(e.into()),
             }
-            Err(e @ crate::checkpoint::CheckpointError::Locked { .. }) => busy = Some(e),
-            Err(e) => return Err(e.into()),
         }
+        let busy = busy.expect("at least one slot was tried");
+        if std::time::Instant::now() >= grace {
+            return Err(busy.into());
+        }
+        debug!(error = %busy, "Every worker slot tried is locked; trying again.");
+        std::thread::sleep(std::time::Duration::from_millis(250));
     }
-    Err(busy.expect("at least one slot was tried").into())
 }
+
+/// How long a starting worker tries again for a slot it found locked (another worker's
+/// look at it lasts well under this; a live holder keeps it, and the worker exits 75).
+const SLOT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `cloudFiles.cleanSource` fits the stream: a source of files (not a Delta table, not a
 /// snapshot folder that cleaning would change), and a move destination of the source's

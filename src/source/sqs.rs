@@ -30,9 +30,16 @@ use crate::location::Location;
 use crate::options::{NotificationSettings, Settings};
 use crate::storage::StorageSettings;
 
-/// Messages one discovery holds at most, per file of a batch (`maxFilesPerTrigger`); the
-/// rest wait in the queue for the next discovery (`--once` goes on until it is empty).
-const HELD_PER_TRIGGER_FILE: usize = 10;
+/// Messages one discovery holds at most: one batch's worth (`maxFilesPerTrigger`, at least
+/// one receive of 10); the rest wait in the queue for the next discovery (`--once` goes on
+/// until it is empty). Held messages are invisible to other workers until planned, so a
+/// worker holding ten batches' worth (as it did) took a busy queue for itself while the
+/// others idled, and what it could not plan in time came back to the queue.
+const HELD_AT_LEAST: usize = 10;
+/// Attempts of one SQS request (the SDK's standard retry: throttling, 5xx and timeouts,
+/// with backoff). One failed receive stops the stream, so transient errors get more than
+/// the SDK's default of three.
+const SQS_ATTEMPTS: u32 = 8;
 /// Concurrent object `HEAD`s while resolving events.
 const HEADS_IN_FLIGHT: usize = 16;
 
@@ -170,10 +177,7 @@ impl SqsNotifications {
             prefix,
             settings: notifications.clone(),
             glob: settings.path_glob_filter.clone(),
-            limit: settings
-                .max_files_per_trigger
-                .saturating_mul(HELD_PER_TRIGGER_FILE)
-                .max(100),
+            limit: settings.max_files_per_trigger.max(HELD_AT_LEAST),
             region,
             endpoint,
             credentials,
@@ -190,7 +194,10 @@ impl SqsNotifications {
         self.client
             .get_or_init(|| async {
                 let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-                    .region(aws_config::Region::new(self.region.clone()));
+                    .region(aws_config::Region::new(self.region.clone()))
+                    .retry_config(
+                        aws_config::retry::RetryConfig::standard().with_max_attempts(SQS_ATTEMPTS),
+                    );
                 if let Some(endpoint) = &self.endpoint {
                     loader = loader.endpoint_url(endpoint);
                 }
