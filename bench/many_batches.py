@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""A watcher over many one-file batches: its memory and CPU per batch as the table grows.
+
+    python3 bench/many_batches.py [--batches 20000] [--auto-compact] [--every 1000] [--bin BIN]
+
+A watcher (`autoloader ingest LANDING TABLE`, JSON) on a local folder; one 10-row file is
+renamed in at a time, and the next only once the commit holding it is in `_delta_log`, so
+every file is a batch of its own. Every `--every` batches it prints the watcher's RSS, the
+batches per second and the CPU seconds the watcher used so far. All files stay in the
+landing folder (in subfolders of 5,000). `--auto-compact` first lands one file with `--once`
+and sets `delta.autoOptimize.autoCompact=true` on the table (`autoloader table set`), so
+the watcher compacts it every 50 batches and the table keeps a few dozen files.
+"""
+import argparse
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def latest_version(table):
+    versions = [int(os.path.basename(p)[:20]) for p in glob.glob(os.path.join(table, "_delta_log", "*.json"))]
+    return max(versions, default=-1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", type=int, default=20000)
+    ap.add_argument("--every", type=int, default=1000)
+    ap.add_argument("--auto-compact", action="store_true")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "autoloader"))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="autoloader-many-batches-")
+    landing, table = os.path.join(work, "landing"), os.path.join(work, "table")
+    os.makedirs(os.path.join(landing, "seed"))
+    if args.auto_compact:
+        with open(os.path.join(landing, "seed", "seed.json"), "w") as f:
+            f.write(json.dumps({"order_id": -1, "amount": 1}) + "\n")
+        subprocess.run([args.bin, "-q", "ingest", landing, table, "--once", "-o", "cloudFiles.format=json"],
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([args.bin, "table", "set", table, "delta.autoOptimize.autoCompact=true"],
+                       check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([args.bin, "-q", "ingest", landing, table, "-o", "cloudFiles.format=json"],
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "stderr"), "w"))
+    try:
+        time.sleep(1.0)
+        print(f"work {work}; watcher RSS at start {rss_kib(proc.pid) / 1024:.1f} MiB", flush=True)
+        print("batches | RSS MiB | batches/s | CPU s per 1,000 batches", flush=True)
+        version = latest_version(table)
+        last_t, last_cpu = time.perf_counter(), cpu_seconds(proc.pid)
+        for i in range(args.batches):
+            folder = os.path.join(landing, f"d{i // 5000:03d}")
+            if i % 5000 == 0:
+                os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(landing, f".f{i:06d}.tmp")
+            with open(tmp, "w") as f:
+                f.write("".join(json.dumps({"order_id": i * 10 + k, "amount": 1000 + k}) + "\n"
+                                for k in range(10)))
+            os.rename(tmp, os.path.join(folder, f"f{i:06d}.json"))
+            # Wait for the commit that adds data: the table's creation and auto
+            # compactions (dataChange=false) commit too.
+            deadline = time.perf_counter() + 60
+            landed = False
+            while not landed:
+                commit = os.path.join(table, "_delta_log", f"{version + 1:020d}.json")
+                while not os.path.exists(commit):
+                    if proc.poll() is not None or time.perf_counter() > deadline:
+                        sys.exit(f"file {i} never landed (see {work}/stderr)")
+                    time.sleep(0.001)
+                time.sleep(0.001)
+                with open(commit) as f:
+                    actions = [json.loads(line) for line in f if line.strip()]
+                landed = any(a.get("add", {}).get("dataChange") for a in actions)
+                version += 1
+            if (i + 1) % args.every == 0:
+                now, cpu = time.perf_counter(), cpu_seconds(proc.pid)
+                print(f"{i + 1} | {rss_kib(proc.pid) / 1024:.1f} | {args.every / (now - last_t):.0f} | "
+                      f"{(cpu - last_cpu) * 1000 / args.every:.1f}", flush=True)
+                last_t, last_cpu = now, cpu
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+
+
+if __name__ == "__main__":
+    main()
