@@ -36,6 +36,11 @@ use crate::storage::StorageSettings;
 /// worker holding ten batches' worth (as it did) took a busy queue for itself while the
 /// others idled, and what it could not plan in time came back to the queue.
 const HELD_AT_LEAST: usize = 10;
+/// How long one discovery goes on receiving before the files it holds make a batch. Held
+/// messages are invisible to other workers and come back once their visibility timeout
+/// (30 s by default) runs out; against a slow endpoint, a discovery filling a batch of
+/// 1,000 files took minutes, and its first messages came back before it planned them.
+const DRAIN_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 /// Attempts of one SQS request (the SDK's standard retry: throttling, 5xx and timeouts,
 /// with backoff). One failed receive stops the stream, so transient errors get more than
 /// the SDK's default of three.
@@ -222,17 +227,19 @@ impl SqsNotifications {
         }
     }
 
-    /// Receives until the queue answers empty (or the limit is held), with
+    /// Receives until the queue answers empty (or the limit is held, or [`DRAIN_BUDGET`]
+    /// has passed), with
     /// `fetchParallelism` receive requests in flight.
     async fn drain(&self) -> Result<(), DiscoveryError> {
         let client = self.client().await.clone();
+        let started = std::time::Instant::now();
         let loops = (0..self.settings.fetch_parallelism).map(|_| {
             let client = client.clone();
             async move {
                 loop {
                     {
                         let mut q = self.queue.lock().expect("queue lock");
-                        if q.messages.len() >= self.limit {
+                        if q.messages.len() >= self.limit || started.elapsed() >= DRAIN_BUDGET {
                             q.more = true;
                             return Ok::<(), DiscoveryError>(());
                         }
