@@ -261,7 +261,8 @@ pub async fn prepare(
             }
             let workers = !slot_numbers.is_empty();
             let exists = workers || Checkpoint::exists(&checkpoint, storage)?;
-            if workers && !options.dry_run {
+            if exists && !options.dry_run {
+                // A schema location of its own on S3 (not the checkpoint's `_schemas`).
                 let s3_schemas = !options.keep_schema
                     && matches!(schema_location, Location::S3(_))
                     && schema_location.resolved() != checkpoint.resolved();
@@ -275,20 +276,7 @@ pub async fn prepare(
                 }
             }
             let lock = if exists && !workers && !options.dry_run {
-                let ck = Checkpoint::open(&checkpoint, storage)?;
-                // A schema location of its own on S3 (not the checkpoint's `_schemas`).
-                let s3_schemas = !options.keep_schema
-                    && matches!(schema_location, Location::S3(_))
-                    && schema_location.resolved() != checkpoint.resolved();
-                if s3_schemas {
-                    return Err(ResetError::Usage(format!(
-                        "flow {}: resetting a schema location on S3 other than the \
-                         checkpoint's is not supported yet (give --keep-schema, or move its \
-                         _schemas by hand); nothing was changed",
-                        name.as_deref().unwrap_or(&checkpoint.to_string())
-                    )));
-                }
-                Some(ck)
+                Some(Checkpoint::open(&checkpoint, storage)?)
             } else {
                 None
             };
