@@ -12,7 +12,7 @@ use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, CommitSummary};
 use crate::location::Location;
 use crate::options::RESCUED_DATA_COLUMN;
 use crate::pipeline::IngestRequest;
@@ -700,6 +700,14 @@ pub struct WorkerStatus {
     pub pending_files: Option<u64>,
     /// Batches the slot committed.
     pub batches: Option<u64>,
+    /// Files in the slot's index, and the rows, rescued rows and bytes of its batches
+    /// (unknown for a slot held on another machine: its record on S3 keeps them per batch).
+    pub files_ingested: Option<u64>,
+    pub rows: Option<u64>,
+    pub rescued_rows: Option<u64>,
+    pub bytes: Option<u64>,
+    /// The schema version of the slot's last batch.
+    pub schema_version: Option<u64>,
     /// Seconds since the holder took its lock (local) or last renewed its lease (S3).
     pub lease_age_seconds: Option<f64>,
 }
@@ -725,7 +733,15 @@ fn worker_status(
                 let (last, pending) = c.pending_plans()?;
                 w.last_batch = last;
                 w.pending_files = Some(pending.iter().map(|p| p.files.len() as u64).sum());
-                w.batches = Some(c.commits()?.len() as u64);
+                let commits = c.commits()?;
+                w.batches = Some(commits.len() as u64);
+                w.files_ingested = Some(c.seen_files()?.len());
+                let sum =
+                    |f: fn(&CommitSummary) -> u64| Some(commits.iter().map(|(_, s)| f(s)).sum());
+                w.rows = sum(|s| s.rows);
+                w.rescued_rows = sum(|s| s.rescued_rows);
+                w.bytes = sum(|s| s.bytes);
+                w.schema_version = commits.last().map(|(_, s)| s.schema_version);
             }
             Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
                 w.holder = Some(holder);
@@ -735,6 +751,11 @@ fn worker_status(
                     w.last_batch = l.last_batch;
                     w.pending_files = Some(l.files_pending);
                     w.batches = Some(l.batches);
+                    w.files_ingested = Some(l.files_ingested);
+                    w.rows = Some(l.rows);
+                    w.rescued_rows = Some(l.rescued_rows);
+                    w.bytes = Some(l.bytes);
+                    w.schema_version = l.schema_version;
                 } else if let Some(r) = Checkpoint::peek_record(&location, state)? {
                     // Held on another machine (its `live.json` is there): the slot's record
                     // on S3, whose pending files are those planned, not those listed.
@@ -893,12 +914,30 @@ pub async fn status(
             .iter()
             .map(|w| w.pending_files)
             .sum::<Option<u64>>();
-        // The rows of every slot's batches: the shared event log's (this machine's workers).
-        for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
-            let n = |k: &str| e.fields.get(k).and_then(Value::as_u64).unwrap_or(0);
-            st.rows += n("rows");
-            st.rescued_rows += n("rescuedRows");
-            st.bytes += n("bytes");
+        st.files_ingested = st.workers.iter().map(|w| w.files_ingested).sum();
+        st.schema_version = st
+            .workers
+            .iter()
+            .filter_map(|w| w.schema_version)
+            .chain(st.schema_version)
+            .max();
+        let of_slots =
+            |f: fn(&WorkerStatus) -> Option<u64>| -> Option<u64> { st.workers.iter().map(f).sum() };
+        if let (Some(rows), Some(rescued), Some(bytes)) = (
+            of_slots(|w| w.rows),
+            of_slots(|w| w.rescued_rows),
+            of_slots(|w| w.bytes),
+        ) {
+            (st.rows, st.rescued_rows, st.bytes) = (rows, rescued, bytes);
+        } else {
+            // A slot held on another machine: the shared event log's figures (this
+            // machine's workers).
+            for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
+                let n = |k: &str| e.fields.get(k).and_then(Value::as_u64).unwrap_or(0);
+                st.rows += n("rows");
+                st.rescued_rows += n("rescuedRows");
+                st.bytes += n("bytes");
+            }
         }
         return Ok(st);
     }
