@@ -1170,9 +1170,25 @@ fn status_lists_every_worker_slot() {
     }
     assert_eq!(st["batches"], of_0 + of_1, "{st}");
     assert_eq!(st["rows"], 50, "{st}");
+    // The stream-wide figures are the slots' sums, whichever machine ran them.
+    assert_eq!(st["filesIngested"], 5, "{st}");
+    assert_eq!(st["filesPending"], 0, "{st}");
+    assert_eq!(
+        slots
+            .iter()
+            .map(|w| w["rows"].as_u64().unwrap())
+            .sum::<u64>(),
+        50,
+        "{st}"
+    );
     assert!(st["running"].is_null(), "{st}");
     let text = status(false);
     assert!(text.contains("workers:"), "{text}");
+    assert!(
+        text.contains("ingested:       5 files,") && text.contains("pending:        0 files"),
+        "{text}"
+    );
+    assert!(!text.contains('?'), "every figure known: {text}");
     let row = |slot: &str| {
         text.lines()
             .find(|l| l.split_whitespace().next() == Some(slot))
@@ -1626,4 +1642,90 @@ fn a_worker_on_an_s3_checkpoint_writes_the_stream_s_event_log() {
         sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
         (0..30).collect::<Vec<_>>()
     );
+}
+
+/// `reset` of a worker stream killed at each of its steps, then finished by `reset` run
+/// again or left to the workers' next runs (each sets its stale slot aside): every file
+/// lands once, as after an uninterrupted reset, and the queue is left empty.
+#[test]
+fn a_worker_streams_reset_killed_at_each_step_is_finished_by_reset_or_by_the_workers() {
+    use std::os::unix::process::ExitStatusExt;
+    let moto = Moto::start();
+    let s = Scratch::new();
+    let mut env = moto.env();
+    env.push(("AUTOLOADER_STATE_DIR", s.dir.path().display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for (i, point) in autoloader::testing::failpoint::RESET_NAMES
+        .iter()
+        .enumerate()
+    {
+        for finisher in ["reset", "run"] {
+            let case = format!("{point}, then {finisher}");
+            let bucket = format!("rk-{i}-{finisher}");
+            let q = Notified::setup(&moto, &bucket, &bucket, "landing/");
+            let table = format!("s3://{bucket}/bronze");
+            let worker = |slot: &str| {
+                let mut a = args(
+                    &format!("s3://{bucket}/landing"),
+                    &table,
+                    std::path::Path::new("unused"),
+                    &q.queue,
+                    &["cloudFiles.maxFilesPerTrigger=2"],
+                );
+                let at = a.iter().position(|x| x == "--checkpoint").unwrap();
+                a.drain(at..at + 2);
+                a.extend(["--worker".to_string(), slot.to_string()]);
+                a
+            };
+            let put = |range: std::ops::Range<u64>| {
+                for i in range {
+                    moto.put(
+                        &bucket,
+                        &format!("landing/{i}.json"),
+                        common::orders_jsonl(i * 10, i * 10 + 10),
+                    );
+                }
+            };
+            ok(&common::run(&worker("0"), &env));
+            ok(&common::run(&worker("1"), &env));
+            put(0..4);
+            ok(&common::run(&worker("0"), &env));
+            ok(&common::run(&worker("1"), &env));
+            assert_eq!(
+                sorted_ids(&python_rows(&moto, &table)),
+                (0..40).collect::<Vec<_>>(),
+                "{case}: before the reset"
+            );
+            let reset: Vec<String> = vec!["reset".into(), table.clone(), "--yes".into()];
+            let mut killed_env = env.clone();
+            killed_env.push(("AUTOLOADER_FAILPOINT", point));
+            let killed = common::run(&reset, &killed_env);
+            assert_eq!(
+                killed.status.signal(),
+                Some(9),
+                "{case}: {}",
+                common::stderr(&killed)
+            );
+            if *point == "reset-after-lock" {
+                assert_eq!(
+                    sorted_ids(&python_rows(&moto, &table)),
+                    (0..40).collect::<Vec<_>>(),
+                    "{case}: the old state"
+                );
+            }
+            // Files land meanwhile.
+            put(4..6);
+            if finisher == "reset" {
+                ok(&common::run(&reset, &env));
+            }
+            ok(&common::run(&worker("0"), &env));
+            ok(&common::run(&worker("1"), &env));
+            assert_eq!(
+                sorted_ids(&python_rows(&moto, &table)),
+                (0..60).collect::<Vec<_>>(),
+                "{case}: every file once"
+            );
+            assert_eq!(q.depth(&q.queue), (0, 0), "{case}: the queue is empty");
+        }
+    }
 }
