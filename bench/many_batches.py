@@ -10,6 +10,17 @@ batches per second and the CPU seconds the watcher used so far. All files stay i
 landing folder (in subfolders of 5,000). `--auto-compact` first lands one file with `--once`
 and sets `delta.autoOptimize.autoCompact=true` on the table (`autoloader table set`), so
 the watcher compacts it every 50 batches and the table keeps a few dozen files.
+
+`--prior N` starts from a table that already has N versions, written straight into its
+`_delta_log` (each removes the last version's file and adds one, as a compaction does, so
+the table keeps one live file and N `remove` tombstones), then a Delta checkpoint
+(Python `deltalake`): the state of a long run without the hours it takes.
+`--prior-tombstones expired` dates those removes 8 days back, past the 7-day
+`delta.deletedFileRetentionDuration`, so checkpoints drop them; `--prior-log cleaned`
+deletes the commits the checkpoint covers, as the log cleanup does once they are 30 days
+old. The three tell apart what a long run's memory and CPU grow with. `--prior-files N`
+first lands N files with `--once` (so the landing folder and the file index start N files
+in); `-o KEY=VALUE` passes an option to the watcher (`cloudFiles.backfillInterval=10s`).
 """
 import argparse
 import glob
@@ -43,16 +54,77 @@ def latest_version(table):
     return max(versions, default=-1)
 
 
+def write_prior_history(table, versions, expired, cleaned):
+    """`versions` commits on a new table, each swapping its one file, then a checkpoint."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, write_deltalake
+    write_deltalake(table, pa.table({"order_id": pa.array([-2], pa.int64()),
+                                     "amount": pa.array([0], pa.int64())}))
+    base = DeltaTable(table).file_uris()[0]
+    size = os.path.getsize(base)
+    now_ms = int(time.time() * 1000)
+    removed_at = now_ms - 8 * 86400 * 1000 if expired else now_ms
+    previous = os.path.basename(base)
+    log = os.path.join(table, "_delta_log")
+    for v in range(1, versions + 1):
+        name = f"prior-{v:07d}.parquet"
+        actions = [
+            {"commitInfo": {"timestamp": now_ms, "operation": "OPTIMIZE"}},
+            {"remove": {"path": previous, "deletionTimestamp": removed_at, "dataChange": False,
+                        "extendedFileMetadata": True, "partitionValues": {}, "size": size}},
+            {"add": {"path": name, "partitionValues": {}, "size": size,
+                     "modificationTime": now_ms, "dataChange": False}},
+        ]
+        with open(os.path.join(log, f"{v:020d}.json"), "w") as f:
+            f.write("".join(json.dumps(a) + "\n" for a in actions))
+        previous = name
+    os.link(base, os.path.join(table, previous))
+    DeltaTable(table).create_checkpoint()
+    if cleaned:
+        for v in range(versions):
+            os.remove(os.path.join(log, f"{v:020d}.json"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=20000)
     ap.add_argument("--every", type=int, default=1000)
     ap.add_argument("--auto-compact", action="store_true")
+    ap.add_argument("--prior", type=int, default=0)
+    ap.add_argument("--prior-tombstones", choices=["kept", "expired"], default="kept")
+    ap.add_argument("--prior-log", choices=["kept", "cleaned"], default="kept")
+    ap.add_argument("--prior-files", type=int, default=0)
+    ap.add_argument("-o", dest="options", action="append", default=[])
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "autoloader"))
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="autoloader-many-batches-")
     landing, table = os.path.join(work, "landing"), os.path.join(work, "table")
     os.makedirs(os.path.join(landing, "seed"))
+    if args.prior:
+        # Python deltalake can abort at exit (delta-rs#2184): build the history in a child.
+        child = os.fork()
+        if child == 0:
+            try:
+                write_prior_history(table, args.prior, args.prior_tombstones == "expired",
+                                    args.prior_log == "cleaned")
+                sys.stdout.flush()
+                os._exit(0)
+            except BaseException as e:
+                print(f"prior history: {e!r}", file=sys.stderr, flush=True)
+                os._exit(1)
+        _, status = os.waitpid(child, 0)
+        if status != 0:
+            sys.exit("could not write the prior history")
+    if args.prior_files:
+        for i in range(args.prior_files):
+            folder = os.path.join(landing, "prior", f"p{i // 5000:03d}")
+            if i % 5000 == 0:
+                os.makedirs(folder)
+            with open(os.path.join(folder, f"p{i:06d}.json"), "w") as f:
+                f.write(json.dumps({"order_id": -3 - i, "amount": 1}) + "\n")
+        subprocess.run([args.bin, "-q", "ingest", landing, table, "--once", "-o", "cloudFiles.format=json",
+                        "-o", "cloudFiles.maxFilesPerTrigger=20000"], check=True, stdout=subprocess.DEVNULL)
     if args.auto_compact:
         with open(os.path.join(landing, "seed", "seed.json"), "w") as f:
             f.write(json.dumps({"order_id": -1, "amount": 1}) + "\n")
@@ -60,7 +132,8 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run([args.bin, "table", "set", table, "delta.autoOptimize.autoCompact=true"],
                        check=True, stdout=subprocess.DEVNULL)
-    proc = subprocess.Popen([args.bin, "-q", "ingest", landing, table, "-o", "cloudFiles.format=json"],
+    options = [x for o in args.options for x in ("-o", o)]
+    proc = subprocess.Popen([args.bin, "-q", "ingest", landing, table, "-o", "cloudFiles.format=json", *options],
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "stderr"), "w"))
     try:
         time.sleep(1.0)

@@ -691,10 +691,11 @@ fn error_text(err: &Error) -> String {
 /// autoloader's detail first (`-v` debug, `-vv` trace with the libraries' info), then the
 /// libraries' (`-vvv` debug, `-vvvv` trace). `RUST_LOG` decides instead when set.
 fn log_filter(verbose: u8, quiet: bool) -> &'static str {
+    // delta-rs logs the commit conflicts it retries (ERROR "conflict detected", "exceeded
+    // maximum commit attempts" for a compaction that retries on a fresh snapshot) and every
+    // failure it returns to us, which we report ourselves: heard from -vv on, even under -q.
     match (quiet, verbose) {
-        (true, _) => "error",
-        // delta-rs logs the commit conflicts it retries (ERROR "conflict detected") and
-        // every failure it returns to us, which we report ourselves: heard from -vv on.
+        (true, _) => "error,deltalake_core=off",
         (false, 0) => "autoloader=info,deltalake_core=off,warn",
         (false, 1) => "autoloader=debug,deltalake_core=off,warn",
         (false, 2) => "autoloader=trace,info",

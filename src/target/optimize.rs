@@ -544,6 +544,7 @@ async fn commit(
                 Some(false) => {}
             }
         }
+        crate::testing::failpoint::hit(OPTIMIZE_ATTEMPT);
         let built = CommitBuilder::from(cleanup_only_at_checkpoints(props.clone(), snapshot))
             .with_actions(actions.clone())
             .build(Some(snapshot), table.log_store(), operation.clone())
@@ -570,6 +571,10 @@ async fn commit(
         }
     }
 }
+
+/// The failpoint a compaction's commit attempt reaches once it has checked its snapshot:
+/// a sleep there lets other writers commit first (`tests/it/optimize.rs`).
+pub const OPTIMIZE_ATTEMPT: &str = "optimize-attempt";
 
 /// `batch` (one input file's, without partition columns) in the writer's schema: the
 /// partition columns filled from the file's values, columns the file predates null,
