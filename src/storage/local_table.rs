@@ -70,6 +70,14 @@ fn flat_listing(
         Err(_) => return Ok(None),
     };
     let offset = offset.as_ref();
+    // `prefix/name` against the offset, by the name alone when the offset is inside this
+    // folder (no path built for each of the folder's entries, most of them before it).
+    let folder = format!("{}/", prefix.as_ref());
+    let offset_name = offset.strip_prefix(folder.as_str());
+    let past_offset = |name: &str| match offset_name {
+        Some(after) => name > after,
+        None => format!("{folder}{name}").as_str() > offset,
+    };
     let mut found = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io)?;
@@ -94,10 +102,10 @@ fn flat_listing(
         if !kind.is_file() {
             return Ok(None);
         }
-        let location = format!("{}/{name}", prefix.as_ref());
-        if location.as_str() <= offset {
+        if !past_offset(name) {
             continue;
         }
+        let location = format!("{folder}{name}");
         let meta = match entry.metadata() {
             Ok(meta) => meta,
             // Deleted since the folder was read (a log cleanup).
