@@ -20,7 +20,9 @@ the table keeps one live file and N `remove` tombstones), then a Delta checkpoin
 deletes the commits the checkpoint covers, as the log cleanup does once they are 30 days
 old. The three tell apart what a long run's memory and CPU grow with. `--prior-files N`
 first lands N files with `--once` (so the landing folder and the file index start N files
-in); `-o KEY=VALUE` passes an option to the watcher (`cloudFiles.backfillInterval=10s`).
+in); `-o KEY=VALUE` passes an option to the watcher (`cloudFiles.backfillInterval=10s`);
+`--set KEY=VALUE` sets a table property before the watcher starts (`autoloader table set`,
+`delta.logRetentionDuration=interval 2 minutes`).
 """
 import argparse
 import glob
@@ -95,6 +97,7 @@ def main():
     ap.add_argument("--prior-tombstones", choices=["kept", "expired"], default="kept")
     ap.add_argument("--prior-log", choices=["kept", "cleaned"], default="kept")
     ap.add_argument("--prior-files", type=int, default=0)
+    ap.add_argument("--set", dest="properties", action="append", default=[])
     ap.add_argument("-o", dest="options", action="append", default=[])
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "autoloader"))
     args = ap.parse_args()
@@ -125,20 +128,20 @@ def main():
                 f.write(json.dumps({"order_id": -3 - i, "amount": 1}) + "\n")
         subprocess.run([args.bin, "-q", "ingest", landing, table, "--once", "-o", "cloudFiles.format=json",
                         "-o", "cloudFiles.maxFilesPerTrigger=20000"], check=True, stdout=subprocess.DEVNULL)
-    if args.auto_compact:
+    properties = args.properties + (["delta.autoOptimize.autoCompact=true"] if args.auto_compact else [])
+    if properties:
         with open(os.path.join(landing, "seed", "seed.json"), "w") as f:
             f.write(json.dumps({"order_id": -1, "amount": 1}) + "\n")
         subprocess.run([args.bin, "-q", "ingest", landing, table, "--once", "-o", "cloudFiles.format=json"],
                        check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([args.bin, "table", "set", table, "delta.autoOptimize.autoCompact=true"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([args.bin, "table", "set", table, *properties], check=True, stdout=subprocess.DEVNULL)
     options = [x for o in args.options for x in ("-o", o)]
     proc = subprocess.Popen([args.bin, "-q", "ingest", landing, table, "-o", "cloudFiles.format=json", *options],
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "stderr"), "w"))
     try:
         time.sleep(1.0)
         print(f"work {work}; watcher RSS at start {rss_kib(proc.pid) / 1024:.1f} MiB", flush=True)
-        print("batches | RSS MiB | batches/s | CPU s per 1,000 batches", flush=True)
+        print("batches | RSS MiB | batches/s | CPU ms a batch | _delta_log entries", flush=True)
         version = latest_version(table)
         last_t, last_cpu = time.perf_counter(), cpu_seconds(proc.pid)
         for i in range(args.batches):
@@ -168,7 +171,8 @@ def main():
             if (i + 1) % args.every == 0:
                 now, cpu = time.perf_counter(), cpu_seconds(proc.pid)
                 print(f"{i + 1} | {rss_kib(proc.pid) / 1024:.1f} | {args.every / (now - last_t):.0f} | "
-                      f"{(cpu - last_cpu) * 1000 / args.every:.1f}", flush=True)
+                      f"{(cpu - last_cpu) * 1000 / args.every:.1f} | {len(os.listdir(os.path.join(table, '_delta_log')))}",
+                      flush=True)
                 last_t, last_cpu = now, cpu
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -471,7 +471,9 @@ enum TableCommand {
         json: bool,
     },
     /// Set table properties (metaData.configuration) in one Delta commit; none when the
-    /// table has them already. delta.* properties are not supported yet.
+    /// table has them already. Of Delta's own delta.* properties, only autoCompact and the
+    /// upkeep ones (logRetentionDuration, deletedFileRetentionDuration, checkpointInterval,
+    /// enableExpiredLogCleanup).
     Set {
         /// The Delta table: a local directory or s3://BUCKET/PATH.
         #[arg(value_parser = location)]

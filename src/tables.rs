@@ -116,6 +116,27 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
             _ => Err(refuse("delta.autoOptimize.autoCompact is true or false")),
         };
     }
+    if let Some(known) = MAINTENANCE_PROPERTIES
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(key))
+    {
+        let value = value.trim();
+        let valid = match *known {
+            "delta.checkpointInterval" => value.parse::<u64>().is_ok_and(|n| n > 0),
+            "delta.enableExpiredLogCleanup" => ["true", "false"].contains(&value),
+            _ => is_interval(value),
+        };
+        if !valid {
+            return Err(refuse(match *known {
+                "delta.checkpointInterval" => {
+                    "delta.checkpointInterval is a number of commits above 0"
+                }
+                "delta.enableExpiredLogCleanup" => "delta.enableExpiredLogCleanup is true or false",
+                _ => "a retention is an interval such as `interval 1 day` or `interval 12 hours`",
+            }));
+        }
+        return Ok((known.to_string(), value.to_string()));
+    }
     if key.to_ascii_lowercase().starts_with("delta.") {
         return Err(refuse(
             "delta.* properties change how Delta readers and writers treat the table; \
@@ -143,6 +164,28 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
         )));
     }
     Ok((key.to_string(), value.to_string()))
+}
+
+/// Delta's properties for how long the log and removed files are kept and how often a
+/// checkpoint is written: they change no reader's view of the table, only its upkeep (a
+/// watcher committing every second wants a log far shorter than the 30 days' default,
+/// `bench/README.md`).
+const MAINTENANCE_PROPERTIES: &[&str] = &[
+    "delta.logRetentionDuration",
+    "delta.deletedFileRetentionDuration",
+    "delta.checkpointInterval",
+    "delta.enableExpiredLogCleanup",
+];
+
+/// `interval <n> <unit>` as Delta spells a duration (delta-rs parses it when it reads the
+/// table, without exposing its parser, and falls back to the default on a typo).
+fn is_interval(value: &str) -> bool {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    matches!(words.as_slice(), ["interval", n, unit]
+        if n.parse::<u64>().is_ok()
+            && ["millisecond", "second", "minute", "hour", "day", "week"]
+                .iter()
+                .any(|u| unit.strip_suffix('s').unwrap_or(unit) == *u))
 }
 
 /// The `pipelines.*` table properties autoloader reads.
@@ -182,6 +225,19 @@ mod tests {
             ("delta.autoOptimize.autoCompact".into(), "true".into())
         );
         assert!(parse_property("delta.autoOptimize.autoCompact=yes").is_err());
+        assert_eq!(
+            parse_property("delta.logretentionduration = interval 2 days").unwrap(),
+            (
+                "delta.logRetentionDuration".into(),
+                "interval 2 days".into()
+            )
+        );
+        assert!(parse_property("delta.deletedFileRetentionDuration=interval 1 hour").is_ok());
+        assert!(parse_property("delta.deletedFileRetentionDuration=7 days").is_err());
+        assert!(parse_property("delta.logRetentionDuration=interval 2 fortnights").is_err());
+        assert!(parse_property("delta.checkpointInterval=0").is_err());
+        assert!(parse_property("delta.checkpointInterval=10").is_ok());
+        assert!(parse_property("delta.enableExpiredLogCleanup=yes").is_err());
         let err = parse_property("delta.appendOnly=true").unwrap_err();
         assert!(err.to_string().contains("not supported here yet"), "{err}");
     }

@@ -240,15 +240,17 @@ fn expired_logs_are_cleaned_up_when_a_checkpoint_is_written_and_only_then() {
         ok(&s.ingest(&[]));
     };
     land_one();
-    let script = "import os, sys\nfrom deltalake import DeltaTable\n\
-        DeltaTable(sys.argv[1]).alter.set_table_properties({'delta.checkpointInterval': '5', \
-        'delta.logRetentionDuration': 'interval 10 seconds'}, raise_if_not_exists=False)\n\
-        os._exit(0)\n";
-    let out = std::process::Command::new("python3")
-        .args(["-c", script, &s.table().display().to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
+    // Set as a user would: Delta's upkeep properties are the delta.* ones `table set` takes.
+    ok(&run(
+        &[
+            "table".to_string(),
+            "set".to_string(),
+            s.table().display().to_string(),
+            "delta.checkpointInterval=5".to_string(),
+            "delta.logRetentionDuration=interval 10 seconds".to_string(),
+        ],
+        &[],
+    ));
     while latest(&versions()) < 4 {
         land_one();
     }
