@@ -467,15 +467,13 @@ fn vacuum_frees_the_replaced_files_and_never_touches_autoloader_or_a_fresh_file(
     s.assert_ids_once(0..31, "after vacuum");
 }
 
-/// A config's streams into a table with `optimize.autoCompact` (or the table property),
-/// 12 one-file batches: compacted in the background after every 5 commits.
-fn auto_compact_run(table_section: &str) -> (Scratch, PathBuf, Vec<Vec<serde_json::Value>>) {
-    let s = Scratch::new();
-    let dir = s.dir.path();
+/// 12 one-file landed files and a config streaming them, one a batch, into `bronze/orders`,
+/// with `table_section` declaring the table.
+fn auto_compact_config(s: &Scratch, table_section: &str) -> PathBuf {
     for i in 0..12u64 {
         s.land(&format!("o{i:04}.json"), common::orders_jsonl(i, i + 1));
     }
-    let config = dir.join("streams.toml");
+    let config = s.dir.path().join("streams.toml");
     fs::write(
         &config,
         format!(
@@ -493,6 +491,15 @@ table = "bronze/orders"
         ),
     )
     .unwrap();
+    config
+}
+
+/// A config's streams into a table with `optimize.autoCompact` (or the table property),
+/// 12 one-file batches: compacted in the background after every 5 commits.
+fn auto_compact_run(table_section: &str) -> (Scratch, PathBuf, Vec<Vec<serde_json::Value>>) {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let config = auto_compact_config(&s, table_section);
     ok(&run(
         &["run".into(), config.display().to_string(), "--once".into()],
         &[],
@@ -521,28 +528,10 @@ fn a_compaction_that_loses_the_race_to_the_stream_retries_quietly() {
     // runs, which `-q` now leaves out too.)
     let s = Scratch::new();
     let dir = s.dir.path();
-    for i in 0..12u64 {
-        s.land(&format!("o{i:04}.json"), common::orders_jsonl(i, i + 1));
-    }
-    let config = dir.join("streams.toml");
-    fs::write(
-        &config,
-        r#"
-[[table]]
-path = "bronze/orders"
-optimize.autoCompact = true
-optimize.everyCommits = 3
-
-[[stream]]
-name = "orders"
-source = "landing"
-table = "bronze/orders"
-[stream.options]
-"cloudFiles.maxFilesPerTrigger" = 1
-"cloudFiles.inferColumnTypes" = true
-"#,
-    )
-    .unwrap();
+    let config = auto_compact_config(
+        &s,
+        "[[table]]\npath = \"bronze/orders\"\noptimize.autoCompact = true\noptimize.everyCommits = 3",
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_autoloader"))
         .args(["-q", "run", config.to_str().unwrap(), "--once"])
         .env_remove("RUST_LOG")
