@@ -148,7 +148,7 @@ pub fn unloaded_table(
 }
 
 /// The table handle at `url`: a local table goes through [`local_table::LocalTableStore`]
-/// (a listing of `_delta_log` that does not slow with its versions), an S3 one through
+/// (a listing of `_delta_log` that stats only the entries past its offset), an S3 one through
 /// delta-rs' own store with `options`.
 pub fn table_at(
     url: url::Url,
