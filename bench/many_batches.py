@@ -6,7 +6,8 @@
 A watcher (`autoloader ingest LANDING TABLE`, JSON) on a local folder; one 10-row file is
 renamed in at a time, and the next only once the commit holding it is in `_delta_log`, so
 every file is a batch of its own. Every `--every` batches it prints the watcher's RSS, the
-batches per second and the CPU seconds the watcher used so far. All files stay in the
+batches per second, the CPU seconds the watcher used so far and its last logged heap totals
+(in use / freed but held / mapped, `src/memory.rs`). All files stay in the
 landing folder (in subfolders of 5,000). `--auto-compact` first lands one file with `--once`
 and sets `delta.autoOptimize.autoCompact=true` on the table (`autoloader table set`), so
 the watcher compacts it every 50 batches and the table keeps a few dozen files.
@@ -28,6 +29,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +51,16 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def last_heap(stderr):
+    """The watcher's last logged heap totals, in MiB: in use / free held / mapped."""
+    with open(stderr) as f:
+        lines = [line for line in f if "Heap after trimming" in line]
+    if not lines:
+        return "-"
+    fields = dict(re.findall(r"(\w+)=(\d+)", lines[-1]))
+    return " / ".join(f"{int(fields[k]) / 2**20:.1f}" for k in ("in_use", "free_held", "mapped"))
 
 
 def latest_version(table):
@@ -136,12 +148,16 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run([args.bin, "table", "set", table, *properties], check=True, stdout=subprocess.DEVNULL)
     options = [x for o in args.options for x in ("-o", o)]
+    # The watcher logs its allocator's totals once a minute (`src/memory.rs`).
+    env = dict(os.environ, RUST_LOG="error,deltalake_core=off,autoloader::memory=debug")
+    stderr = os.path.join(work, "stderr")
     proc = subprocess.Popen([args.bin, "-q", "ingest", landing, table, "-o", "cloudFiles.format=json", *options],
-                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "stderr"), "w"))
+                            stdout=subprocess.DEVNULL, stderr=open(stderr, "w"), env=env)
     try:
         time.sleep(1.0)
         print(f"work {work}; watcher RSS at start {rss_kib(proc.pid) / 1024:.1f} MiB", flush=True)
-        print("batches | RSS MiB | batches/s | CPU ms a batch | _delta_log entries", flush=True)
+        print("batches | RSS MiB | heap in use / free held / mapped MiB | batches/s | CPU ms a batch | "
+              "_delta_log entries", flush=True)
         version = latest_version(table)
         last_t, last_cpu = time.perf_counter(), cpu_seconds(proc.pid)
         for i in range(args.batches):
@@ -170,7 +186,8 @@ def main():
                 version += 1
             if (i + 1) % args.every == 0:
                 now, cpu = time.perf_counter(), cpu_seconds(proc.pid)
-                print(f"{i + 1} | {rss_kib(proc.pid) / 1024:.1f} | {args.every / (now - last_t):.0f} | "
+                print(f"{i + 1} | {rss_kib(proc.pid) / 1024:.1f} | {last_heap(stderr)} | "
+                      f"{args.every / (now - last_t):.0f} | "
                       f"{(cpu - last_cpu) * 1000 / args.every:.1f} | {len(os.listdir(os.path.join(table, '_delta_log')))}",
                       flush=True)
                 last_t, last_cpu = now, cpu

@@ -42,3 +42,95 @@ pub fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// What the allocator holds, for telling a leak (`in_use` grows) from fragmentation
+/// (`free_held` grows) in a long-running watcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapUsage {
+    /// Bytes in live allocations, heap and mmapped alike.
+    pub in_use: usize,
+    /// Freed bytes the allocator keeps in its heaps instead of returning them.
+    pub free_held: usize,
+    /// Bytes in allocations served by their own mappings (128 KiB or more in a watcher).
+    pub mapped: usize,
+}
+
+/// The allocator's totals over all arenas (glibc's `mallinfo2`); `None` on other C
+/// libraries.
+pub fn heap_usage() -> Option<HeapUsage> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's counters.
+        let info = unsafe { libc::mallinfo2() };
+        Some(HeapUsage {
+            in_use: info.uordblks + info.hblkhd,
+            free_held: info.fordblks,
+            mapped: info.hblkhd,
+        })
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
+/// When a watcher hands freed memory back: every time it goes idle after ingesting, and
+/// at least every [`BUSY_TRIM_EVERY`] while files keep coming (a watcher that always finds
+/// the next file ready never goes idle: without this it never trimmed, and its RSS crept
+/// over thousands of one-file batches). Logs [`heap_usage`] at debug level
+/// (`RUST_LOG=autoloader::memory=debug`) at most once a minute.
+#[derive(Debug, Default)]
+pub struct Trimmer {
+    trimmed: Option<std::time::Instant>,
+    reported: Option<std::time::Instant>,
+}
+
+/// The longest a busy watcher goes without trimming its heap.
+pub const BUSY_TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Trimmer {
+    /// After a batch: trims when `idle`, or when the last trim is [`BUSY_TRIM_EVERY`] old.
+    pub fn after_batch(&mut self, idle: bool) {
+        let now = std::time::Instant::now();
+        if !idle && self.trimmed.is_some_and(|at| now - at < BUSY_TRIM_EVERY) {
+            return;
+        }
+        if self.trimmed.is_none() && !idle {
+            // The first busy batch starts the clock.
+            self.trimmed = Some(now);
+            return;
+        }
+        release_free_memory();
+        self.trimmed = Some(now);
+        if self
+            .reported
+            .is_some_and(|at| now - at < std::time::Duration::from_secs(60))
+        {
+            return;
+        }
+        self.reported = Some(now);
+        if let Some(heap) = heap_usage() {
+            tracing::debug!(
+                in_use = heap.in_use,
+                free_held = heap.free_held,
+                mapped = heap.mapped,
+                "Heap after trimming."
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn heap_usage_counts_a_mapped_allocation_as_in_use() {
+        // Other tests allocate beside this one: only what this block must add is checked.
+        prefer_returning_memory();
+        let block = vec![1u8; 8 << 20];
+        let during = heap_usage().unwrap();
+        assert!(during.mapped >= 8 << 20, "{during:?}");
+        assert!(during.in_use >= during.mapped, "{during:?}");
+        std::hint::black_box(&block);
+    }
+}

@@ -310,6 +310,7 @@ async fn watch_loop(
     crate::memory::prefer_returning_memory();
     let mut tracker = SettleTracker::new(timing.settle);
     let mut ingested_since_idle = false;
+    let mut trimmer = crate::memory::Trimmer::default();
     info!(source = %req.source.describe(), table = %req.table, events = by_events, "Watching for new files.");
     loop {
         if stop.is_stopped() {
@@ -364,6 +365,7 @@ async fn watch_loop(
             }
             stream.ingest(ready, stop).await?;
             ingested_since_idle = true;
+            trimmer.after_batch(false);
             continue;
         }
         // cleanSource, in the background of watching: a bounded pass while idle.
@@ -371,7 +373,7 @@ async fn watch_loop(
             continue;
         }
         if std::mem::take(&mut ingested_since_idle) {
-            crate::memory::release_free_memory();
+            trimmer.after_batch(true);
         }
         let mut wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
         if by_events && let Some(at) = last_full {
