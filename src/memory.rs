@@ -2,7 +2,9 @@
 //! under contention its own arena and rarely hands freed pages back, so a long-running
 //! watcher's RSS drifted upwards batch after batch (about 60 KB per batch, measured with
 //! `bench/latency.py`) although nothing was retained. Fewer arenas and returning free pages
-//! when the watcher goes idle keep it flat.
+//! when the watcher goes idle, and every 10 s while it stays busy, keep it flat.
+
+use std::time::{Duration, Instant};
 
 /// Caps glibc's malloc arenas at two (one per core on the machines we target), for a
 /// long-running watcher: each arena keeps its own freed pages. Not for `--once` runs: with
@@ -33,9 +35,8 @@ pub fn prefer_returning_memory() {
     }
 }
 
-/// Returns freed heap pages to the OS. Cheap enough to call when a watcher goes idle after
-/// a batch, never on the hot path.
-pub fn release_free_memory() {
+/// Returns freed heap pages to the OS: by [`Trimmer`], never on the hot path.
+fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases memory the allocator already considers free.
     unsafe {
@@ -72,41 +73,56 @@ pub fn heap_usage() -> Option<HeapUsage> {
     None
 }
 
-/// When a watcher hands freed memory back: every time it goes idle after ingesting, and
-/// at least every [`BUSY_TRIM_EVERY`] while files keep coming (a watcher that always finds
-/// the next file ready never goes idle: without this it never trimmed, and its RSS crept
-/// over thousands of one-file batches). Logs [`heap_usage`] at debug level
+/// When a watcher hands freed memory back: when it goes idle after ingesting, and at
+/// least every [`BUSY_TRIM_EVERY`] while files keep coming (a watcher that always finds
+/// the next file ready never goes idle: trimmed only then, its RSS crept over thousands
+/// of one-file batches). Logs [`heap_usage`] at debug level
 /// (`RUST_LOG=autoloader::memory=debug`) at most once a minute.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Trimmer {
-    trimmed: Option<std::time::Instant>,
-    reported: Option<std::time::Instant>,
+    trimmed: Instant,
+    /// A batch ran since the last trim.
+    ingested: bool,
+    reported: Option<Instant>,
 }
 
 /// The longest a busy watcher goes without trimming its heap.
-pub const BUSY_TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+const BUSY_TRIM_EVERY: Duration = Duration::from_secs(10);
+/// The shortest time between two heap reports.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
 
 impl Trimmer {
-    /// After a batch: trims when `idle`, or when the last trim is [`BUSY_TRIM_EVERY`] old.
-    pub fn after_batch(&mut self, idle: bool) {
-        let now = std::time::Instant::now();
-        if !idle && self.trimmed.is_some_and(|at| now - at < BUSY_TRIM_EVERY) {
-            return;
+    pub fn new() -> Self {
+        Trimmer {
+            trimmed: Instant::now(),
+            ingested: false,
+            reported: None,
         }
-        if self.trimmed.is_none() && !idle {
-            // The first busy batch starts the clock.
-            self.trimmed = Some(now);
-            return;
+    }
+
+    /// After a batch: trims if the last trim is [`BUSY_TRIM_EVERY`] old.
+    pub fn after_batch(&mut self) {
+        self.ingested = true;
+        if self.trimmed.elapsed() >= BUSY_TRIM_EVERY {
+            self.trim();
         }
+    }
+
+    /// When the watcher goes idle: trims if a batch ran since the last trim.
+    pub fn on_idle(&mut self) {
+        if self.ingested {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
         release_free_memory();
-        self.trimmed = Some(now);
-        if self
-            .reported
-            .is_some_and(|at| now - at < std::time::Duration::from_secs(60))
-        {
+        self.trimmed = Instant::now();
+        self.ingested = false;
+        if self.reported.is_some_and(|at| at.elapsed() < REPORT_EVERY) {
             return;
         }
-        self.reported = Some(now);
+        self.reported = Some(Instant::now());
         if let Some(heap) = heap_usage() {
             tracing::debug!(
                 in_use = heap.in_use,
@@ -115,6 +131,12 @@ impl Trimmer {
                 "Heap after trimming."
             );
         }
+    }
+}
+
+impl Default for Trimmer {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

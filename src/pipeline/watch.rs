@@ -309,8 +309,7 @@ async fn watch_loop(
     let complete_when_listed = req.source.complete_when_listed();
     crate::memory::prefer_returning_memory();
     let mut tracker = SettleTracker::new(timing.settle);
-    let mut ingested_since_idle = false;
-    let mut trimmer = crate::memory::Trimmer::default();
+    let mut trimmer = crate::memory::Trimmer::new();
     info!(source = %req.source.describe(), table = %req.table, events = by_events, "Watching for new files.");
     loop {
         if stop.is_stopped() {
@@ -364,17 +363,14 @@ async fn watch_loop(
                 changed.extend(ready.iter().map(|f| f.key.clone()));
             }
             stream.ingest(ready, stop).await?;
-            ingested_since_idle = true;
-            trimmer.after_batch(false);
+            trimmer.after_batch();
             continue;
         }
         // cleanSource, in the background of watching: a bounded pass while idle.
         if stream.clean_source(super::CLEAN_BUDGET).await? {
             continue;
         }
-        if std::mem::take(&mut ingested_since_idle) {
-            trimmer.after_batch(true);
-        }
+        trimmer.on_idle();
         let mut wait = next_check.map_or(timing.poll_interval, |n| n.min(timing.poll_interval));
         if by_events && let Some(at) = last_full {
             wait = wait.min(backfill.saturating_sub(at.elapsed()));
