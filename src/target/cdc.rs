@@ -29,7 +29,6 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use deltalake::parquet::basic::Compression;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -334,10 +333,7 @@ impl CdcTarget {
         let ((read, kept), early) = if target_done || raises_truncate {
             (state_read.await?, None)
         } else {
-            let new_writer = || {
-                self.target
-                    .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
-            };
+            let new_writer = || self.target.rewrite_writer(&target_schema);
             let ((read, read_at), (taken, taken_at)) =
                 futures::join!(async { (state_read.await, started.elapsed()) }, async {
                     let r = self
@@ -615,10 +611,7 @@ impl CdcTarget {
         info: &mut serde_json::Value,
     ) -> Result<u64, SinkError> {
         let loc = self.target.location().to_string();
-        let new_writer = || {
-            self.target
-                .writer_with(target_schema, &[], &[], Compression::SNAPPY)
-        };
+        let new_writer = || self.target.rewrite_writer(target_schema);
         let key_encoder = RowEncoder::new(&self.spec.keys, target_schema)
             .map_err(|e| data_err(&loc, e.to_string()))?;
         let started = std::time::Instant::now();
@@ -812,9 +805,7 @@ impl CdcTarget {
         let created = self.state.ensure_created(&schema, app_id).await?;
         let mut actions = if created { Vec::new() } else { removes };
         if !batches.is_empty() {
-            let mut writer = self
-                .state
-                .writer_with(&schema, &[], &[], Compression::SNAPPY)?;
+            let mut writer = self.state.rewrite_writer(&schema)?;
             for b in batches {
                 writer.write(b).await?;
             }

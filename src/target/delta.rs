@@ -13,7 +13,7 @@ use arrow_schema::SchemaRef;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, MetadataExt, StructField, StructType, Transaction};
 use deltalake::parquet::basic::{Compression, ZstdLevel};
-use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
 use deltalake::{DeltaTable, DeltaTableError};
@@ -578,26 +578,22 @@ impl DeltaAppend {
         partition_columns: &[String],
         keep_last: &[String],
     ) -> Result<BatchWriter, SinkError> {
-        self.writer_with(
-            schema,
-            partition_columns,
-            keep_last,
-            Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1 is valid")),
-        )
+        self.writer_with(schema, partition_columns, keep_last, writer_properties())
     }
 
-    /// [`DeltaAppend::writer`] with another compression than zstd: the CDC target, whose
-    /// files every batch rewrites, takes snappy, faster both ways (what delta-rs and Spark
-    /// write by default; every Parquet reader reads both). Measured on the CDC bench:
-    /// 14% less CPU than zstd level 1; turning dictionaries off cost more than it saved.
-    pub fn writer_with(
+    /// A writer for the files a merge rewrites at every batch (the CDC target and its
+    /// state): see [`rewrite_writer_properties`].
+    pub fn rewrite_writer(&self, schema: &SchemaRef) -> Result<BatchWriter, SinkError> {
+        self.writer_with(schema, &[], &[], rewrite_writer_properties())
+    }
+
+    fn writer_with(
         &self,
         schema: &SchemaRef,
         partition_columns: &[String],
         keep_last: &[String],
-        compression: Compression,
+        props: WriterProperties,
     ) -> Result<BatchWriter, SinkError> {
-        let props = writer_properties_with(compression);
         let writer = if self.exists() {
             RecordBatchWriter::for_table(&self.table)
         } else {
@@ -839,19 +835,27 @@ pub(crate) fn cleanup_only_at_checkpoints(
 /// How every Parquet file of a table is written (ingest and `optimize` alike): zstd, row
 /// groups closed by rows or bytes, a small dictionary page limit.
 pub(crate) fn writer_properties() -> WriterProperties {
-    writer_properties_with(Compression::ZSTD(
+    writer_properties_builder(Compression::ZSTD(
         ZstdLevel::try_new(1).expect("level 1 is valid"),
     ))
+    .build()
 }
 
-/// [`writer_properties`] with another compression.
-pub(crate) fn writer_properties_with(compression: Compression) -> WriterProperties {
+/// How a merge writes the files it rewrites at every batch: snappy, faster both ways than
+/// zstd (what delta-rs and Spark write by default; every Parquet reader reads both).
+/// Measured on the CDC bench: snappy 14% less CPU than zstd level 1; turning dictionaries
+/// off cost more than it saved, and statistics per column chunk only (no page index)
+/// saved nothing measurable, so readers keep the page index.
+fn rewrite_writer_properties() -> WriterProperties {
+    writer_properties_builder(Compression::SNAPPY).build()
+}
+
+fn writer_properties_builder(compression: Compression) -> WriterPropertiesBuilder {
     WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(128 * 1024))
         .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
         .set_dictionary_page_size_limit(DICT_LIMIT)
-        .build()
 }
 
 /// The table property counting resets (full or checkpoints-only).

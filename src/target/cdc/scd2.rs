@@ -26,7 +26,6 @@ use crate::cdc::scd2::{self, Record, Values};
 use crate::cdc::{END_AT, START_AT};
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, SinkError};
-use parquet::basic::Compression;
 
 /// The records table's own columns, before the records' columns.
 const KEY: &str = "__cdc_key";
@@ -215,10 +214,7 @@ impl CdcTarget {
                 &self.spec.sequence_by,
             )
             .map_err(|e| data_err(&loc, e))?;
-            let new_writer = || {
-                self.target
-                    .writer_with(&target_schema, &[], &[], Compression::SNAPPY)
-            };
+            let new_writer = || self.target.rewrite_writer(&target_schema);
             let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
             let taken = self
                 .take_keys(&target_schema, Arc::new(touched), &new_writer)
