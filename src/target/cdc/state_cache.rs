@@ -11,6 +11,7 @@
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use super::{FastMap, FastSet, StateEntry};
 
@@ -117,11 +118,15 @@ impl StateCache {
             at_ms,
             batch,
         };
-        match self.entries.get_mut(key) {
-            Some(old) if old.batch >= batch => {}
-            Some(old) => *old = kept,
-            None => {
-                self.entries.insert(ShortBytes::new(key), kept);
+        // One search per entry: a B-tree of a million keys misses the cache at every level.
+        match self.entries.entry(ShortBytes::new(key)) {
+            Entry::Occupied(mut old) => {
+                if old.get().batch < batch {
+                    old.insert(kept);
+                }
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(kept);
             }
         }
     }
@@ -167,6 +172,9 @@ impl StateCache {
         batch: i64,
         version: Option<u64>,
     ) {
+        // In key order, so each insert walks down next to the last one's path.
+        let mut entries: Vec<_> = entries.collect();
+        entries.sort_unstable_by_key(|(key, _)| *key);
         for (key, e) in entries {
             self.insert(key, &e.seq, e.deleted, e.at_ms, batch);
         }
