@@ -46,7 +46,7 @@ pub(crate) use crate::cdc::{FastMap, FastSet};
 use crate::clock::now_ms;
 use crate::location::Location;
 use crate::storage::StorageSettings;
-use state_cache::{MAX_CACHED_KEYS, StateCache};
+use state_cache::{MAX_CACHED_KEYS, StateCache, StateRow};
 
 mod from_snapshots;
 mod scd2;
@@ -286,7 +286,7 @@ impl CdcTarget {
         let cache = self
             .cache
             .take()
-            .filter(|c| c.is_at(state_version) && !every_key);
+            .filter(|c| c.is_at(state_version) && !raises_truncate);
         // A run's second batch (without what is kept) reads the state whole to keep it, when
         // it is small enough; a truncate and a compaction read the whole log, columnar,
         // indexed by key (no allocation per entry); any other batch its own keys' entries,
@@ -462,9 +462,52 @@ impl CdcTarget {
         let appended = if appended.is_empty() {
             None
         } else {
-            Some(state_batch(&appended))
+            let rows: Vec<StateRow> = appended
+                .iter()
+                .map(|(k, l)| {
+                    (
+                        k.as_slice(),
+                        l.entry.seq.as_slice(),
+                        l.entry.deleted,
+                        l.entry.at_ms,
+                        l.batch,
+                    )
+                })
+                .collect();
+            Some(state_batch(&rows))
         };
-        let (batches, removes) = if compact {
+        let (batches, removes) = if compact && let Some(kept) = &cache {
+            // From what is kept, with no read of the log: the live entries the batch did
+            // not replace, in key order, the mark if the batch did not raise it, then the
+            // batch's own.
+            let live = kept.rows().filter(|&(k, seq, deleted, at_ms, _)| {
+                if k == TRUNCATE_KEY {
+                    reduction.truncate.is_none()
+                } else {
+                    alive_raw(seq, deleted, at_ms)
+                        && !below_raw(seq)
+                        && !reduction.state.contains_key(k)
+                }
+            });
+            info!(table = %loc, batch, entries = kept.len(), log_rows, "Compacting the CDC state from the state kept.");
+            let mut out = Vec::new();
+            let mut chunk: Vec<StateRow> = Vec::with_capacity(128 * 1024);
+            for row in live {
+                chunk.push(row);
+                if chunk.len() == chunk.capacity() {
+                    out.push(state_batch(&chunk));
+                    chunk.clear();
+                }
+            }
+            if !chunk.is_empty() {
+                out.push(state_batch(&chunk));
+            }
+            out.extend(appended);
+            (
+                out,
+                state_removes(self.state.table(), self.state.location())?,
+            )
+        } else if compact {
             // The live entries the batch did not replace, the mark if the batch did not
             // raise it, then the batch's own: taken from the log's columns.
             let mut picks: Vec<(usize, usize)> = index
@@ -515,9 +558,15 @@ impl CdcTarget {
         // What the next batch of this run starts from: the state kept, or the one just read
         // whole.
         if let Some(mut next) = cache.or(kept) {
+            if compact {
+                // The entries the compaction left out are gone from the log.
+                next.retain(|seq, deleted, at_ms| {
+                    alive_raw(seq, deleted, at_ms) && !below_raw(seq)
+                });
+            }
             next.commit(
                 reduction.state.iter().map(|(k, e)| (k.as_slice(), e)),
-                reduction.truncate.as_deref(),
+                reduction.truncate.as_deref().map(|m| (m, now)),
                 batch_no,
                 self.state.version(),
             );
@@ -1032,22 +1081,10 @@ async fn read_state(
         return Ok(out);
     }
     let err = |reason: String| data_err(location, reason);
-    let snapshot = table.snapshot().map_err(|e| err(e.to_string()))?;
-    let store = table.log_store().object_store(None);
-    let files: Vec<_> = snapshot
-        .log_data()
-        .into_iter()
-        .map(|f| {
-            (
-                f.object_store_path(),
-                u64::try_from(f.size()).unwrap_or(0),
-                f.remove_action(true),
-            )
-        })
-        .collect();
+    out.removes = state_removes(table, location)?;
+    let (store, files) = super::rewrite::table_files(table).map_err(err)?;
     let mut parts = Vec::new();
-    for (path, size, remove) in files {
-        out.removes.push(deltalake::kernel::Action::Remove(remove));
+    for (path, size) in files {
         let mut reader = crate::storage::RangedFile {
             store: Arc::clone(&store),
             path: path.clone(),
@@ -1232,34 +1269,43 @@ async fn read_state_group(
     Ok(out)
 }
 
-fn state_batch(entries: &[(Vec<u8>, Logged)]) -> RecordBatch {
+/// State log rows as a batch of the log's schema.
+fn state_batch(rows: &[StateRow]) -> RecordBatch {
     RecordBatch::try_new(
         state_schema(),
         vec![
-            Arc::new(BinaryArray::from_iter_values(
-                entries.iter().map(|(k, _)| k.as_slice()),
-            )),
-            Arc::new(BinaryArray::from_iter_values(
-                entries.iter().map(|(_, l)| l.entry.seq.as_slice()),
-            )),
+            Arc::new(BinaryArray::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(BinaryArray::from_iter_values(rows.iter().map(|r| r.1))),
             Arc::new(BooleanArray::from(
-                entries
-                    .iter()
-                    .map(|(_, l)| l.entry.deleted)
-                    .collect::<Vec<_>>(),
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
             )),
             Arc::new(Int64Array::from(
-                entries
-                    .iter()
-                    .map(|(_, l)| l.entry.at_ms)
-                    .collect::<Vec<_>>(),
+                rows.iter().map(|r| r.3).collect::<Vec<_>>(),
             )),
             Arc::new(Int64Array::from(
-                entries.iter().map(|(_, l)| l.batch).collect::<Vec<_>>(),
+                rows.iter().map(|r| r.4).collect::<Vec<_>>(),
             )),
         ],
     )
     .expect("the state batch matches its schema")
+}
+
+/// A remove action for every file of the state log (a compaction replaces them all).
+fn state_removes(
+    table: &deltalake::DeltaTable,
+    location: &str,
+) -> Result<Vec<deltalake::kernel::Action>, SinkError> {
+    if table.version().is_none() {
+        return Ok(Vec::new());
+    }
+    let snapshot = table
+        .snapshot()
+        .map_err(|e| data_err(location, e.to_string()))?;
+    Ok(snapshot
+        .log_data()
+        .into_iter()
+        .map(|f| deltalake::kernel::Action::Remove(f.remove_action(true)))
+        .collect())
 }
 
 /// The table's columns, then the selected change columns it lacks (evolution).

@@ -4,8 +4,12 @@
 //! their entries means decoding the whole log, and that read was the longest part of a
 //! batch. So once a run applies its second batch, it reads the log whole and keeps the
 //! latest entry of every key (a run of one batch reads only its keys' entries); each
-//! committed batch then updates what is kept with the entries it appended. What is kept is used only while the state table is at the version it was
-//! made for, so a commit this process did not see (or one that failed) means a fresh read.
+//! committed batch then updates what is kept with the entries it appended. What is kept
+//! is used only while the state table is at the version it was made for, so a commit this
+//! process did not see (or one that failed) means a fresh read. A compaction writes the
+//! live entries from what is kept ([`StateCache::rows`]) and keeps it: reading the log
+//! whole to compact it, then again to keep it, cost about 1 s of a 100-batch run and held
+//! the log beside what is kept (peak RSS 353 against 280 MiB on the bench).
 //! A state of more than [`MAX_CACHED_KEYS`] keys is not kept: it is read each batch, and
 //! memory stays bounded by the batch, not by the number of keys.
 
@@ -88,8 +92,12 @@ pub struct StateCache {
     version: Option<u64>,
     entries: BTreeMap<ShortBytes, Kept>,
     mark: Option<Vec<u8>>,
+    mark_at_ms: i64,
     mark_batch: i64,
 }
+
+/// One row of the state log: key, sequence, tombstone, applied at (ms), written by batch.
+pub type StateRow<'a> = (&'a [u8], &'a [u8], bool, i64, i64);
 
 impl StateCache {
     /// Nothing kept yet: filled with [`StateCache::insert`], entry by entry of the log.
@@ -98,6 +106,7 @@ impl StateCache {
             version: None,
             entries: BTreeMap::new(),
             mark: None,
+            mark_at_ms: 0,
             mark_batch: i64::MIN,
         }
     }
@@ -108,6 +117,7 @@ impl StateCache {
         if key == super::TRUNCATE_KEY {
             if batch > self.mark_batch {
                 self.mark = Some(seq.to_vec());
+                self.mark_at_ms = at_ms;
                 self.mark_batch = batch;
             }
             return;
@@ -163,12 +173,38 @@ impl StateCache {
         self.mark.as_deref()
     }
 
-    /// The state after batch `batch` appended `entries` (and raised the mark to `mark`),
-    /// committed as table `version`.
+    /// What is kept as the log's rows: every key's entry in key order, then the mark
+    /// (under the truncate key), so a compaction writes the log from memory.
+    pub fn rows(&self) -> impl Iterator<Item = StateRow<'_>> {
+        let entries = self
+            .entries
+            .iter()
+            .map(|(k, e)| (k.as_slice(), e.seq.as_slice(), e.deleted, e.at_ms, e.batch));
+        let mark = self.mark.as_deref().map(|m| {
+            (
+                super::TRUNCATE_KEY,
+                m,
+                false,
+                self.mark_at_ms,
+                self.mark_batch,
+            )
+        });
+        entries.chain(mark)
+    }
+
+    /// Keeps only the entries `live` accepts (by sequence, tombstone and applied time): what
+    /// a compaction left in the log.
+    pub fn retain(&mut self, mut live: impl FnMut(&[u8], bool, i64) -> bool) {
+        self.entries
+            .retain(|_, e| live(e.seq.as_slice(), e.deleted, e.at_ms));
+    }
+
+    /// The state after batch `batch` appended `entries` (and raised the mark to `mark`,
+    /// applied at its time in ms), committed as table `version`.
     pub fn commit<'a>(
         &mut self,
         entries: impl Iterator<Item = (&'a [u8], &'a StateEntry)>,
-        mark: Option<&[u8]>,
+        mark: Option<(&[u8], i64)>,
         batch: i64,
         version: Option<u64>,
     ) {
@@ -178,8 +214,8 @@ impl StateCache {
         for (key, e) in entries {
             self.insert(key, &e.seq, e.deleted, e.at_ms, batch);
         }
-        if let Some(m) = mark {
-            self.insert(super::TRUNCATE_KEY, m, false, 0, batch);
+        if let Some((m, at_ms)) = mark {
+            self.insert(super::TRUNCATE_KEY, m, false, at_ms, batch);
         }
         self.version = version;
     }
@@ -219,7 +255,12 @@ mod tests {
 
         let later = entry(&[6], true);
         let mark = [4u8];
-        c.commit([(&[1u8][..], &later)].into_iter(), Some(&mark), 3, Some(3));
+        c.commit(
+            [(&[1u8][..], &later)].into_iter(),
+            Some((&mark, 9)),
+            3,
+            Some(3),
+        );
         assert!(c.is_at(Some(3)) && !c.is_at(Some(4)) && !c.is_at(None));
         let found = c.lookup(&keys);
         assert_eq!(found[&vec![1u8]].seq, vec![6u8]);
@@ -228,5 +269,21 @@ mod tests {
         // A batch that raises no mark keeps the one there is.
         c.commit(std::iter::empty(), None, 4, Some(4));
         assert_eq!(c.mark(), Some(&mark[..]));
+
+        // As the log's rows: the entries in key order, the mark last, each with its batch.
+        let rows: Vec<StateRow> = c.rows().collect();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0], (&[1u8][..], &[6u8][..], true, 7, 3));
+        assert_eq!(rows[1], (&long[..], &long[..], true, 2, 1));
+        assert_eq!(
+            rows[2],
+            (super::super::TRUNCATE_KEY, &mark[..], false, 9, 3)
+        );
+        // What a compaction drops is dropped here too; the mark stays.
+        c.retain(|_, _, at_ms| at_ms > 5);
+        let rows: Vec<StateRow> = c.rows().collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].0, &[1u8][..]);
+        assert_eq!(c.lookup(&keys).len(), 1);
     }
 }
