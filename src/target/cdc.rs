@@ -281,16 +281,16 @@ impl CdcTarget {
         let every_key = compact || raises_truncate;
         // The state this run's last batch left, while the state table is where it left it.
         let state_version = self.state.version();
-        // A truncate or a compaction reads the whole log anyway: what is kept is let go
-        // rather than held beside it (the next batch keeps the state again).
+        // A truncate reads the whole log anyway: what is kept is let go rather than held
+        // beside it (the next batch keeps the state again). A compaction writes from it.
         let cache = self
             .cache
             .take()
             .filter(|c| c.is_at(state_version) && !raises_truncate);
         // A run's second batch (without what is kept) reads the state whole to keep it, when
-        // it is small enough; a truncate and a compaction read the whole log, columnar,
-        // indexed by key (no allocation per entry); any other batch its own keys' entries,
-        // from what is kept if it can.
+        // it is small enough; a truncate, and a compaction without what is kept, read the
+        // whole log, columnar, indexed by key (no allocation per entry); any other batch
+        // its own keys' entries, from what is kept if it can.
         let keep_state =
             cache.is_none() && !every_key && self.applied > 0 && log_rows <= 2 * MAX_CACHED_KEYS;
         let from_kept = |c: &StateCache| StateRead {
@@ -433,49 +433,18 @@ impl CdcTarget {
         // The state after the batch: appended, the entries the batch changed (and a raised
         // truncate mark); or, compacting, every live entry rewritten.
         let batch_no = i64::try_from(batch).unwrap_or(i64::MAX);
-        let mut appended: Vec<(Vec<u8>, Logged)> = reduction
+        let appended: Vec<StateRow> = reduction
             .state
             .iter()
-            .map(|(k, entry)| {
-                (
-                    k.clone(),
-                    Logged {
-                        entry: entry.clone(),
-                        batch: batch_no,
-                    },
-                )
-            })
+            .map(|(k, e)| (k.as_slice(), e.seq.as_slice(), e.deleted, e.at_ms, batch_no))
+            .chain(
+                reduction
+                    .truncate
+                    .as_deref()
+                    .map(|m| (TRUNCATE_KEY, m, false, now, batch_no)),
+            )
             .collect();
-        if let Some(m) = &reduction.truncate {
-            appended.push((
-                TRUNCATE_KEY.to_vec(),
-                Logged {
-                    entry: StateEntry {
-                        seq: m.clone(),
-                        deleted: false,
-                        at_ms: now,
-                    },
-                    batch: batch_no,
-                },
-            ));
-        }
-        let appended = if appended.is_empty() {
-            None
-        } else {
-            let rows: Vec<StateRow> = appended
-                .iter()
-                .map(|(k, l)| {
-                    (
-                        k.as_slice(),
-                        l.entry.seq.as_slice(),
-                        l.entry.deleted,
-                        l.entry.at_ms,
-                        l.batch,
-                    )
-                })
-                .collect();
-            Some(state_batch(&rows))
-        };
+        let appended = (!appended.is_empty()).then(|| state_batch(&appended));
         let (batches, removes) = if compact && let Some(kept) = &cache {
             // From what is kept, with no read of the log: the live entries the batch did
             // not replace, in key order, the mark if the batch did not raise it, then the
@@ -489,7 +458,6 @@ impl CdcTarget {
                         && !reduction.state.contains_key(k)
                 }
             });
-            info!(table = %loc, batch, entries = kept.len(), log_rows, "Compacting the CDC state from the state kept.");
             let mut out = Vec::new();
             let mut chunk: Vec<StateRow> = Vec::with_capacity(128 * 1024);
             for row in live {
@@ -503,6 +471,8 @@ impl CdcTarget {
                 out.push(state_batch(&chunk));
             }
             out.extend(appended);
+            let entries: usize = out.iter().map(RecordBatch::num_rows).sum();
+            info!(table = %loc, batch, entries, log_rows, "Compacting the CDC state from the state kept.");
             (
                 out,
                 state_removes(self.state.table(), self.state.location())?,

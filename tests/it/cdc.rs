@@ -823,12 +823,22 @@ fn the_state_is_compacted_and_the_table_stays_the_same() {
     for (i, r) in RECORDS.iter().enumerate() {
         s.land(&format!("{i:02}.json"), format!("{r}\n"));
     }
-    ok(&ingest(
-        &s,
-        &cdc_options(false),
-        &["cloudFiles.maxFilesPerTrigger=1"],
-    ));
+    let out = run(
+        &ingest_args(
+            &s,
+            &cdc_options(false),
+            &["cloudFiles.maxFilesPerTrigger=1"],
+        ),
+        &[("RUST_LOG", "autoloader=info")],
+    );
+    ok(&out);
     assert_eq!(rows(&s.table()), EXAMPLE_A);
+    // The run keeps the state in memory from its second batch, and compacts from it.
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("Compacting the CDC state from the state kept"),
+        "{log}"
+    );
     let state = commit_texts(&state_table(&s));
     // One commit per batch (after the table's creation); some compact (remove the log's
     // files, add tagged ones), the others only append.
