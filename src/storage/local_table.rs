@@ -9,10 +9,20 @@
 //! by name, compared with the offset as text, and only the entries past it are stat'ed.
 //! Anything else (a subfolder, a name an object path would encode) is left to
 //! `LocalFileSystem`'s own walk, so the results are the same.
+//!
+//! Every file operation of `LocalFileSystem` is a task on tokio's blocking pool, and
+//! delta-kernel reads the commits of a log replay up to 1,000 at a time: the pool grew a
+//! thread for each commit read at once, and a watcher kept them all (tokio wakes its idle
+//! threads in turn, so none lives out its keep-alive). Each thread holds its own glibc
+//! cache of freed chunks (up to 7 of each size to 1 KiB) and its stack pages, so a
+//! watcher's memory stepped up with every new high of concurrent reads (73 to 86 threads
+//! between 21,000 and 24,000 one-file batches). Operations here wait for one of
+//! [`IO_SLOTS`]'s permits instead, shared by every local table of the process; waiting
+//! for a permit holds no thread.
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -21,9 +31,30 @@ use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// File operations on local tables at once, process-wide: two per core, at least 8.
+/// Reading small files from a local disk gains nothing from more.
+static IO_SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(io_slots()));
+
+fn io_slots() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (2 * cores).max(8)
+}
+
+/// A read this small is done under its permit and handed back as bytes; a larger one
+/// is left to the caller's own (chunked) reads of the open file.
+const READ_WHOLE_BYTES: u64 = 8 << 20;
+
+async fn io_slot() -> SemaphorePermit<'static> {
+    IO_SLOTS
+        .acquire()
+        .await
+        .expect("the local table I/O semaphore is never closed")
+}
 
 /// `LocalFileSystem` rooted at `/`, as delta-rs builds it for a `file://` table.
 #[derive(Debug)]
@@ -142,6 +173,7 @@ impl ObjectStore for LocalTableStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
+        let _slot = io_slot().await;
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -154,10 +186,26 @@ impl ObjectStore for LocalTableStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        let _slot = io_slot().await;
+        let got = self.inner.get_opts(location, options).await?;
+        if !matches!(got.payload, GetResultPayload::File(..))
+            || got.range.end - got.range.start > READ_WHOLE_BYTES
+        {
+            return Ok(got);
+        }
+        let (meta, range, attributes) =
+            (got.meta.clone(), got.range.clone(), got.attributes.clone());
+        let bytes = got.bytes().await?;
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(futures::stream::once(async { Ok(bytes) }).boxed()),
+            meta,
+            range,
+            attributes,
+        })
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let _slot = io_slot().await;
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -182,8 +230,10 @@ impl ObjectStore for LocalTableStore {
         };
         let (inner, offset) = (Arc::clone(&self.inner), offset.clone());
         futures::stream::once(async move {
+            let slot = io_slot().await;
             let (store, p, o) = (Arc::clone(&inner), prefix.clone(), offset.clone());
             let listed = tokio::task::spawn_blocking(move || flat_listing(&store, &p, &o)).await;
+            drop(slot);
             match listed {
                 Ok(Ok(Some(found))) => futures::stream::iter(found.into_iter().map(Ok)).boxed(),
                 Ok(Err(e)) => futures::stream::once(async move { Err(e) }).boxed(),
@@ -195,14 +245,17 @@ impl ObjectStore for LocalTableStore {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let _slot = io_slot().await;
         self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let _slot = io_slot().await;
         self.inner.copy_opts(from, to, options).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        let _slot = io_slot().await;
         self.inner.rename_opts(from, to, options).await
     }
 }
@@ -210,6 +263,82 @@ impl ObjectStore for LocalTableStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads of many commits at once (delta-kernel asks for up to 1,000) wait for a slot
+    /// instead of growing tokio's blocking pool a thread per read, and read the same bytes.
+    #[test]
+    fn many_reads_at_once_use_few_threads_and_read_the_right_bytes() {
+        use futures::TryStreamExt;
+        const NAME: &str = "lts-read-test";
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(NAME)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for v in 0..300u64 {
+            std::fs::write(
+                dir.path().join(format!("{v:020}.json")),
+                format!("{{\"v\":{v}}}"),
+            )
+            .unwrap();
+        }
+        let prefix = Path::from_absolute_path(dir.path()).unwrap();
+        let store = Arc::new(LocalTableStore::new());
+        let texts: Vec<String> = runtime.block_on(async {
+            futures::stream::iter(0..300u64)
+                .map(|v| {
+                    let (store, path) = (
+                        Arc::clone(&store),
+                        prefix.clone().join(format!("{v:020}.json")),
+                    );
+                    async move {
+                        let got = store.get_opts(&path, GetOptions::default()).await?;
+                        let bytes = got.bytes().await?;
+                        Ok::<_, object_store::Error>(String::from_utf8(bytes.to_vec()).unwrap())
+                    }
+                })
+                .buffered(1000)
+                .try_collect()
+                .await
+                .unwrap()
+        });
+        for (v, text) in texts.iter().enumerate() {
+            assert_eq!(text, &format!("{{\"v\":{v}}}"));
+        }
+        // A range is read as asked.
+        let path = prefix.clone().join(format!("{:020}.json", 123));
+        let got = runtime.block_on(async {
+            let opts = GetOptions {
+                range: Some((2..5).into()),
+                ..GetOptions::default()
+            };
+            store
+                .get_opts(&path, opts)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+        });
+        assert_eq!(&got[..], b"v\":");
+        let threads = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter(|t| {
+                let comm = t.as_ref().unwrap().path().join("comm");
+                std::fs::read_to_string(comm).is_ok_and(|c| c.trim() == NAME)
+            })
+            .count();
+        // A read is two blocking tasks in a row (open, then read), and a thread that just
+        // finished one may not be idle yet when the next is handed out: some slack (on a
+        // loaded machine up to 28 threads with 8 slots, against about 160 without them).
+        let slots = io_slots();
+        assert!(
+            threads <= 2 + 5 * slots,
+            "{threads} runtime threads after 300 reads at once, with {slots} I/O slots"
+        );
+    }
 
     /// The same entries as LocalFileSystem's own walk, for offsets before, inside and
     /// after the folder's names; and the fallback for a folder with a subfolder.
