@@ -45,6 +45,10 @@ fn io_slots() -> usize {
     (2 * cores).max(8)
 }
 
+/// Deletes a delete stream keeps in flight, as `LocalFileSystem` does; each also waits
+/// for a slot.
+const DELETES_AT_ONCE: usize = 10;
+
 /// A read this small is done under its permit and handed back as bytes; a larger one
 /// is left to the caller's own (chunked) reads of the open file.
 const READ_WHOLE_BYTES: u64 = 8 << 20;
@@ -209,11 +213,28 @@ impl ObjectStore for LocalTableStore {
         self.inner.get_ranges(location, ranges).await
     }
 
+    /// Each delete under a slot: a log cleanup deletes hundreds of expired commits, which
+    /// `LocalFileSystem` does ten at a time, each on a blocking thread of its own.
     fn delete_stream(
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        let inner = Arc::clone(&self.inner);
+        locations
+            .map(move |location| {
+                let inner = Arc::clone(&inner);
+                async move {
+                    let location = location?;
+                    let _slot = io_slot().await;
+                    let one = futures::stream::once(async { Ok(location) }).boxed();
+                    match inner.delete_stream(one).next().await {
+                        Some(deleted) => deleted,
+                        None => unreachable!("a delete stream answers each location it is given"),
+                    }
+                }
+            })
+            .buffered(DELETES_AT_ONCE)
+            .boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -264,8 +285,9 @@ impl ObjectStore for LocalTableStore {
 mod tests {
     use super::*;
 
-    /// Reads of many commits at once (delta-kernel asks for up to 1,000) wait for a slot
-    /// instead of growing tokio's blocking pool a thread per read, and read the same bytes.
+    /// Reads of many commits at once (delta-kernel asks for up to 1,000), and a cleanup's
+    /// deletes, wait for a slot instead of growing tokio's blocking pool a thread per file,
+    /// and read and delete the same files.
     #[test]
     fn many_reads_at_once_use_few_threads_and_read_the_right_bytes() {
         use futures::TryStreamExt;
@@ -307,6 +329,23 @@ mod tests {
         for (v, text) in texts.iter().enumerate() {
             assert_eq!(text, &format!("{{\"v\":{v}}}"));
         }
+        // A log cleanup's deletes: every file gone, each reported once.
+        let mut deleted: Vec<String> = runtime.block_on(async {
+            let paths: Vec<Result<Path>> = (0..300u64)
+                .filter(|v| v % 3 != 0)
+                .map(|v| Ok(prefix.clone().join(format!("{v:020}.json"))))
+                .collect();
+            store
+                .delete_stream(futures::stream::iter(paths).boxed())
+                .map_ok(|p| p.to_string())
+                .try_collect()
+                .await
+                .unwrap()
+        });
+        deleted.sort();
+        deleted.dedup();
+        assert_eq!(deleted.len(), 200);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 100);
         // A range is read as asked.
         let path = prefix.clone().join(format!("{:020}.json", 123));
         let got = runtime.block_on(async {
