@@ -57,7 +57,7 @@ def walk(mem, lo, hi, first):
         prev = (off, size)
         off += size
     # The last chunk reached is the top (free); a walk that stopped early is reported.
-    return sizes, first + off, data
+    return sizes, first + off
 
 
 def chain_ok(data, start, limit):
@@ -91,8 +91,8 @@ def main():
             arena_heaps = []
             for lo, hi, perms, name in maps:
                 if name == "[heap]":
-                    sizes, end, data = walk(mem, lo, hi, lo)
-                    regions.append(("main", lo, hi, end, sizes, data))
+                    sizes, end = walk(mem, lo, hi, lo)
+                    regions.append(("main", lo, hi, end, sizes))
                 elif name == "" and perms.startswith("rw") and lo % HEAP_MAX == 0:
                     arena_heaps.append((lo, hi))
             for lo, hi in arena_heaps:
@@ -105,13 +105,12 @@ def main():
                 if start is None:
                     print(f"arena heap at {lo:#x}: no chunk chain found", file=sys.stderr)
                     continue
-                sizes, end, data = walk(mem, lo, lo + limit, lo + start)
-                regions.append(("arena", lo, lo + limit, end, sizes, head[start:limit]))
-            for kind, lo, hi, end, sizes, data in regions:
+                sizes, end = walk(mem, lo, lo + limit, lo + start)
+                regions.append(("arena", lo, lo + limit, end, sizes))
+            for _, _, _, _, sizes in regions:
                 for size, (count, addrs) in sizes.items():
-                    t = totals.setdefault(size, 0)
-                    totals[size] = t + count
-                    samples.setdefault(size, []).extend((a, kind, lo, data) for a in addrs[:8])
+                    totals[size] = totals.get(size, 0) + count
+                    samples.setdefault(size, []).extend(addrs[:8])
             heap_ranges = [(lo, hi) for _, lo, hi, *_ in regions] + [(lo, lo + HEAP_MAX) for lo, _ in arena_heaps]
             big = [hi - lo for lo, hi, perms, name in maps
                    if name == "" and perms.startswith("rw")
@@ -119,7 +118,7 @@ def main():
             shows = {}
             for size in args.show:
                 texts = []
-                for addr, kind, lo, data in samples.get(size, [])[:6]:
+                for addr in samples.get(size, [])[:6]:
                     mem.seek(addr + 16)
                     body = mem.read(size - 16)
                     words = [w.decode() for w in re.findall(rb"[\x20-\x7e]{4,}", body)[:12]]
@@ -133,7 +132,7 @@ def main():
         "pid": pid,
         "time": time.time(),
         "paused_s": round(paused, 3),
-        "heaps": [{"kind": k, "bytes": hi - lo, "walked_to": end - lo} for k, lo, hi, end, _, _ in regions],
+        "heaps": [{"kind": k, "bytes": hi - lo, "walked_to": end - lo} for k, lo, hi, end, _ in regions],
         "chunks_in_use": sum(totals.values()),
         "bytes_in_use": in_use,
         "anon_mappings_outside_heaps": {"count": len(big), "bytes": sum(big)},
