@@ -3,9 +3,12 @@
 //! A batch whose reading died with the process (a crash, not a reported error)
 //! [`MAX_CRASHED_ATTEMPTS`] times has its files planned again one per batch (they become
 //! suspects); a single file that does it again that often is quarantined: recorded,
-//! reported, and not read again. Deaths are written only when a plan is re-run or ends
-//! with a reported error, never on the normal path: a plan found unfinished at start-up
-//! without a record died once.
+//! reported, and not read again. Only a death while a re-run read the batch's files
+//! counts: a re-run records that it is reading before it starts and that it has read
+//! every file before it commits, so a process killed from outside while it starts up or
+//! commits (a deploy, a liveness probe, a preempted node) never counts against the files.
+//! A plan's first run writes nothing (the normal path stays free of it), so its death,
+//! wherever it came, is not counted either.
 
 use std::collections::HashSet;
 
@@ -32,7 +35,13 @@ struct InFlight {
     batch: u64,
     #[serde(default)]
     planned_at_ms: i64,
+    /// Deaths while reading, counted so far.
     attempts: u32,
+    /// A re-run was reading the files when this was written: found at start-up, it died
+    /// reading them, one more death. (Absent in older records, whose `attempts` already
+    /// counted the re-run in progress.)
+    #[serde(default)]
+    reading: bool,
 }
 
 /// A file that crashed the process every time it was read: not ingested, kept on record.
@@ -48,13 +57,34 @@ pub struct QuarantinedFile {
 }
 
 impl Checkpoint {
-    /// Records that `deaths` processes died reading `plan` (0: it ended with a reported
-    /// error, which does not count towards quarantine).
-    pub fn set_deaths(&self, plan: &Plan, deaths: u32) -> Result<(), CheckpointError> {
+    /// Before a re-run of `plan` reads its files: `deaths` so far, and that this process
+    /// is reading, so its own death counts if it comes before [`Self::rerun_read_all`].
+    pub fn rerun_reading(&self, plan: &Plan, deaths: u32) -> Result<(), CheckpointError> {
+        self.set_in_flight(plan, deaths, true)
+    }
+
+    /// A re-run of `plan` has read every file: a death from here on (writing the commit)
+    /// is not the files' fault.
+    pub fn rerun_read_all(&self, plan: &Plan, deaths: u32) -> Result<(), CheckpointError> {
+        self.set_in_flight(plan, deaths, false)
+    }
+
+    /// `plan` ended with a reported error: no process died on it, the count starts over.
+    pub fn clear_deaths(&self, plan: &Plan) -> Result<(), CheckpointError> {
+        self.set_in_flight(plan, 0, false)
+    }
+
+    fn set_in_flight(
+        &self,
+        plan: &Plan,
+        deaths: u32,
+        reading: bool,
+    ) -> Result<(), CheckpointError> {
         let record = InFlight {
             batch: plan.batch,
             planned_at_ms: plan.created_at_ms,
             attempts: deaths,
+            reading,
         };
         self.set_meta(
             META_IN_FLIGHT,
@@ -62,15 +92,17 @@ impl Checkpoint {
         )
     }
 
-    /// How many processes died reading `plan`, found unfinished at start-up: the one that
-    /// planned it, unless a record says otherwise.
+    /// How many processes died reading `plan`, found unfinished at start-up: those its
+    /// re-runs recorded, the last one included if it died still reading.
     pub fn crashed_attempts(&self, plan: &Plan) -> Result<u32, CheckpointError> {
         let record: Option<InFlight> = self
             .meta(META_IN_FLIGHT)?
             .and_then(|v| serde_json::from_str(&v).ok());
         Ok(match record {
-            Some(r) if r.batch == plan.batch && r.planned_at_ms == plan.created_at_ms => r.attempts,
-            _ => 1,
+            Some(r) if r.batch == plan.batch && r.planned_at_ms == plan.created_at_ms => {
+                r.attempts + u32::from(r.reading)
+            }
+            _ => 0,
         })
     }
 
@@ -153,18 +185,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = Checkpoint::open_local(dir.path()).unwrap();
         let p = plan(0, &["a.json"]);
-        assert_eq!(c.crashed_attempts(&p).unwrap(), 1, "unrecorded: died once");
-        c.set_deaths(&p, 2).unwrap();
-        assert_eq!(c.crashed_attempts(&p).unwrap(), 2);
+        assert_eq!(
+            c.crashed_attempts(&p).unwrap(),
+            0,
+            "a first run's death is not counted: nothing says it died reading"
+        );
+        c.rerun_reading(&p, 2).unwrap();
+        assert_eq!(c.crashed_attempts(&p).unwrap(), 3, "died reading");
+        c.rerun_read_all(&p, 2).unwrap();
+        assert_eq!(c.crashed_attempts(&p).unwrap(), 2, "died committing");
         let remade = Plan {
             created_at_ms: 5,
             ..p.clone()
         };
         assert_eq!(
             c.crashed_attempts(&remade).unwrap(),
-            1,
+            0,
             "a new plan starts over"
         );
+        c.rerun_reading(&p, 1).unwrap();
+        c.clear_deaths(&p).unwrap();
+        assert_eq!(c.crashed_attempts(&p).unwrap(), 0, "a reported error");
+        // A record from before `reading` existed counted the re-run in progress already.
+        let old = format!(
+            r#"{{"batch":{},"plannedAtMs":{},"attempts":2}}"#,
+            p.batch, p.created_at_ms
+        );
+        c.set_meta(META_IN_FLIGHT, &old).unwrap();
+        assert_eq!(c.crashed_attempts(&p).unwrap(), 2);
     }
 
     #[test]

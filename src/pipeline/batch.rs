@@ -39,19 +39,21 @@ pub(crate) struct RunContext<'a> {
     pub(crate) progress: &'a dyn Progress,
 }
 
-/// Reads, writes and commits one planned batch, then marks it done. A reported error
-/// records that no process died on this plan: only deaths count towards quarantine (see
-/// [`MAX_CRASHED_ATTEMPTS`]).
+/// Reads, writes and commits one planned batch, then marks it done. `rerun` holds the
+/// deaths counted against a plan run again (see [`MAX_CRASHED_ATTEMPTS`]): once its files
+/// are all read, a death no longer counts. A reported error records that no process died
+/// on this plan: only deaths count towards quarantine.
 pub(crate) async fn execute(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
     sink: &mut dyn Target,
     plan: &Plan,
+    rerun: Option<u32>,
     summary: &mut Summary,
 ) -> Result<(), IngestError> {
-    let result = execute_counted(ctx, state, sink, plan, summary).await;
+    let result = execute_counted(ctx, state, sink, plan, rerun, summary).await;
     if result.is_err()
-        && let Err(e) = ctx.checkpoint.set_deaths(plan, 0)
+        && let Err(e) = ctx.checkpoint.clear_deaths(plan)
     {
         // The batch's own error is the one to report (a full disk fails both).
         warn!(error = %e, "Cannot record that the batch ended with an error.");
@@ -74,6 +76,7 @@ pub(crate) async fn execute_counted(
     state: &mut ActiveSchema,
     sink: &mut dyn Target,
     plan: &Plan,
+    rerun: Option<u32>,
     summary: &mut Summary,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
@@ -170,6 +173,11 @@ pub(crate) async fn execute_counted(
             }
         }
     };
+    // Every file is read: a re-run killed from here on (a deploy, a probe) is not the
+    // files' fault, so it does not count towards quarantine.
+    if let Some(deaths) = rerun {
+        ctx.checkpoint.rerun_read_all(plan, deaths)?;
+    }
     // Rows the flow's `where` left out were read, not written: counted apart.
     let filtered_rows: u64 = stats.iter().map(|s| s.filtered.rows).sum();
     let filtered_rescued: u64 = stats.iter().map(|s| s.filtered.rescued_rows).sum();

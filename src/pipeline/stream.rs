@@ -1108,14 +1108,23 @@ impl<'a> StreamRun<'a> {
                     self.summary.quarantined_files += self.isolate_or_quarantine(&plan)?;
                     self.replanned = true;
                 } else {
-                    // Counted before the re-run: if this process dies too, the count says so.
-                    self.checkpoint.set_deaths(&plan, deaths + 1)?;
+                    // Recorded before the re-run reads: if this process dies reading, the
+                    // next start counts it.
+                    self.checkpoint.rerun_reading(&plan, deaths)?;
                     info!(
                         batch = plan.batch,
                         files = plan.files.len(),
                         "Re-running an unfinished batch exactly as planned."
                     );
-                    execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
+                    execute(
+                        &ctx,
+                        state,
+                        self.sink.as_mut(),
+                        &plan,
+                        Some(deaths),
+                        &mut self.summary,
+                    )
+                    .await?;
                 }
             }
             self.pending.remove(0);
@@ -1167,7 +1176,15 @@ impl<'a> StreamRun<'a> {
                 self.checkpoint.discard_plan(plan.batch)?;
                 continue;
             }
-            execute(&ctx, state, self.sink.as_mut(), &plan, &mut self.summary).await?;
+            execute(
+                &ctx,
+                state,
+                self.sink.as_mut(),
+                &plan,
+                None,
+                &mut self.summary,
+            )
+            .await?;
             if let Some(spec) = &self.req.settings.snapshot {
                 self.snapshots_taken
                     .insert(spec.unit_of(&plan.files[0].key).to_string());

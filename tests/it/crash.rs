@@ -254,8 +254,8 @@ fn a_lost_or_damaged_checkpoint_is_rebuilt_from_the_table_without_duplicates() {
     }
 }
 
-/// A file that crashes the process every time it is read: after three crashed attempts its
-/// batch is read one file per batch; after three more the file alone is quarantined
+/// A file that crashes the process every time it is read: after three re-runs died reading
+/// it its batch is read one file per batch; after three more the file alone is quarantined
 /// (recorded, reported, not read again) and every other file lands exactly once.
 #[test]
 fn a_file_that_crashes_every_read_is_quarantined_and_the_rest_lands() {
@@ -274,9 +274,10 @@ fn a_file_that_crashes_every_read_is_quarantined_and_the_rest_lands() {
         }
         assert_eq!(out.status.signal(), Some(9), "{}", common::stderr(&out));
     };
-    // 3 crashes on the batch of three, the batch split (a.json lands), 3 crashes on
-    // poison.json alone, then the 7th run quarantines it and takes c.json.
-    assert_eq!(runs, 7, "{summary}");
+    // The batch of three dies on its first run (not counted: nothing recorded where) and
+    // on 3 re-runs; the 5th run splits it (a.json lands) and dies on poison.json alone,
+    // which dies on 3 re-runs; the 9th run quarantines it and takes c.json.
+    assert_eq!(runs, 9, "{summary}");
     assert!(summary.contains("1 quarantined file,"), "{summary}");
     s.assert_ids_once((0..10).chain(20..30), "all but the quarantined file");
     let events = std::fs::read_to_string(s.table().join("_autoloader/events.jsonl")).unwrap();
@@ -288,4 +289,28 @@ fn a_file_that_crashes_every_read_is_quarantined_and_the_rest_lands() {
     assert!(quarantined[0].contains("poison.json") && quarantined[0].contains("\"error\""));
     // Not read again, even without the crash.
     assert_eq!(summary_figure(&ok(&s.ingest(&[])), "files"), 0);
+}
+
+/// A process killed from outside after a batch's files were read (a deploy, a liveness
+/// probe, a preempted node), however many times in a row, never gets a healthy file
+/// quarantined: only deaths while reading count.
+#[test]
+fn kills_after_the_files_are_read_never_quarantine_them() {
+    let s = Scratch::new();
+    s.land("a.json", common::orders_jsonl(0, 10));
+    let kill = [("AUTOLOADER_FAILPOINT", "before-delta-commit")];
+    for run in 1..=6 {
+        let out = s.ingest_with_env(&[], &kill);
+        assert_eq!(
+            out.status.signal(),
+            Some(9),
+            "run {run} was not killed: {}",
+            common::stderr(&out)
+        );
+    }
+    let summary = ok(&s.ingest(&[]));
+    assert!(!summary.contains("quarantined"), "{summary}");
+    s.assert_ids_once(0..10, "the file, once");
+    let events = std::fs::read_to_string(s.table().join("_autoloader/events.jsonl")).unwrap();
+    assert!(!events.contains("file_quarantined"), "{events}");
 }
