@@ -6,8 +6,9 @@
 A watcher (`autoloader ingest LANDING TABLE`, JSON) on a local folder; one 10-row file is
 renamed in at a time, and the next only once the commit holding it is in `_delta_log`, so
 every file is a batch of its own. Every `--every` batches it prints the watcher's RSS, the
-batches per second, the CPU seconds the watcher used so far and its last logged heap totals
-(in use / freed but held / mapped, `src/memory.rs`). All files stay in the
+batches per second, the CPU seconds the watcher used so far, its last logged heap totals
+(in use / freed but held / mapped, `src/memory.rs`) and its threads (each keeps glibc's
+cache of freed chunks, which counts as in use: see `bench/heap_walk.py`). All files stay in the
 landing folder (in subfolders of 5,000). `--auto-compact` first lands one file with `--once`
 and sets `delta.autoOptimize.autoCompact=true` on the table (`autoloader table set`), so
 the watcher compacts it every 50 batches and the table keeps a few dozen files.
@@ -39,12 +40,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def rss_kib(pid):
+def status_field(pid, name):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS"):
+            if line.startswith(name + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kib(pid):
+    return status_field(pid, "VmRSS")
 
 
 def cpu_seconds(pid):
@@ -157,7 +162,7 @@ def main():
         time.sleep(1.0)
         print(f"work {work}; watcher RSS at start {rss_kib(proc.pid) / 1024:.1f} MiB", flush=True)
         print("batches | RSS MiB | heap in use / free held / mapped MiB | batches/s | CPU ms a batch | "
-              "_delta_log entries", flush=True)
+              "_delta_log entries | threads", flush=True)
         version = latest_version(table)
         last_t, last_cpu = time.perf_counter(), cpu_seconds(proc.pid)
         for i in range(args.batches):
@@ -188,7 +193,8 @@ def main():
                 now, cpu = time.perf_counter(), cpu_seconds(proc.pid)
                 print(f"{i + 1} | {rss_kib(proc.pid) / 1024:.1f} | {last_heap(stderr)} | "
                       f"{args.every / (now - last_t):.0f} | "
-                      f"{(cpu - last_cpu) * 1000 / args.every:.1f} | {len(os.listdir(os.path.join(table, '_delta_log')))}",
+                      f"{(cpu - last_cpu) * 1000 / args.every:.1f} | {len(os.listdir(os.path.join(table, '_delta_log')))} | "
+                      f"{status_field(proc.pid, 'Threads')}",
                       flush=True)
                 last_t, last_cpu = now, cpu
     finally:
