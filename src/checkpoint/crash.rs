@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::{Checkpoint, CheckpointError, FileRef, Plan};
 use crate::clock::now_ms;
 
-/// Deaths after which a batch is split, or its one file quarantined.
+/// Re-runs that died reading a batch's files, after which it is split, or its one file
+/// quarantined.
 pub const MAX_CRASHED_ATTEMPTS: u32 = 3;
 
 /// Metadata key: deaths counted against the unfinished plan being re-run ([`InFlight`]).

@@ -715,7 +715,7 @@ impl<'a> StreamRun<'a> {
         Ok(())
     }
 
-    /// A batch that crashed the process [`MAX_CRASHED_ATTEMPTS`] times: its files are
+    /// A batch whose re-runs died reading it [`MAX_CRASHED_ATTEMPTS`] times: its files are
     /// planned again one per batch, or, when it held one file, that file is quarantined
     /// (marked seen without its rows, recorded, reported as an error event and alert).
     /// Returns how many files were quarantined.
