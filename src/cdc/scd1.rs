@@ -176,10 +176,13 @@ pub fn upserted_rows(
             else {
                 continue;
             };
+            // A lone record replaces the row whole, unless it folds onto the current row
+            // (`ignore_null_updates`), whose values its nulls keep: in a later batch too.
+            let whole = records.len() == 1 && !on_existing;
             let chosen = records
                 .iter()
                 .rev()
-                .find(|&&r| records.len() == 1 || !sources[0].is_null(r))
+                .find(|&&r| whole || !sources[0].is_null(r))
                 .map(|&r| (0, r));
             let pick = match (chosen, on_existing, existing) {
                 (Some(p), _, _) => p,
@@ -282,5 +285,54 @@ mod tests {
         assert!(!r.rows.contains_key(&vec![1]));
         assert!(r.rows.contains_key(&vec![2]));
         assert_eq!(r.truncated, 1);
+    }
+
+    #[test]
+    fn a_lone_record_folding_onto_the_current_row_keeps_its_values_where_null() {
+        use arrow_array::{Array, StringArray};
+        use arrow_schema::{DataType, Field, Schema};
+        let schema = std::sync::Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("city", DataType::Utf8, true),
+        ]));
+        let batch = |name: Option<&str>, city: Option<&str>| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    std::sync::Arc::new(StringArray::from(vec![name])),
+                    std::sync::Arc::new(StringArray::from(vec![city])),
+                ],
+            )
+            .unwrap()
+        };
+        let current = batch(Some("Isabel"), Some("Monterrey"));
+        let change = batch(None, Some("Chihuahua"));
+        let onto = RowChange::Upsert {
+            records: vec![0],
+            on_existing: true,
+        };
+        let out = upserted_rows(
+            &schema,
+            &change,
+            &[(&onto, Some((0, 0)))],
+            std::slice::from_ref(&current),
+        )
+        .unwrap();
+        let text = |c: usize| {
+            out.column(c)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(text(0).value(0), "Isabel", "the stored name is kept");
+        assert_eq!(text(1).value(0), "Chihuahua");
+        // Without ignore_null_updates the record replaces the row whole.
+        let whole = RowChange::Upsert {
+            records: vec![0],
+            on_existing: false,
+        };
+        let out = upserted_rows(&schema, &change, &[(&whole, Some((0, 0)))], &[current]).unwrap();
+        assert!(out.column(0).is_null(0));
     }
 }

@@ -1212,3 +1212,40 @@ fn a_merge_over_files_compacted_meanwhile_commits_nothing_and_applies_on_the_rer
         assert!(all.contains(&format!("{id} u{id} c")), "{all:?}");
     }
 }
+
+/// `ignore_null_updates` keeps a stored value a later batch's null would overwrite: one
+/// run per change record, as SCD 2 already does (issue 36.1).
+#[test]
+fn ignore_null_updates_keeps_stored_values_across_batches() {
+    let s = Scratch::new();
+    let options: Vec<String> = [
+        "cloudFiles.inferColumnTypes=true",
+        "cloudFiles.includeMetadata=false",
+        "cdc.keys=userId",
+        "cdc.sequence_by=seq",
+        "cdc.ignore_null_updates=true",
+        "cdc.except_column_list=seq,_rescued_data",
+    ]
+    .map(String::from)
+    .to_vec();
+    let records = [
+        r#"{"userId": 1, "name": "Isabel", "city": "Monterrey", "phone": "555-0101", "seq": 1}"#,
+        r#"{"userId": 1, "name": null, "city": "Chihuahua", "phone": null, "seq": 2}"#,
+        r#"{"userId": 1, "name": "Isa", "city": null, "phone": null, "seq": 3}"#,
+    ];
+    for (i, r) in records.iter().enumerate() {
+        s.land(&format!("{i}.json"), format!("{r}\n"));
+        ok(&ingest(&s, &options, &[]));
+    }
+    let py = common::read_with_python(&s.table(), "userId");
+    let row = &py["rows"][0];
+    assert_eq!(
+        (&row["name"], &row["city"], &row["phone"]),
+        (
+            &serde_json::json!("Isa"),
+            &serde_json::json!("Chihuahua"),
+            &serde_json::json!("555-0101")
+        ),
+        "{py}"
+    );
+}
