@@ -267,27 +267,6 @@ fn option_text(v: &toml::Value) -> String {
     }
 }
 
-/// A ONCE flow's definition: the keys of its `[[stream]]` entry that decide what it reads
-/// and lands (all but its name, `once`, checkpoint, webhooks and options), and its options
-/// with the defaults' (but the schema location), as sorted text: a change means it would
-/// land other rows.
-fn once_definition(entry: Option<&toml::Table>, options: &[(String, String)]) -> serde_json::Value {
-    const NOT_DEFINITION: [&str; 5] = ["name", "once", "checkpoint", "alert_webhooks", "options"];
-    let mut keys: BTreeMap<String, String> = BTreeMap::new();
-    for (k, v) in entry.into_iter().flatten() {
-        if !NOT_DEFINITION.contains(&k.as_str()) {
-            let text = serde_json::to_string(v).unwrap_or_else(|_| format!("{v:?}"));
-            keys.insert(k.clone(), text);
-        }
-    }
-    let options: BTreeMap<String, String> = options
-        .iter()
-        .filter(|(k, _)| !k.eq_ignore_ascii_case("cloudFiles.schemaLocation"))
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .collect();
-    json!({ "keys": keys, "options": options })
-}
-
 /// Whether `name` can name a stream (in events, alerts, metrics and checkpoint folders):
 /// letters, digits, `_` or `-`.
 pub fn valid_stream_name(name: &str) -> bool {
@@ -330,14 +309,7 @@ pub fn load(
         .map(|(name, l)| (name, l.relative_to(&base).normalized()))
         .collect();
     let mut out: Vec<NamedStream> = Vec::new();
-    // The `[[stream]]` entries as written: a ONCE flow's definition is every key of its
-    // entry, whichever fields the stream config has.
-    let entries: Vec<toml::Table> = toml::from_str::<toml::Table>(&text)
-        .ok()
-        .and_then(|t| t.get("stream").cloned())
-        .and_then(|v| v.try_into::<Vec<toml::Table>>().ok())
-        .unwrap_or_default();
-    for (i, s) in parsed.stream.iter().enumerate() {
+    for s in &parsed.stream {
         if !valid_stream_name(&s.name) {
             return Err(invalid(format!(
                 "stream name \"{}\" must be letters, digits, _ or -",
@@ -445,10 +417,7 @@ pub fn load(
                 auto_compact: None,
                 flow,
                 cdc,
-                once: s.once.then(|| OnceFlow {
-                    definition: once_definition(entries.get(i), &raw),
-                    rerun: false,
-                }),
+                once: s.once.then(OnceFlow::default),
                 worker: None,
             },
             alert_webhooks: parsed

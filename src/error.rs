@@ -139,6 +139,7 @@ impl IngestError {
             | IngestError::OwnOutput(_)
             | IngestError::SchemaLocationChanged { .. }
             | IngestError::TableTypeClash(_)
+            | IngestError::DefinitionChanged(_)
             | IngestError::Flow(_) => ErrorClass::Usage,
             IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
             IngestError::Checkpoint(e) => e.class(),

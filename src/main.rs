@@ -821,7 +821,11 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     } else {
                         print_dry_run(&plan);
                     }
-                    return Ok(None);
+                    // A definition the run would refuse: the same exit 2.
+                    return match plan.definition.refusal(&req) {
+                        Some(e) => Err(e.into()),
+                        None => Ok(None),
+                    };
                 }
                 let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
                 let stop = StopFlag::new();
@@ -886,7 +890,7 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                     plural(names.len() as u64, "stream"),
                     names.join(", ")
                 );
-                Ok(())
+                check_definitions(&streams, json)
             } else {
                 run_config(streams, &reporting, run_mode(once, poll_interval), json)
             }
@@ -1400,6 +1404,39 @@ fn load_config(
     Ok(prepared)
 }
 
+/// `run --check`: each stream's definition against the one its checkpoint recorded, with
+/// each change's class; exit 2 when one needs a full refresh (the run would refuse).
+fn check_definitions(streams: &[(NamedStream, AlertSettings)], json: bool) -> Result<(), Error> {
+    let rt = runtime()?;
+    let mut refusal = None;
+    for (s, _) in streams {
+        let review = rt.block_on(pipeline::definition::review(&s.request))?;
+        if json {
+            print_json(&review, false);
+        } else {
+            print_review(&review);
+        }
+        if refusal.is_none() {
+            refusal = review.refusal(&s.request);
+        }
+    }
+    match refusal {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// A stream's definition review, one line a change.
+fn print_review(review: &pipeline::definition::Review) {
+    println!("[{}] definition: {}", review.stream, review.status);
+    for c in &review.changes {
+        println!(
+            "  {c}: {}",
+            autoloader::flow::definition::on_change_label(c.on_change)
+        );
+    }
+}
+
 /// `run --list`: each stream's name, source, table and checkpoint.
 fn list_streams(streams: &[(NamedStream, AlertSettings)], json: bool) {
     for (s, _) in streams {
@@ -1550,6 +1587,12 @@ fn print_status(st: &reports::Status) {
         ),
         None => println!("last error:     none"),
     }
+    if let Some(d) = &st.definition {
+        println!("definition:     since batch {}", d.since_batch);
+        for (setting, value) in d.definition.iter() {
+            println!("  {setting:<34} {value}");
+        }
+    }
     if !st.workers.is_empty() {
         println!("workers:");
         println!(
@@ -1676,6 +1719,7 @@ fn print_dry_run(plan: &pipeline::DryRun) {
             println!("  {}: {}", f.file, f.reason.as_deref().unwrap_or(""));
         }
     }
+    print_review(&plan.definition);
     match &plan.schema {
         Some(schema) => {
             println!("Schema ({}):", schema.origin);

@@ -32,15 +32,32 @@ pub enum Support {
     NotYet(&'static str),
 }
 
-/// One option: its canonical spelling, the default shown to users, its meaning, and whether
-/// it is supported. [`OPTIONS`] is the one table the parser validates against, the
-/// `autoloader options` command prints and the config schema lists.
+/// What changing an option does to a flow that already ran (seed 000's rule, applied by
+/// `flow/definition.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnChange {
+    /// The checkpoint cannot carry on under the new value (the source, the table's
+    /// structure): the run refuses until `autoloader reset`.
+    FullRefresh,
+    /// Applies to the rows of later batches; rows already committed keep the old value's
+    /// result. Warned once, recorded, and emitted as `flow_definition_changed`.
+    NewRowsOnly,
+    /// How a run behaves, not what lands (batch sizes, listing, timeouts, first-start-only
+    /// settings): not part of the flow's definition, change it freely.
+    RunOnly,
+}
+
+/// One option: its canonical spelling, the default shown to users, its meaning, whether
+/// it is supported, and what changing it does to a flow that already ran. [`OPTIONS`] is
+/// the one table the parser validates against, the `autoloader options` command prints
+/// and the config schema lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionSpec {
     pub key: &'static str,
     pub default: &'static str,
     pub meaning: &'static str,
     pub support: Support,
+    pub on_change: OnChange,
 }
 
 const fn opt(key: &'static str, default: &'static str, meaning: &'static str) -> OptionSpec {
@@ -49,6 +66,25 @@ const fn opt(key: &'static str, default: &'static str, meaning: &'static str) ->
         default,
         meaning,
         support: Support::Supported,
+        on_change: OnChange::NewRowsOnly,
+    }
+}
+
+impl OptionSpec {
+    /// A change needs a full refresh.
+    const fn refresh(self) -> OptionSpec {
+        OptionSpec {
+            on_change: OnChange::FullRefresh,
+            ..self
+        }
+    }
+
+    /// Not part of a flow's definition.
+    const fn run_only(self) -> OptionSpec {
+        OptionSpec {
+            on_change: OnChange::RunOnly,
+            ..self
+        }
     }
 }
 
@@ -63,6 +99,7 @@ const fn not_yet(
         default,
         meaning,
         support: Support::NotYet(instead),
+        on_change: OnChange::NewRowsOnly,
     }
 }
 
@@ -72,12 +109,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.format",
         "detected from file extensions",
         "json, csv, parquet, avro, orc, text, binaryFile or xml (the last three only when set)",
-    ),
+    )
+    .refresh(),
     opt(
         "cloudFiles.schemaLocation",
         "the checkpoint directory",
         "where _schemas/N versions live",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.inferColumnTypes",
         "false",
@@ -97,27 +136,32 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.includeExistingFiles",
         "true",
         "ingest files present at the first start",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.maxFilesPerTrigger",
         "1000",
         "most files per batch",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.maxBytesPerTrigger",
         "none",
         "soft byte limit per batch (10g, 512m)",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.partitionColumns",
         "inferred",
         "Hive-style key=value folders read as columns",
-    ),
+    )
+    .refresh(),
     opt(
         "cloudFiles.validateOptions",
         "true",
         "reject unknown options",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.allowOverwrites",
         "false",
@@ -127,12 +171,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.schemaInference.sampleSize.numFiles",
         "1000",
         "files sampled for inference",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.schemaInference.sampleSize.numBytes",
         "50g",
         "bytes sampled for inference",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.includeMetadata",
         "true",
@@ -142,17 +188,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.stopOnSchemaChange",
         "false",
         "exit after writing a new schema version",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.maxRecordBytes",
         "64m",
         "longest accepted JSON line or record (a text line or file, a binaryFile file)",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.maxDecompressedBytes",
         "64g",
         "largest a gzip, zstd, bzip2 or lz4 file may expand to (a decompression bomb stops, naming the file)",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.maxNestingDepth",
         "32",
@@ -162,17 +211,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.useIncrementalListing",
         "false",
         "S3: list only keys after the last ingested one (auto: while new keys arrive in lexical order)",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.fullListingInterval",
         "10m",
         "S3 incremental listing: a full listing at least this often, to catch late keys",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.settleTime",
         "3s",
         "watch: how long a file seen only by listing must keep its size and mtime",
-    ),
+    )
+    .run_only(),
     opt(
         "pathGlobFilter",
         "none",
@@ -187,12 +239,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         "startingVersion",
         "none: the table as of the first start, then its commits",
         "Delta source: read commits from this version on (or latest), no initial snapshot",
-    ),
+    )
+    .run_only(),
     opt(
         "startingTimestamp",
         "none",
         "Delta source: read commits from the first one at or after this time, no initial snapshot",
-    ),
+    )
+    .run_only(),
     opt(
         "skipChangeCommits",
         "false",
@@ -227,7 +281,8 @@ pub const OPTIONS: &[OptionSpec] = &[
         "rescuedDataColumn",
         "_rescued_data when inferring",
         "column for values that did not fit",
-    ),
+    )
+    .refresh(),
     opt(
         "readerCaseSensitive",
         "true",
@@ -237,7 +292,8 @@ pub const OPTIONS: &[OptionSpec] = &[
         "columnNameOfCorruptRecord",
         "none",
         "column for the raw text of malformed records",
-    ),
+    )
+    .refresh(),
     opt(
         "mode",
         "PERMISSIVE",
@@ -366,12 +422,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.useNotifications",
         "false",
         "S3 only: take new files from S3 event notifications in an SQS queue (cloudFiles.queueUrl) instead of listing",
-    ),
+    )
+    .refresh(),
     opt(
         "cloudFiles.backfillInterval",
         "none",
         "notification mode: a full listing this often, catching any event S3 failed to deliver",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.maxFileAge",
         "none",
@@ -381,17 +439,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.cleanSource",
         "OFF",
         "OFF, DELETE or MOVE: what becomes of a file once its rows are committed and the retention passed",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.cleanSource.retentionDuration",
         "30 days",
         "how long after its ingestion a file is cleaned",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.cleanSource.moveDestination",
         "none",
         "where cleanSource=MOVE puts files (outside the source; their paths under the source kept)",
-    ),
+    )
+    .run_only(),
     not_yet(
         "cloudFiles.useStrictGlobber",
         "false",
@@ -408,17 +469,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         "cloudFiles.fetchParallelism",
         "1",
         "notification mode: concurrent receive requests on the queue (1 to 32)",
-    ),
+    )
+    .run_only(),
     opt(
         "cloudFiles.queueUrl",
         "none",
         "notification mode: the existing SQS queue receiving the bucket's ObjectCreated events (required with it)",
-    ),
+    )
+    .refresh(),
     opt(
         "cloudFiles.region",
         "none",
         "notification mode: the queue's region (unset: AWS_REGION, else the queue URL's)",
-    ),
+    )
+    .run_only(),
     not_yet(
         "cloudFiles.roleArn",
         "none",
@@ -430,6 +494,60 @@ pub const OPTIONS: &[OptionSpec] = &[
         "none",
         "prefix rewrites of notified paths",
         "notified keys are taken as they are, relative to the source prefix",
+    ),
+    not_yet(
+        "cloudFiles.connectionString",
+        "none",
+        "Azure: the storage account's connection string for its queue",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.resourceGroup",
+        "none",
+        "Azure: the resource group of the storage account",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.subscriptionId",
+        "none",
+        "Azure: the subscription of the storage account",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.tenantId",
+        "none",
+        "Azure: the service principal's tenant",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.clientId",
+        "none",
+        "Azure: the service principal's client id",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.clientSecret",
+        "none",
+        "Azure: the service principal's secret",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.queueName",
+        "none",
+        "Azure: an existing queue of the storage account",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.projectId",
+        "none",
+        "GCP: the project of the bucket's Pub/Sub subscription",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
+    ),
+    not_yet(
+        "cloudFiles.subscription",
+        "none",
+        "GCP: an existing Pub/Sub subscription",
+        "notification mode reads S3 events from SQS only (cloudFiles.useNotifications with cloudFiles.queueUrl); on Azure or GCP, list the source instead",
     ),
     not_yet(
         "cloudFiles.resourceTag.<key>",
@@ -584,6 +702,11 @@ pub fn describe(json: bool) -> String {
                 "supported": supported,
                 "aliases": aliases(o.key),
                 "instead": instead,
+                "onChange": match o.on_change {
+                    OnChange::FullRefresh => "fullRefresh",
+                    OnChange::NewRowsOnly => "newRowsOnly",
+                    OnChange::RunOnly => "runOnly",
+                },
             });
             out.push_str(&line.to_string());
             out.push('\n');
@@ -900,6 +1023,9 @@ pub struct Settings {
     /// lost event. `None`: the queue's first listing only; a local watcher's default,
     /// [`LOCAL_BACKFILL_INTERVAL`].
     pub backfill_interval: Option<std::time::Duration>,
+    /// The supported options as given (canonical key, trimmed value), defaults and the
+    /// config's `[defaults.options]` merged: what a flow's definition records of them.
+    pub given: BTreeMap<&'static str, String>,
 }
 
 /// How often a local watcher driven by file events lists its whole folder by default.
@@ -1510,6 +1636,10 @@ pub fn resolve(
         snapshot,
         notifications,
         backfill_interval,
+        given: map
+            .iter()
+            .map(|(k, v)| (*k, v.trim().to_string()))
+            .collect(),
     };
     Ok((settings, warnings))
 }
@@ -1922,6 +2052,8 @@ mod tests {
         for key in [
             "cloudFiles.roleArn",
             "cloudFiles.resourceTag.team",
+            "cloudFiles.connectionString",
+            "cloudFiles.projectId",
             "CLOUDFILES.useStrictGlobber",
         ] {
             assert!(

@@ -682,6 +682,9 @@ pub struct Status {
     /// A stream of competing workers (`--worker`): each slot under `workers/`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerStatus>,
+    /// The flow's definition as its checkpoint recorded it, and since which batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition: Option<crate::pipeline::definition::RecordedDefinition>,
 }
 
 /// One worker slot of a stream (`CHECKPOINT/workers/K/`).
@@ -944,6 +947,7 @@ pub async fn status(
     match Checkpoint::open(checkpoint, state) {
         Ok(c) => {
             st.stream_id = Some(c.stream_id().to_string());
+            st.definition = crate::pipeline::definition::recorded(&c).ok().flatten();
             let commits = c.commits()?;
             st.batches = commits.len() as u64;
             for (_, s) in &commits {
@@ -955,7 +959,17 @@ pub async fn status(
             st.files_ingested = Some(seen.len());
             if let Some(source) = &st.source
                 && let Ok(src) = Location::parse(source).map_err(|_| ()).and_then(|l| {
-                    let settings = crate::options::resolve(&[], checkpoint)
+                    // The flow's recorded options (its filters among them), so the files
+                    // counted pending are those the stream would take.
+                    let recorded: Vec<(String, String)> = st
+                        .definition
+                        .iter()
+                        .flat_map(|d| d.definition.iter())
+                        .filter(|(k, _)| crate::options::canonical(k).is_some())
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    let settings = crate::options::resolve(&recorded, checkpoint)
+                        .or_else(|_| crate::options::resolve(&[], checkpoint))
                         .map(|(s, _)| s)
                         .map_err(|_| ())?;
                     // A table source's pending files need its position: not counted.
@@ -981,6 +995,7 @@ pub async fn status(
         }
         Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
             st.running = Some(holder);
+            st.definition = crate::pipeline::definition::mirrored(&local);
             if let Some(l) = live::read(&local) {
                 st.live_at = Some(l.updated_at);
                 st.files_ingested = Some(l.files_ingested);

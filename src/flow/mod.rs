@@ -7,6 +7,7 @@
 //! rescued values are never dropped by a projection. A row the condition leaves out is
 //! counted (`filteredRows` in the summary and the commit), never silently dropped.
 
+pub mod definition;
 pub mod predicate;
 
 use std::sync::Arc;

@@ -232,6 +232,11 @@ pub(crate) async fn execute_counted(
     {
         info["sourcePosition"] = position;
     }
+    // The first commit under a newly recorded definition carries it (recovery reads it).
+    let definition = super::definition::for_commit(ctx.checkpoint);
+    if let Some(rec) = &definition {
+        info["definition"] = serde_json::to_value(rec).unwrap_or_default();
+    }
     let table_version = sink.commit(writer, ctx.app_id, plan.batch, info).await?;
     if table_version % RELOAD_EVERY_VERSIONS == 0 {
         sink.reload().await?;
@@ -253,6 +258,9 @@ pub(crate) async fn execute_counted(
     };
     ctx.checkpoint.mark_committed(plan, &commit)?;
     failpoint::hit("after-mark");
+    if let Some(rec) = definition {
+        super::definition::carried(ctx.checkpoint, rec)?;
+    }
     let skipped = attempt.skip.iter().filter(|s| **s).count() as u64;
     info!(
         batch = plan.batch,

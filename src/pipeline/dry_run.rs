@@ -35,6 +35,8 @@ pub struct DryRun {
     /// Listed files a run would not take, each with the reason.
     pub skipped: Vec<DryFile>,
     pub schema: Option<DrySchema>,
+    /// The flow's definition against the one its checkpoint recorded.
+    pub definition: super::definition::Review,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,6 +101,7 @@ pub async fn dry_run(req: &IngestRequest) -> Result<DryRun, IngestError> {
     } else {
         None
     };
+    let definition = super::definition::review_of(req, checkpoint.as_ref(), None).await?;
     let (pending, new) = match &checkpoint {
         Some(c) => {
             let seen = c.seen_files()?;
@@ -193,6 +196,7 @@ pub async fn dry_run(req: &IngestRequest) -> Result<DryRun, IngestError> {
         ingest,
         skipped,
         schema,
+        definition,
     })
 }
 

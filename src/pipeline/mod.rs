@@ -11,6 +11,7 @@ mod active_schema;
 mod adopt;
 mod batch;
 mod clean;
+pub mod definition;
 
 /// Files cleaned (`cloudFiles.cleanSource`) per pass, so a watcher goes back to new files
 /// between passes.
@@ -108,6 +109,9 @@ pub enum IngestError {
     },
     #[error(transparent)]
     TableTypeClash(Box<TableTypeClash>),
+    /// The flow's definition changed in a way that needs a full refresh.
+    #[error(transparent)]
+    DefinitionChanged(Box<definition::NeedsRefresh>),
     /// The flow's `columns`, `except_columns` or `where` do not fit the stream's schema.
     #[error(transparent)]
     Flow(#[from] FlowError),

@@ -20,15 +20,14 @@ use tracing::{info, warn};
 use super::{IngestError, IngestRequest, Progress, StopFlag, Summary, run_once};
 use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
+use crate::flow::definition::{self, FlowDefinition};
 use crate::target::DeltaAppend;
 use crate::telemetry::Hooks;
 
-/// What makes a stream a ONCE flow, from its config.
-#[derive(Debug, Clone, PartialEq)]
+/// What makes a stream a ONCE flow, from its config. Its definition is the stream's
+/// (`IngestRequest::definition`): a change means the data would differ.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OnceFlow {
-    /// The flow's definition (its source, options and any other keys of its `[[stream]]`
-    /// entry but its name, checkpoint and webhooks): a change means the data would differ.
-    pub definition: Value,
     /// `--rerun-once NAME`: run it again even though it completed.
     pub rerun: bool,
 }
@@ -91,6 +90,7 @@ pub async fn run(
 ) -> Result<Summary, IngestError> {
     let mut table = DeltaAppend::open(&req.table, &req.storage).await?;
     let state = state(&mut table, &req.name).await?;
+    let given = req.definition(None);
     let skip = |note: String| {
         // Streams of a shared table waiting for this one to create it go on.
         req.first_writer.release();
@@ -104,9 +104,16 @@ pub async fn run(
             let State::Done { definition } = &state else {
                 unreachable!()
             };
-            if !definition.is_null() && *definition != flow.definition {
+            // A record from before definitions (another shape) or gone with the log: its
+            // completion stands.
+            let changes = FlowDefinition::from_json(definition)
+                .map(|recorded| definition::compare(&recorded, &given, None))
+                .unwrap_or_default();
+            if !changes.is_empty() {
+                let changes: Vec<String> = changes.iter().map(ToString::to_string).collect();
                 warn!(
                     stream = %req.name,
+                    changes = %changes.join("; "),
                     "This ONCE flow's definition changed since it ran; not running it again \
                      (rerun it with `autoloader run CONFIG --rerun-once {}`).",
                     req.name
@@ -130,7 +137,7 @@ pub async fn run(
             )?;
             table
                 .commit_record(json!({
-                    "once": { "name": req.name, "rerun": flow.definition },
+                    "once": { "name": req.name, "rerun": given.to_json() },
                 }))
                 .await?;
             warn!(stream = %req.name, kept = %kept, "Running this ONCE flow again (--rerun-once): its rows land again.");
@@ -152,7 +159,7 @@ pub async fn run(
             &app_id(&req.name),
             generation,
             json!({
-                "once": { "name": req.name, "definition": flow.definition, "generation": generation },
+                "once": { "name": req.name, "definition": given.to_json(), "generation": generation },
             }),
         )
         .await?;

@@ -67,6 +67,8 @@ pub struct StreamRun<'a> {
     batches_at_compaction: u64,
     /// `--worker`: the stream's claims and this process's slot.
     claims: Option<(Claims, u32)>,
+    /// Whether the checkpoint holds the flow's definition (else the first plan records it).
+    definition_recorded: bool,
 }
 
 /// Competing workers share the stream's `_schemas`: a version another worker wrote since
@@ -333,7 +335,12 @@ impl<'a> StreamRun<'a> {
                 identity.as_deref(),
                 &req.source.describe(),
             )?;
+            super::definition::restore(&checkpoint, &commits)?;
         }
+        // Before anything is read: a definition that needs a full refresh refuses here.
+        let definition =
+            super::definition::compare(req, &checkpoint, latest.as_ref().map(|v| &v.data))?;
+        let definition_recorded = !matches!(definition, super::definition::Found::Unrecorded);
         source.resume(checkpoint.meta(SOURCE_POSITION)?.as_deref())?;
         let app_id = checkpoint.app_id();
         debug!(
@@ -391,6 +398,12 @@ impl<'a> StreamRun<'a> {
         if let Some(v) = schema {
             telemetry.metrics.schema_version.store(v, Ordering::Relaxed);
         }
+        super::definition::apply(
+            definition,
+            &checkpoint,
+            &telemetry,
+            checkpoint.next_batch()?,
+        )?;
         // The checkpoint's totals, which each batch of this run adds to (see `live.rs`).
         let commits = checkpoint.commits()?;
         let files_ingested = checkpoint.seen_files()?.len();
@@ -425,6 +438,7 @@ impl<'a> StreamRun<'a> {
             compaction: None,
             batches_at_compaction: 0,
             claims,
+            definition_recorded,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -1148,6 +1162,10 @@ impl<'a> StreamRun<'a> {
                 files: files.to_vec(),
                 created_at_ms: self.plan_time()?,
             };
+            if !self.definition_recorded {
+                super::definition::record_first(self.req, &self.checkpoint, batch)?;
+                self.definition_recorded = true;
+            }
             self.checkpoint.write_plan(&plan)?;
             debug!(
                 batch,

@@ -115,6 +115,9 @@ event_kinds! {
     /// Notification mode: a message left in the queue for its dead-letter queue
     /// (unparseable, or naming an object that does not exist).
     QueueMessageLeft = "queue_message_left" as QUEUE_MESSAGE_LEFT;
+    /// A flow's definition changed in a way that applies to new rows only (Lakeflow's
+    /// `flow_definition`): both definitions and the changes, and the batch it holds from.
+    FlowDefinitionChanged = "flow_definition_changed" as FLOW_DEFINITION_CHANGED;
 }
 
 impl fmt::Display for EventKind {
@@ -296,6 +299,17 @@ pub struct EventFields {
     pub too_old: u64,
     /// queue_messages_skipped: events other than `ObjectCreated`.
     pub not_created: u64,
+    /// flow_definition_changed: the definition recorded before (setting → value).
+    pub previous: Option<Map<String, Value>>,
+    /// flow_definition_changed: the batch the previous definition held from.
+    pub previous_since_batch: u64,
+    /// flow_definition_changed: the definition recorded now (setting → value).
+    pub definition: Option<Map<String, Value>>,
+    /// flow_definition_changed: the first batch planned under the new definition.
+    pub since_batch: u64,
+    /// flow_definition_changed: each changed setting, its recorded and given value
+    /// (`null`: not set) and its class (`onChange`).
+    pub changes: Vec<Value>,
 }
 
 /// `files`: a count of files, or their URIs.

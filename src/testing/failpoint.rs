@@ -76,6 +76,11 @@ pub const AFTER_CLAIMS: &str = "after-claims";
 /// The failpoint a ONCE flow reaches after recording its completion (`pipeline/once.rs`).
 pub const ONCE_COMPLETE: &str = "after-once-complete";
 
+/// The failpoint a stream reaches after recording its flow's definition in its checkpoint
+/// (`pipeline/definition.rs`): before its first plan, on a change, and once a table
+/// commit carries it.
+pub const DEFINITION_RECORDED: &str = "after-definition-recorded";
+
 /// The failpoint hit when a file starts being read: `read:<file name>` arms a file that
 /// crashes the process every time it is read (the quarantine tests).
 pub fn read_point(file_name: &str) -> String {

@@ -11,6 +11,7 @@ mod cli;
 mod common;
 mod config;
 mod crash;
+mod definition;
 mod delta_source;
 mod deploy;
 mod evolution;

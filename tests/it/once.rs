@@ -212,12 +212,26 @@ fn a_full_refresh_runs_a_once_flow_again_exactly_once_a_checkpoints_only_reset_d
 fn a_changed_definition_warns_and_skips_and_rerun_once_runs_it_again() {
     let b = Backfill::new();
     ok(&b.run(&[], &[]));
-    // The definition changes (another option).
+    // A batch size is no part of its definition: still done.
     std::fs::write(
         &b.config,
         STREAMS.replace(
             "\"cloudFiles.maxFilesPerTrigger\" = 1",
             "\"cloudFiles.maxFilesPerTrigger\" = 2",
+        ),
+    )
+    .unwrap();
+    let out = ok(&b.run(&[], &[]));
+    assert!(
+        line_of(&out, "backfill").contains("ran already; skipped"),
+        "{out}"
+    );
+    // The definition changes (a where condition).
+    std::fs::write(
+        &b.config,
+        STREAMS.replace(
+            "once = true",
+            "once = true\nwhere = \"user_id IS NOT NULL\"",
         ),
     )
     .unwrap();
@@ -229,6 +243,7 @@ fn a_changed_definition_warns_and_skips_and_rerun_once_runs_it_again() {
         "{stdout}"
     );
     assert!(err.contains("--rerun-once backfill"), "{err}");
+    assert!(err.contains("where"), "the warning names the change: {err}");
     assert_eq!(b.ids(), expected(&[0..20, 500..530]), "not run again");
     // An unknown name is refused before anything runs.
     let out = b.run(&["--rerun-once", "nosuch"], &[]);

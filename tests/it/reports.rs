@@ -379,3 +379,25 @@ fn schema_of_a_missing_version_is_a_wrong_argument() {
         );
     }
 }
+
+/// `status` counts as pending only the files the stream would take: its recorded filters
+/// (`pathGlobFilter` here) apply (issue 36.4).
+#[test]
+fn status_pending_files_follow_the_stream_s_filters() {
+    let s = crate::common::Scratch::new();
+    s.land("a.json", crate::common::orders_jsonl(0, 2));
+    s.land("skip.txt", "not json\n");
+    crate::common::ok(&s.ingest(&["pathGlobFilter=*.json"]));
+    s.land("b.json", crate::common::orders_jsonl(2, 4));
+    s.land("skip2.txt", "not json\n");
+    let out = crate::common::run(
+        &[
+            "status".into(),
+            s.table().display().to_string(),
+            "--json".into(),
+        ],
+        &[],
+    );
+    let st: serde_json::Value = serde_json::from_str(crate::common::ok(&out).trim()).unwrap();
+    assert_eq!(st["filesPending"], 1, "{st}");
+}

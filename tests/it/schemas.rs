@@ -143,6 +143,8 @@ fn the_events_written_are_the_ones_the_schema_describes() {
     // An ingested file that changes is ignored.
     land(&a, "1.json", b"{\"id\": 1, \"name\": \"changed\"}\n");
     assert!(ingest(&a, &typed));
+    // The flow's definition changes (for new rows only).
+    assert!(ingest(&a, &[typed[0], typed[1], "pathGlobFilter=*.json"]));
 
     // New columns refused.
     let b = root.path().join("b");
@@ -210,6 +212,7 @@ fn the_events_written_are_the_ones_the_schema_describes() {
         "stream_failed",
         "corrupt_file_skipped",
         "stream_stopped",
+        "flow_definition_changed",
     ] {
         assert!(
             seen.contains(expected),
