@@ -941,3 +941,17 @@ fn base_value(base: &str, setting: &str) -> Option<String> {
         _ => None,
     }
 }
+
+#[test]
+fn a_delta_table_source_switched_to_its_folder_is_refused() {
+    let s = appended_once(BASE);
+    let silver = s.dir.path().join("silver");
+    ok(&ingest(&s.table(), &silver, &[], &[]));
+    let out = ingest(&s.landing(), &silver, BASE, &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("source.kind: recorded \"Delta table\", given \"folder\""),
+        "{err}"
+    );
+}

@@ -1729,3 +1729,53 @@ fn a_worker_streams_reset_killed_at_each_step_is_finished_by_reset_or_by_the_wor
         }
     }
 }
+
+/// A listed S3 prefix switched to notification mode on its checkpoint is another kind of
+/// source (issue 35): refused before anything is received, naming `source.kind`; the
+/// listed flow goes on.
+#[test]
+fn a_listed_prefix_switched_to_a_queue_needs_a_full_refresh() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "switch", "");
+    moto.put("lake", "landing/a.json", common::orders_jsonl(0, 10));
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let listed: Vec<String> = [
+        "ingest",
+        "s3://lake/landing",
+        "s3://lake/bronze",
+        "--once",
+        "--checkpoint",
+        &ckpt.display().to_string(),
+        "-o",
+        "cloudFiles.format=json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    ok(&run_with(&moto, &listed));
+    let depth = q.depth(&q.queue);
+    let out = run_with(
+        &moto,
+        &args(
+            "s3://lake/landing",
+            "s3://lake/bronze",
+            &ckpt,
+            &q.queue,
+            &[],
+        ),
+    );
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("source.kind: recorded \"S3 prefix\", given \"queue\""),
+        "{err}"
+    );
+    assert_eq!(q.depth(&q.queue), depth, "nothing was received");
+    moto.put("lake", "landing/b.json", common::orders_jsonl(10, 20));
+    ok(&run_with(&moto, &listed));
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..20).collect::<Vec<_>>()
+    );
+}
