@@ -90,9 +90,9 @@ pub(super) async fn s3(
 ) -> Result<Cleaned, DiscoveryError> {
     let under = |p: &str, key: &str| {
         if p.is_empty() {
-            ObjectPath::from(key)
+            crate::storage::object_path(key)
         } else {
-            ObjectPath::from(format!("{p}/{key}"))
+            crate::storage::object_path(&format!("{p}/{key}"))
         }
     };
     let source = under(prefix.as_ref(), &file.key);

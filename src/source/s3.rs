@@ -110,9 +110,9 @@ impl FileSource for S3Prefix {
 
     fn locate(&self, key: &str) -> FileLocation {
         let location = if self.prefix.as_ref().is_empty() {
-            ObjectPath::from(key)
+            crate::storage::object_path(key)
         } else {
-            ObjectPath::from(format!("{}/{key}", self.prefix))
+            crate::storage::object_path(&format!("{}/{key}", self.prefix))
         };
         FileLocation::Object(RemoteObject {
             store: Arc::clone(&self.store),
@@ -191,9 +191,10 @@ async fn list_object_store(
         format!("{prefix}/")
     };
     let mut stream = match after {
-        Some(key) => {
-            store.list_with_offset(Some(prefix), &ObjectPath::from(format!("{base}{key}")))
-        }
+        Some(key) => store.list_with_offset(
+            Some(prefix),
+            &crate::storage::object_path(&format!("{base}{key}")),
+        ),
         None => store.list(Some(prefix)),
     };
     while let Some(item) = stream.next().await {

@@ -12,6 +12,14 @@ pub mod atomic;
 pub mod local_table;
 pub mod object_dir;
 
+/// The object path of an S3 key as S3 holds it. object_store's `Path::from` percent-encodes
+/// what it takes for unsafe (`%`, `{`, every non-ASCII byte), which names another key: a
+/// listed `land/주문.json` was asked for as `land/%EC%A3%BC...`, and never found. `parse`
+/// takes the key as it is; a key it refuses (an empty or relative segment) falls back.
+pub fn object_path(key: &str) -> ObjectPath {
+    ObjectPath::parse(key).unwrap_or_else(|_| ObjectPath::from(key))
+}
+
 /// An object to read: where to get it from, and the runtime to fetch it with (decoders run
 /// on plain threads).
 #[derive(Debug, Clone)]

@@ -54,8 +54,10 @@ pub fn s3_store(
         .with_bucket_name(&bucket)
         .build()
         .map_err(|e| invalid(e.to_string()))?;
-    let prefix = parsed.path().trim_matches('/').to_string();
-    Ok((Arc::new(store), bucket, ObjectPath::from(prefix)))
+    // The URL's path is percent-encoded (`s3://lake/land/주문` is `land/%EC%A3%BC...`).
+    let prefix = ObjectPath::from_url_path(parsed.path().trim_matches('/'))
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok((Arc::new(store), bucket, prefix))
 }
 
 /// A folder of small objects under an S3 prefix.

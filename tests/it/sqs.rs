@@ -1779,3 +1779,44 @@ fn a_listed_prefix_switched_to_a_queue_needs_a_full_refresh() {
         (0..20).collect::<Vec<_>>()
     );
 }
+
+/// Keys with non-ASCII characters, `%` and `{` arrive form-encoded in S3 events and ingest
+/// as listed ones do; none goes to the dead-letter queue (issue 36.3).
+#[test]
+fn notified_keys_with_any_character_are_ingested() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "odd", "");
+    let s = Scratch::new();
+    let ckpt = s.dir.path().join("ckpt");
+    let run = || {
+        run_with(
+            &moto,
+            &args(
+                "s3://lake/landing",
+                "s3://lake/bronze",
+                &ckpt,
+                &q.queue,
+                &[],
+            ),
+        )
+    };
+    moto.put("lake", "landing/first.json", common::orders_jsonl(0, 10));
+    ok(&run());
+    let keys = [
+        "landing/주문/2025.json",
+        "landing/accé.json",
+        "landing/50% off.json",
+        "landing/{x}.json",
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        let i = i as u64 + 1;
+        moto.put("lake", key, common::orders_jsonl(i * 10, i * 10 + 10));
+    }
+    let out = ok(&run());
+    assert!(out.contains("ingested 4 files"), "{out}");
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze")),
+        (0..50).collect::<Vec<_>>()
+    );
+    assert!(q.dead_letters().is_empty(), "{:?}", q.dead_letters());
+}
