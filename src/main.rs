@@ -1839,6 +1839,13 @@ fn run_summary_line(s: &Summary) -> String {
     } else {
         String::new()
     };
+    if s.unsettled_files > 0 {
+        skipped += &format!(
+            ", {} {} still being written (left for the next run)",
+            s.unsettled_files,
+            plural(s.unsettled_files, "file")
+        );
+    }
     if s.filtered_rows > 0 {
         // Rows the flow's `where` left out: read, counted, not in the table.
         skipped += &format!(

@@ -147,18 +147,20 @@ pub async fn dry_run(req: &IngestRequest) -> Result<DryRun, IngestError> {
         }
         None => (Vec::new(), listed),
     };
+    // A run leaves a file still being written for the next one.
+    let (new, unsettled) = super::unsettled::split(req, new, now_ms());
+    for f in &unsettled {
+        skip(
+            f,
+            format!(
+                "still being written (open for writing, or modified in the last {} where that \
+                 cannot be told): left for the next run",
+                human_duration(settings.settle_time)
+            ),
+        );
+    }
     let mut ingest: Vec<DryFile> = Vec::new();
-    let settle_ms = i64::try_from(settings.settle_time.as_millis()).unwrap_or(i64::MAX);
-    let recent = |f: &FileRef| f.mtime_ms > now_ms() - settle_ms;
     let mut add = |f: &FileRef, batch: usize, note: Option<String>| {
-        let note = note.or_else(|| {
-            recent(f).then(|| {
-                format!(
-                    "modified in the last {}: --once takes it, a watcher waits for it to settle",
-                    human_duration(settings.settle_time)
-                )
-            })
-        });
         ingest.push(DryFile {
             file: req.source.uri(&f.key),
             size: f.size,

@@ -29,6 +29,7 @@ mod shared_table;
 mod snapshots;
 mod stream;
 mod supervisor;
+mod unsettled;
 pub mod watch;
 mod workers;
 
@@ -253,6 +254,9 @@ pub struct Summary {
     pub quarantined_files: u64,
     /// Snapshots not appended again: their files equal their last snapshot's.
     pub unchanged_snapshots: u64,
+    /// `--once`: files still being written (open for writing, or where that cannot be
+    /// told, modified within `cloudFiles.settleTime`), left for the next run.
+    pub unsettled_files: u64,
     pub schema_version: Option<u64>,
     pub seconds: f64,
     pub table_version: Option<u64>,
@@ -295,8 +299,20 @@ pub async fn run_once(
     let started = Instant::now();
     adopt::adopt_orphans(req, progress, stop, hooks, usize::MAX).await?;
     let mut stream = StreamRun::open(req, progress, hooks).await?;
+    let mut still_written = 0;
     let result = async {
         let files = stream.discover().await?;
+        let (files, unsettled) = unsettled::split(req, files, crate::clock::now_ms());
+        if !unsettled.is_empty() {
+            let shown: Vec<&str> = unsettled.iter().take(5).map(|f| f.key.as_str()).collect();
+            tracing::warn!(
+                files = unsettled.len(),
+                first = %shown.join(", "),
+                "Files still being written (open for writing, or where that cannot be told, \
+                 modified within cloudFiles.settleTime) are left for the next run."
+            );
+        }
+        still_written = unsettled.len() as u64;
         let total_files = files.len() as u64 + stream.pending_files();
         let total_bytes = files.iter().map(|f| f.size).sum::<u64>() + stream.pending_bytes();
         stream.set_pending(total_files);
@@ -313,7 +329,8 @@ pub async fn run_once(
         Ok(())
     }
     .await;
-    let summary = stream.finish(result, started).await?;
+    let mut summary = stream.finish(result, started).await?;
+    summary.unsettled_files = still_written;
     drop(stream);
     // A drain leaves no slot's batch unfinished: those of workers that died meanwhile too.
     adopt::adopt_orphans(req, progress, stop, hooks, usize::MAX).await?;

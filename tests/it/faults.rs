@@ -163,6 +163,14 @@ fn a_read_only_table_folder_stops_naming_it_and_resumes_once_writable() {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
+    // Written a while ago: run as another user, `--once` cannot take a lease on root's
+    // file to see that no one writes it, and leaves a file modified within the settle time.
+    std::fs::File::options()
+        .write(true)
+        .open(s.landing().join("a.json"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+        .unwrap();
     let table = s.table();
     let ckpt = s.dir.path().join("ckpt");
     std::fs::create_dir_all(&table).unwrap();

@@ -679,3 +679,53 @@ fn dry_run_lists_files_reasons_and_schema_and_writes_nothing() {
     );
     s.assert_ids_once(1..5, "d.json not ingested by the dry run");
 }
+
+/// `--once` leaves a file its writer still holds open for the next run, says so in the
+/// summary and the dry run, and `status` counts it pending; once closed, the next run takes
+/// it whole (issue 36.2: it used to land the rows written so far, and never the rest).
+#[test]
+fn a_file_still_being_written_is_left_for_the_next_run() {
+    use std::io::Write;
+    let s = Scratch::new();
+    s.land("done.json", common::orders_jsonl(0, 10));
+    let path = s.landing().join("growing.json");
+    let mut writer = std::fs::File::create(&path).unwrap();
+    writer
+        .write_all(common::orders_jsonl(10, 13).as_bytes())
+        .unwrap();
+    writer.flush().unwrap();
+    let out = common::ok(&s.ingest(&[]));
+    assert!(
+        out.contains("ingested 1 file") && out.contains("1 file still being written"),
+        "{out}"
+    );
+    s.assert_ids_once(0..10, "only the finished file");
+    let dry: Vec<String> = vec![
+        "ingest".into(),
+        s.landing().display().to_string(),
+        s.table().display().to_string(),
+        "--dry-run".into(),
+    ];
+    let planned = common::ok(&common::run(&dry, &[]));
+    assert!(
+        planned.contains("growing.json: still being written"),
+        "{planned}"
+    );
+    let status = common::run(
+        &[
+            "status".into(),
+            s.table().display().to_string(),
+            "--json".into(),
+        ],
+        &[],
+    );
+    let st: serde_json::Value = serde_json::from_str(common::ok(&status).trim()).unwrap();
+    assert_eq!(st["filesPending"], 1, "{st}");
+    writer
+        .write_all(common::orders_jsonl(13, 14).as_bytes())
+        .unwrap();
+    drop(writer);
+    let out = common::ok(&s.ingest(&[]));
+    assert!(out.contains("ingested 1 file"), "{out}");
+    s.assert_ids_once(0..14, "the whole file, once");
+}
