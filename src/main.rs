@@ -1473,6 +1473,33 @@ fn run_config(
         .into_iter()
         .map(|(s, alerts)| (s.request, alerts))
         .collect();
+    // Several streams: each is checked before any runs, so a mistake in one flow writes
+    // nothing for the others either.
+    if prepared.len() > 1 {
+        let rt = runtime()?;
+        let mut failed = Vec::new();
+        let mut classes = Vec::new();
+        for (req, _) in &prepared {
+            if let Err(e) = rt.block_on(pipeline::precheck(req)) {
+                let e = Error::from(e);
+                if json {
+                    print_json(&StreamReport::failed(&req.name, &e), false);
+                }
+                eprintln!("error: stream \"{}\": {}", req.name, error_text(&e));
+                classes.push(e.class());
+                failed.push(req.name.clone());
+            }
+        }
+        if !failed.is_empty() {
+            eprintln!("Nothing was run: every stream of the file is checked before any runs.");
+            let class = if classes.iter().all(|c| *c == classes[0]) {
+                classes[0]
+            } else {
+                ErrorClass::Failed
+            };
+            return Err(Error::StreamsFailed { failed, class });
+        }
+    }
     let stop = StopFlag::new();
     let results = runtime()?.block_on(async {
         listen_for_signals(stop.clone());

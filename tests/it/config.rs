@@ -430,3 +430,61 @@ table = "bronze/orders"
     .unwrap();
     config
 }
+
+/// A config is checked whole before anything runs: a flow whose `where` names an unknown
+/// column, or compares one with a literal of another type, stops the run with exit 2
+/// naming the flow, the column and the position, and no stream wrote a table, checkpoint
+/// or `_schemas/0` (issue 36.5).
+#[test]
+fn a_bad_flow_in_a_config_stops_the_run_before_any_stream_writes() {
+    for (condition, needles) in [
+        ("nosuch > 1", ["nosuch", "column 1"]),
+        ("user_id > 5", ["user_id", "column 11"]),
+    ] {
+        let s = Scratch::new();
+        let dir = s.dir.path();
+        for name in ["good", "bad"] {
+            let folder = dir.join("land").join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("1.json"), common::orders_jsonl(0, 10)).unwrap();
+        }
+        let config = dir.join("streams.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[defaults.options]
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "good"
+source = "land/good"
+table = "bronze/good"
+
+[[stream]]
+name = "bad"
+source = "land/bad"
+table = "bronze/bad"
+where = "{condition}"
+"#
+            ),
+        )
+        .unwrap();
+        let out = common::run(
+            &["run".into(), config.display().to_string(), "--once".into()],
+            &[],
+        );
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{condition}: {err}");
+        assert!(err.contains("stream \"bad\""), "{condition}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{condition}: names {n}: {err}");
+        }
+        assert!(
+            !dir.join("bronze").exists(),
+            "{condition}: nothing written: {:?}",
+            std::fs::read_dir(dir.join("bronze"))
+                .map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+        );
+    }
+}
