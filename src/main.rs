@@ -229,7 +229,9 @@ enum Command {
         /// it sooner).
         #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
         poll_interval: f64,
-        /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true
+        /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true; APPLY
+        /// CHANGES and snapshot flows take -o cdc.KEY=VALUE and -o snapshot.KEY=VALUE
+        /// (`autoloader options` lists every key)
         #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
         options: Vec<String>,
         #[command(flatten)]
@@ -1166,6 +1168,24 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
         }
         Command::Options { json } => {
             print!("{}", options::describe(json));
+            print!(
+                "{}",
+                describe_settings(
+                    "cdc.",
+                    "APPLY CHANGES (-o cdc.KEY=VALUE, or [stream.cdc] in a config file)",
+                    autoloader::cdc::SETTINGS,
+                    json
+                )
+            );
+            print!(
+                "{}",
+                describe_settings(
+                    "snapshot.",
+                    "Snapshot flows (-o snapshot.KEY=VALUE, or [stream.snapshot] in a config file)",
+                    autoloader::snapshot::SETTINGS,
+                    json
+                )
+            );
             Ok(())
         }
         Command::Table {
@@ -1424,6 +1444,43 @@ fn check_definitions(streams: &[(NamedStream, AlertSettings)], json: bool) -> Re
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// `autoloader options`: the CDC or snapshot settings, from the table their parser checks
+/// keys against, as text or one JSON object a line (as the options').
+fn describe_settings(prefix: &str, title: &str, rows: &[(&str, &str, &str)], json: bool) -> String {
+    use autoloader::flow::definition::class_of;
+    let mut out = String::new();
+    if json {
+        for (key, default, meaning) in rows {
+            let key = format!("{prefix}{key}");
+            let on_change = match class_of(&key) {
+                options::OnChange::FullRefresh => "fullRefresh",
+                options::OnChange::NewRowsOnly => "newRowsOnly",
+                options::OnChange::RunOnly => "runOnly",
+            };
+            let line = serde_json::json!({
+                "key": key, "default": default, "meaning": meaning, "supported": true,
+                "aliases": [], "instead": null, "onChange": on_change,
+            });
+            out.push_str(&format!("{line}\n"));
+        }
+        return out;
+    }
+    let width = rows
+        .iter()
+        .map(|(k, _, _)| k.len() + prefix.len())
+        .max()
+        .unwrap_or(0);
+    let dwidth = rows.iter().map(|(_, d, _)| d.len()).max().unwrap_or(0);
+    out.push_str(&format!("\n{title}:\n"));
+    for (key, default, meaning) in rows {
+        out.push_str(&format!(
+            "{:width$}  {default:dwidth$}  {meaning}\n",
+            format!("{prefix}{key}")
+        ));
+    }
+    out
 }
 
 /// A stream's definition review, one line a change.

@@ -679,7 +679,8 @@ pub const OPTIONS: &[OptionSpec] = &[
 
 /// The option table as `autoloader options` prints it: supported options (with their
 /// aliases), then those not supported yet with what to do instead; or one JSON object per
-/// line (`key`, `default`, `meaning`, `supported`, `aliases`, `instead`).
+/// line (`key`, `default`, `meaning`, `supported`, `aliases`, `instead`, `onChange`: what
+/// a change does to a flow that ran).
 pub fn describe(json: bool) -> String {
     let aliases = |key: &str| -> Vec<&'static str> {
         ALIASES

@@ -43,17 +43,48 @@ pub struct SnapshotSpec {
 pub enum SnapshotError {
     #[error("snapshot setting {key}: {reason}")]
     Invalid { key: String, reason: String },
-    #[error("unknown snapshot setting \"{0}\" (known: {known})", known = KNOWN.join(", "))]
+    #[error("unknown snapshot setting \"{0}\" (known: {known})", known = known())]
     Unknown(String),
 }
 
-const KNOWN: &[&str] = &[
-    "unit",
-    "ingest_time_column",
-    "snapshot_id_column",
-    "skip_unchanged",
-    "expected_interval",
+/// Every setting: key, default, meaning. The one table the parser checks keys against
+/// and `autoloader options` prints (`snapshot.KEY` on the command line, `[stream.snapshot]`
+/// in a config file).
+pub const SETTINGS: &[(&str, &str, &str)] = &[
+    (
+        "unit",
+        "file",
+        "what one snapshot is: file, folder (the whole source) or partition (a top-level folder)",
+    ),
+    (
+        "ingest_time_column",
+        "_ingested_at",
+        "the column stamping each row with its snapshot's time",
+    ),
+    (
+        "snapshot_id_column",
+        "_snapshot_id",
+        "the column stamping each row with its snapshot's id",
+    ),
+    (
+        "skip_unchanged",
+        "true",
+        "a snapshot equal to the last one of its unit is not appended again",
+    ),
+    (
+        "expected_interval",
+        "none",
+        "a snapshot later than this raises snapshot_overdue (24h, 30m)",
+    ),
 ];
+
+fn known() -> String {
+    SETTINGS
+        .iter()
+        .map(|(k, _, _)| *k)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 fn invalid(key: &str, reason: impl Into<String>) -> SnapshotError {
     SnapshotError::Invalid {
@@ -72,7 +103,7 @@ impl SnapshotSpec {
         let mut map = BTreeMap::new();
         for (k, v) in pairs {
             let key = k.trim();
-            if !KNOWN.contains(&key) {
+            if !SETTINGS.iter().any(|(k, _, _)| *k == key) {
                 return Err(SnapshotError::Unknown(key.to_string()));
             }
             map.insert(key, v.trim().to_string());

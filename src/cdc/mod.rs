@@ -92,26 +92,80 @@ pub const END_AT: &str = "__END_AT";
 pub enum CdcError {
     #[error("CDC setting {key}: {reason}")]
     Invalid { key: String, reason: String },
-    #[error("unknown CDC setting \"{0}\" (known: {known})", known = KNOWN.join(", "))]
+    #[error("unknown CDC setting \"{0}\" (known: {known})", known = known())]
     Unknown(String),
     #[error("{0}")]
     Data(String),
 }
 
-/// Every setting, under Databricks' names.
-const KNOWN: &[&str] = &[
-    "format",
-    "keys",
-    "sequence_by",
-    "apply_as_deletes",
-    "apply_as_truncates",
-    "column_list",
-    "except_column_list",
-    "stored_as_scd_type",
-    "ignore_null_updates",
-    "track_history_column_list",
-    "track_history_except_column_list",
+/// Every setting, under Databricks' names (`create_auto_cdc_flow`): key, default,
+/// meaning. The one table the parser checks keys against and `autoloader options` prints
+/// (`cdc.KEY` on the command line, `[stream.cdc]` in a config file).
+pub const SETTINGS: &[(&str, &str, &str)] = &[
+    (
+        "keys",
+        "required",
+        "the business key columns: a record changes the row of its key",
+    ),
+    (
+        "sequence_by",
+        "required (a preset's own)",
+        "the columns ordering a key's changes (compared in order)",
+    ),
+    (
+        "apply_as_deletes",
+        "none",
+        "a condition on the record (where language): true deletes the key's row",
+    ),
+    (
+        "apply_as_truncates",
+        "none",
+        "SCD 1: a condition: true empties the table below the record's sequence",
+    ),
+    (
+        "column_list",
+        "every column",
+        "the record columns that reach the table",
+    ),
+    (
+        "except_column_list",
+        "none",
+        "the record columns kept out of the table",
+    ),
+    (
+        "stored_as_scd_type",
+        "1",
+        "1: the latest row per key; 2: every version, with __START_AT and __END_AT",
+    ),
+    (
+        "ignore_null_updates",
+        "false",
+        "a null in an update keeps the stored value",
+    ),
+    (
+        "track_history_column_list",
+        "every column",
+        "SCD 2: the columns whose change opens a new version",
+    ),
+    (
+        "track_history_except_column_list",
+        "none",
+        "SCD 2: the columns whose change updates the current version in place",
+    ),
+    (
+        "format",
+        "none",
+        "a change envelope preset: debezium or dms (keys, sequence and deletes from it)",
+    ),
 ];
+
+fn known() -> String {
+    SETTINGS
+        .iter()
+        .map(|(k, _, _)| *k)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 fn invalid(key: &str, reason: impl Into<String>) -> CdcError {
     CdcError::Invalid {
@@ -150,7 +204,7 @@ impl CdcSpec {
         let mut map = BTreeMap::new();
         for (k, v) in pairs {
             let key = k.trim();
-            if !KNOWN.contains(&key) {
+            if !SETTINGS.iter().any(|(k, _, _)| *k == key) {
                 return Err(CdcError::Unknown(key.to_string()));
             }
             map.insert(key, v.trim().to_string());

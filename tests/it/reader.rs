@@ -517,8 +517,32 @@ fn options_command_prints_the_parser_table() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), autoloader::options::OPTIONS.len());
+    let keyed = autoloader::cdc::SETTINGS.len() + autoloader::snapshot::SETTINGS.len();
+    assert_eq!(rows.len(), autoloader::options::OPTIONS.len() + keyed);
     let bad = rows.iter().find(|r| r["key"] == "badRecordsPath").unwrap();
     assert_eq!(bad["supported"], false);
     assert!(bad["instead"].as_str().unwrap().contains("_rescued_data"));
+    // The CDC and snapshot keys, from the tables their parsers check (issue 36.14), with
+    // what a change to each does to a flow that ran.
+    for (prefix, table) in [
+        ("cdc.", autoloader::cdc::SETTINGS),
+        ("snapshot.", autoloader::snapshot::SETTINGS),
+    ] {
+        for (key, default, meaning) in table {
+            let key = format!("{prefix}{key}");
+            let line = text
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(key.as_str()))
+                .unwrap_or_else(|| panic!("{key} missing:\n{text}"));
+            assert!(line.contains(default) && line.contains(meaning), "{line}");
+            assert!(rows.iter().any(|r| r["key"] == key.as_str()), "{key}");
+        }
+    }
+    let keys = rows.iter().find(|r| r["key"] == "cdc.keys").unwrap();
+    assert_eq!(keys["onChange"], "fullRefresh");
+    let help = ok(&run(&["ingest".to_string(), "--help".to_string()], &[]));
+    assert!(
+        help.contains("cdc.KEY=VALUE") && help.contains("snapshot.KEY=VALUE"),
+        "{help}"
+    );
 }
