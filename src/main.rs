@@ -1259,11 +1259,19 @@ fn reset(args: ResetArgs, state: &StorageSettings) -> Result<(), Error> {
         print_json(&prepared.plans, true);
     } else if !args.json {
         for plan in &prepared.plans {
-            print_reset_plan(plan, args.dry_run);
+            print_reset_plan(plan, args.dry_run, args.all);
         }
     }
     if args.dry_run {
-        return Ok(());
+        // A guarded table named (not skipped by --all): shown, and refused as the reset
+        // would be.
+        return match prepared.plans.iter().find(|p| p.guarded && !args.all) {
+            Some(p) => Err(reset::ResetError::Guarded {
+                table: p.table.clone(),
+            }
+            .into()),
+            None => Ok(()),
+        };
     }
     if !args.yes {
         eprint!("Reset these tables? [y/N] ");
@@ -1296,11 +1304,19 @@ fn reset(args: ResetArgs, state: &StorageSettings) -> Result<(), Error> {
 }
 
 /// What a reset of one table removes and keeps.
-fn print_reset_plan(plan: &autoloader::reset::TablePlan, dry_run: bool) {
+/// `skip_guarded` (`--all`): a guarded table is skipped; otherwise its plan is shown as
+/// refused (a dry run's).
+fn print_reset_plan(plan: &autoloader::reset::TablePlan, dry_run: bool, skip_guarded: bool) {
     let would = if dry_run { "would " } else { "" };
-    if plan.guarded {
+    if plan.guarded && skip_guarded {
         println!("{}: skipped (pipelines.reset.allowed=false)", plan.table);
         return;
+    }
+    if plan.guarded {
+        println!(
+            "{}: refused: exit 4 (pipelines.reset.allowed=false); the plan it guards:",
+            plan.table
+        );
     }
     let rows = plan
         .rows
@@ -1337,10 +1353,14 @@ fn print_reset_plan(plan: &autoloader::reset::TablePlan, dry_run: bool) {
             format!("schema at {} set aside, inferred again", f.schema_location)
         };
         let moved = if dry_run { "would be" } else { "is" };
-        let once = match (f.once, plan.full) {
-            (false, _) => "",
-            (true, true) => " (ONCE flow: it runs again)",
-            (true, false) => " (ONCE flow: it does not run again)",
+        let once = match (f.once, plan.full, f.source_files) {
+            (false, _, _) => String::new(),
+            (true, true, Some(n)) => format!(
+                " (ONCE flow: it runs again, re-reading its {n} source {})",
+                plural(n as u64, "file")
+            ),
+            (true, true, None) => " (ONCE flow: it runs again)".to_string(),
+            (true, false, _) => " (ONCE flow: it does not run again)".to_string(),
         };
         println!(
             "  flow {name}{once}: checkpoint {} {moved} set aside into _reset-N (kept); {schema}",
@@ -1358,7 +1378,8 @@ fn print_reset_plan(plan: &autoloader::reset::TablePlan, dry_run: bool) {
             plural(n as u64, "file")
         ),
         None if !plan.full => println!(
-            "  the next run re-reads the sources from the start: rows already in the table can              land again (give --config to count the files)"
+            "  the next run re-reads the sources from the start: rows already in the table can \
+             land again (give --config to count the files)"
         ),
         None => {}
     }

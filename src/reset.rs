@@ -186,7 +186,8 @@ pub async fn prepare(
         }
         let sink = open_table(table, storage).await?;
         let guard = guarded(&sink)?;
-        if guard && !options.skip_guarded {
+        // A dry run shows the refused plan too (then exits as the reset would).
+        if guard && !options.skip_guarded && !options.dry_run {
             return Err(ResetError::Guarded {
                 table: table.to_string(),
             });
@@ -208,7 +209,7 @@ pub async fn prepare(
             generation: None,
             kept: Vec::new(),
         };
-        if guard {
+        if guard && options.skip_guarded {
             warn!(table = %table, "Skipping the reset of {table}: it has {RESET_ALLOWED}=false.");
             plans.push(plan);
             prepared.push(None);

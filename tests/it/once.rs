@@ -175,7 +175,7 @@ fn a_full_refresh_runs_a_once_flow_again_exactly_once_a_checkpoints_only_reset_d
     ok(&b.run(&[], &[]));
     let said = b.reset(&[]);
     assert!(
-        said.contains("flow backfill (ONCE flow: it runs again)"),
+        said.contains("flow backfill (ONCE flow: it runs again, re-reading its 3 source files)"),
         "{said}"
     );
     assert!(b.ids().is_empty());

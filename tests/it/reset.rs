@@ -208,6 +208,19 @@ fn a_guarded_table_is_refused_with_exit_4_and_nothing_changes() {
     );
     assert_eq!(out.status.code(), Some(4), "{}", common::stderr(&out));
     assert_same(&snapshot(p.s.dir.path()), &before, "nothing changed");
+    // A dry run shows the plan the guard refuses, marked, and exits 4 too (issue 36.8).
+    let out = p.reset(&[&p.orders().display().to_string(), "--dry-run"], &[]);
+    let said = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{}", common::stderr(&out));
+    assert!(
+        said.contains("refused: exit 4") && said.contains("would remove"),
+        "{said}"
+    );
+    assert_same(
+        &snapshot(p.s.dir.path()),
+        &before,
+        "a dry run changes nothing",
+    );
 }
 
 #[test]
