@@ -273,10 +273,27 @@ fn parser_error(text: &str, e: ParserError) -> PredicateError {
             Position { line: 1, column: 1 },
         ),
     };
-    let message =
+    let message = if message.starts_with("No infix parser for token")
+        || message.starts_with("No prefix parser for token")
+    {
+        // sqlparser names the token by its Rust name (`ShiftRight`): show the text there.
+        let found: String = text
+            .lines()
+            .nth(at.line.saturating_sub(1) as usize)
+            .unwrap_or("")
+            .chars()
+            .skip(at.column.saturating_sub(1) as usize)
+            .take_while(|c| !c.is_whitespace())
+            .collect();
+        format!(
+            "unexpected {found}: a condition compares columns with literals (=, <>, <, <=, >, \
+             >=, IN, BETWEEN, IS NULL), joined by AND, OR and NOT"
+        )
+    } else {
         message
             .replacen("Expected: ", "expected ", 1)
-            .replacen(", found: ", ", found ", 1);
+            .replacen(", found: ", ", found ", 1)
+    };
     PredicateError::Invalid {
         text: text.to_string(),
         at,
@@ -1091,6 +1108,12 @@ mod tests {
         assert!(e.contains("column 6"), "{e}");
         let e = error("");
         assert!(e.contains("empty"), "{e}");
+        // No parser internals (`No infix parser for token ShiftRight`).
+        let e = error("id >> 2");
+        assert!(
+            e.contains("unexpected >>") && !e.contains("ShiftRight"),
+            "{e}"
+        );
         let e = error("id = 1 AND\n  nme = 'a'");
         assert!(
             e.contains("at line 2, column 3: no column nme; did you mean name?"),

@@ -28,7 +28,7 @@ pub use sqs::{LeftMessage, QueueTally, SqsNotifications};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
-    #[error("source {path} does not exist or is not a directory")]
+    #[error("source {path} does not exist (a source is a folder, or a single file)")]
     NotADirectory { path: PathBuf },
     #[error("cannot list {path}: {source}")]
     List {

@@ -130,6 +130,16 @@ impl FileSource for S3Prefix {
             list_object_store(&self.url, self.store.as_ref(), &self.prefix, after)
                 .await
                 .map_err(|e| match e {
+                    // A missing bucket is a wrong argument, as a missing local folder is.
+                    DiscoveryError::ObjectStore { url, reason }
+                        if crate::storage::s3_error_code(&reason)
+                            .is_some_and(|(code, _)| code == "NoSuchBucket") =>
+                    {
+                        DiscoveryError::Usage(format!(
+                            "source {url}: the bucket {} does not exist",
+                            self.bucket
+                        ))
+                    }
                     DiscoveryError::ObjectStore { url, reason } => DiscoveryError::ObjectStore {
                         url,
                         reason: explain_s3_failure(self.credentials_given, reason),

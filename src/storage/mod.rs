@@ -221,6 +221,13 @@ pub fn has_s3_credentials(config: &[(String, String)]) -> bool {
 /// the client asks the instance metadata service (169.254.169.254), and off EC2 that
 /// fails with an error naming its token or credentials path.
 pub fn explain_s3_failure(credentials_given: bool, reason: String) -> String {
+    // S3's error document, raw XML in object_store's message, said in a sentence.
+    let reason = match (s3_error_code(&reason), reason.find("<?xml")) {
+        (Some((code, message)), Some(at)) => {
+            format!("{}S3 says {code}: {message}", &reason[..at])
+        }
+        _ => reason,
+    };
     let from_metadata =
         reason.contains("/latest/api/token") || reason.contains("/latest/meta-data");
     if credentials_given || !from_metadata {
@@ -234,9 +241,36 @@ pub fn explain_s3_failure(credentials_given: bool, reason: String) -> String {
     )
 }
 
+/// The `<Code>` and `<Message>` of an S3 error document in `reason`, if it has one.
+pub fn s3_error_code(reason: &str) -> Option<(&str, &str)> {
+    let between = |open: &str, close: &str| {
+        let start = reason.find(open)? + open.len();
+        let end = reason[start..].find(close)? + start;
+        Some(&reason[start..end])
+    };
+    Some((
+        between("<Code>", "</Code>")?,
+        between("<Message>", "</Message>").unwrap_or(""),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn s3_error_documents_are_said_in_a_sentence() {
+        let raw = "Error performing GET http://h/b: 404 Not Found: <?xml version=\"1.0\"?>\n\
+                   <Error><Code>NoSuchBucket</Code><Message>The specified bucket does not \
+                   exist</Message><RequestId>x</RequestId></Error>";
+        let said = explain_s3_failure(true, raw.to_string());
+        assert_eq!(
+            said,
+            "Error performing GET http://h/b: 404 Not Found: S3 says NoSuchBucket: The \
+             specified bucket does not exist"
+        );
+        assert_eq!(s3_error_code(raw).unwrap().0, "NoSuchBucket");
+    }
 
     fn config(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

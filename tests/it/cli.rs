@@ -101,6 +101,12 @@ fn a_missing_source_is_exit_2_from_ingest_and_from_run() {
     let out = autoloader(&["ingest", path(&missing), path(&s.table()), "--once"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    // A single file is a source too: the message does not say a folder is needed.
+    assert!(
+        !stderr(&out).contains("not a directory") && stderr(&out).contains("a single file"),
+        "{}",
+        stderr(&out)
+    );
     let config = s.dir.path().join("streams.toml");
     std::fs::write(
         &config,

@@ -1287,3 +1287,26 @@ fn keys_with_any_character_are_listed_and_ingested() {
     ));
     assert!(again.contains("ingested 0 files"), "{again}");
 }
+
+/// A bucket that does not exist is said in a sentence naming it, exit 2 as for a missing
+/// local folder, never S3's raw XML (issue 36.12).
+#[test]
+fn a_missing_bucket_is_a_sentence_and_exit_2() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let out = run_with(
+        &moto,
+        &[
+            "ingest".into(),
+            "s3://no-such-bucket/landing".into(),
+            "s3://lake/bronze".into(),
+            "--once".into(),
+        ],
+    );
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no-such-bucket") && err.contains("does not exist") && !err.contains("<"),
+        "{err}"
+    );
+}
