@@ -1965,6 +1965,10 @@ fn run_summary_line(s: &Summary) -> String {
             ", {} inserted, {} updated, {} deleted, {} stale",
             c.inserted, c.updated, c.deleted, c.stale
         );
+        // As `status` says them: records below a truncate are not stale ones.
+        if c.truncated > 0 {
+            skipped += &format!(", {} below a truncate", c.truncated);
+        }
     }
     if s.unchanged_snapshots > 0 {
         skipped += &format!(

@@ -738,7 +738,8 @@ impl CdcTarget {
             inserted,
             updated,
             deleted,
-            stale: reduction.stale + reduction.truncated,
+            stale: reduction.stale,
+            truncated: reduction.truncated,
             ties: reduction.ties,
         });
         Ok(v)

@@ -24,9 +24,10 @@ pub struct ChangeCounts {
     pub inserted: u64,
     pub updated: u64,
     pub deleted: u64,
-    /// Change records ignored: not later than the key's applied sequence, or before a
-    /// truncate.
+    /// Change records ignored: not later than the key's applied sequence.
     pub stale: u64,
+    /// Change records ignored: sequenced below a truncate (`status`'s "below a truncate").
+    pub truncated: u64,
     /// Records of one key that shared a sequence (a fixed rule chose between them).
     pub ties: u64,
 }
@@ -37,6 +38,7 @@ impl std::ops::AddAssign for ChangeCounts {
         self.updated += o.updated;
         self.deleted += o.deleted;
         self.stale += o.stale;
+        self.truncated += o.truncated;
         self.ties += o.ties;
     }
 }

@@ -144,8 +144,10 @@ fn scd1_with_a_truncate_keeps_only_what_is_sequenced_after_it() {
     let mut all: Vec<&str> = RECORDS.to_vec();
     all.push(TRUNCATE);
     s.land("changes.json", all.join("\n") + "\n");
-    ok(&ingest(&s, &cdc_options(true), &[]));
+    let out = ok(&ingest(&s, &cdc_options(true), &[]));
     assert_eq!(rows(&s.table()), ["125 Mercedes Guadalajara"]);
+    // Counted as `status` counts them: below a truncate, not stale (issue 36.11).
+    assert!(out.contains("0 stale, 4 below a truncate"), "{out}");
 }
 
 #[test]
@@ -593,10 +595,18 @@ fn debezium_ingest(s: &Scratch, extra: &[&str]) -> std::process::Output {
 fn debezium_events_apply_as_their_rows() {
     let s = Scratch::new();
     land_fixture(&s, "debezium", |_, n| n.to_string());
-    let out = ok(&debezium_ingest(&s, &[]));
+    let run = debezium_ingest(&s, &[]);
+    let out = ok(&run);
     let (columns, rows) = table_rows(&s.table(), "id");
     assert_eq!(columns, ["id", "first_name", "last_name", "email"], "{out}");
     assert_eq!(rows, DEBEZIUM_TABLE, "{out}");
+    // The tombstone (a `null` line) is no rescued data (issue 36.11).
+    assert!(out.contains(" 0 rescued rows"), "{out}");
+    assert!(
+        !stderr(&run).contains("_corrupt_record"),
+        "{}",
+        stderr(&run)
+    );
 }
 
 #[test]

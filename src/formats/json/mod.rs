@@ -398,6 +398,8 @@ pub fn decode(
         for_each_document_record(file, opts, &mut |rec, line, bytes| {
             match rec {
                 Ok(JsonValue::Object(entries)) => rows.append_json_object(entries),
+                // A `null` record (a change stream's tombstone) holds no value: no row.
+                Ok(JsonValue::Null) => {}
                 Ok(other) => rows.append_corrupt(&other.to_string()),
                 Err(_) if opts.fail_fast => return Err(fail_fast(line)),
                 Err(raw) => rows.append_corrupt(&raw),
@@ -444,6 +446,9 @@ pub fn decode(
                             }
                         }
                     }
+                    // A `null` line (a Kafka or Debezium tombstone) holds no value: no
+                    // row, and nothing rescued.
+                    Ok(JsonValue::Null) => {}
                     Ok(_) | Err(_) if opts.fail_fast => return Err(fail_fast(line_no)),
                     Ok(_) | Err(_) => rows.append_corrupt(&String::from_utf8_lossy(line)),
                 }

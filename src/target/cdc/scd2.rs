@@ -253,6 +253,7 @@ impl CdcTarget {
                 updated,
                 deleted,
                 stale,
+                truncated: 0,
                 ties,
             });
             v
