@@ -825,6 +825,17 @@ impl Binder<'_> {
             }
             ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => {
                 let Value::Text(s) = &literal.value else {
+                    if let Value::Number(n) = &literal.value {
+                        // Most often every column is STRING because inference is off: quoting
+                        // would compare text ('999' > '1200'), which is not what was meant.
+                        return Err(mismatch(&format!(
+                            "a string: to compare numbers, read the column as one \
+                             (cloudFiles.inferColumnTypes=true infers JSON and CSV types, or a \
+                             hint: cloudFiles.schemaHints = \"{} DOUBLE\"); to compare text, \
+                             quote it: '{n}'",
+                            field.name()
+                        )));
+                    }
                     return Err(mismatch("a string (quote it: '...')"));
                 };
                 (
@@ -1156,7 +1167,13 @@ mod tests {
             "where \"day < 'soon'\" at column 7: column day is DATE; the string 'soon' is not a date ('YYYY-MM-DD')"
         );
         assert!(error("id = 'one'").contains("at column 6: column id is INT"));
-        assert!(error("name = 5").contains("is not a string (quote it"));
+        let e = error("name = 5");
+        assert!(
+            e.contains("cloudFiles.inferColumnTypes=true")
+                && e.contains("name DOUBLE")
+                && e.contains("quote it: '5'"),
+            "{e}"
+        );
         assert!(error("ok = 1").contains("not TRUE or FALSE"));
         assert!(error("at > 'noon'").contains("not a timestamp"));
         assert!(error("id IN (1, 'x')").contains("at column 11"));

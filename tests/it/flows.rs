@@ -529,3 +529,29 @@ fn a_refused_where_leaves_no_schema_behind() {
     common::ok(&common::run(&args, &[]));
     assert_eq!(ids(&s.table()), vec![3, 4]);
 }
+
+/// A number compared with a column that is STRING because inference is off: the error
+/// points to reading the column as a number, not only to quoting (which would compare
+/// text: '999' > '1200') (issue 36.10).
+#[test]
+fn a_number_against_a_string_column_points_to_inference() {
+    let s = crate::common::Scratch::new();
+    s.land("a.json", crate::common::orders_jsonl(0, 3));
+    let out = crate::common::run(
+        &[
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.table().display().to_string(),
+            "--once".into(),
+            "--where".into(),
+            "amount >= 1200".into(),
+        ],
+        &[],
+    );
+    let err = crate::common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cloudFiles.inferColumnTypes=true") && err.contains("amount DOUBLE"),
+        "{err}"
+    );
+}
