@@ -1475,11 +1475,7 @@ fn describe_settings(prefix: &str, title: &str, rows: &[(&str, &str, &str)], jso
     if json {
         for (key, default, meaning) in rows {
             let key = format!("{prefix}{key}");
-            let on_change = match class_of(&key) {
-                options::OnChange::FullRefresh => "fullRefresh",
-                options::OnChange::NewRowsOnly => "newRowsOnly",
-                options::OnChange::RunOnly => "runOnly",
-            };
+            let on_change = class_of(&key).name();
             let line = serde_json::json!({
                 "key": key, "default": default, "meaning": meaning, "supported": true,
                 "aliases": [], "instead": null, "onChange": on_change,
@@ -1570,12 +1566,10 @@ fn run_config(
         }
         if !failed.is_empty() {
             eprintln!("Nothing was run: every stream of the file is checked before any runs.");
-            let class = if classes.iter().all(|c| *c == classes[0]) {
-                classes[0]
-            } else {
-                ErrorClass::Failed
-            };
-            return Err(Error::StreamsFailed { failed, class });
+            return Err(Error::StreamsFailed {
+                failed,
+                class: streams_class(&classes),
+            });
         }
     }
     let stop = StopFlag::new();
@@ -1611,14 +1605,19 @@ fn run_config(
     if failed.is_empty() {
         Ok(())
     } else {
-        // The streams' own exit code when they agree (a lone stream that stopped on a
-        // schema change is 3, as from `ingest`); failures of different kinds are 1.
-        let class = if classes.iter().all(|c| *c == classes[0]) {
-            classes[0]
-        } else {
-            ErrorClass::Failed
-        };
-        Err(Error::StreamsFailed { failed, class })
+        Err(Error::StreamsFailed {
+            failed,
+            class: streams_class(&classes),
+        })
+    }
+}
+
+/// The exit class of failed streams: theirs when they agree (a lone stream that stopped on
+/// a schema change is 3, as from `ingest`); failures of different kinds are 1.
+fn streams_class(classes: &[ErrorClass]) -> ErrorClass {
+    match classes.split_first() {
+        Some((first, rest)) if rest.iter().all(|c| c == first) => *first,
+        _ => ErrorClass::Failed,
     }
 }
 

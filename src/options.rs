@@ -47,6 +47,17 @@ pub enum OnChange {
     RunOnly,
 }
 
+impl OnChange {
+    /// As `autoloader options --json` writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnChange::FullRefresh => "fullRefresh",
+            OnChange::NewRowsOnly => "newRowsOnly",
+            OnChange::RunOnly => "runOnly",
+        }
+    }
+}
+
 /// One option: its canonical spelling, the default shown to users, its meaning, whether
 /// it is supported, and what changing it does to a flow that already ran. [`OPTIONS`] is
 /// the one table the parser validates against, the `autoloader options` command prints
@@ -703,11 +714,7 @@ pub fn describe(json: bool) -> String {
                 "supported": supported,
                 "aliases": aliases(o.key),
                 "instead": instead,
-                "onChange": match o.on_change {
-                    OnChange::FullRefresh => "fullRefresh",
-                    OnChange::NewRowsOnly => "newRowsOnly",
-                    OnChange::RunOnly => "runOnly",
-                },
+                "onChange": o.on_change.name(),
             });
             out.push_str(&line.to_string());
             out.push('\n');
