@@ -716,7 +716,7 @@ pub struct WorkerStatus {
 }
 
 /// Every worker slot of the stream whose checkpoint is `root`: a free one read from its
-/// store (locked for the moment, then released), a held one from its lease and the
+/// store (local: locked for the moment; S3: a copy, its lease never taken), a held one from its lease and the
 /// `live.json` its worker keeps in the slot's local folder, or, held on another machine
 /// (no `live.json` here), from the slot's record on S3 (a local slot has no other record).
 fn worker_status(
@@ -731,7 +731,7 @@ fn worker_status(
             slot,
             ..WorkerStatus::default()
         };
-        match Checkpoint::open(&location, state) {
+        match Checkpoint::open_to_read(&location, state) {
             Ok(c) => {
                 let (last, pending) = c.pending_plans()?;
                 w.last_batch = last;
@@ -944,7 +944,7 @@ pub async fn status(
         }
         return Ok(st);
     }
-    match Checkpoint::open(checkpoint, state) {
+    match Checkpoint::open_to_read(checkpoint, state) {
         Ok(c) => {
             st.stream_id = Some(c.stream_id().to_string());
             st.definition = crate::pipeline::definition::recorded(&c).ok().flatten();

@@ -50,6 +50,15 @@ impl LockRecord {
         }
         true
     }
+
+    /// The holder and how long its lease still runs, for messages.
+    fn describe(&self) -> String {
+        format!(
+            "{}, lease valid for {} more seconds",
+            self.holder,
+            (self.expires_at_ms - now_ms() + 999) / 1000
+        )
+    }
 }
 
 /// A held lease, renewed in the background and released when dropped.
@@ -93,11 +102,7 @@ impl Lease {
                 Some(c) if c.is_live(&our_host) => {
                     return Err(CheckpointError::Locked {
                         path: dir.url().into(),
-                        holder: format!(
-                            "{}, lease valid for {} more seconds",
-                            c.holder,
-                            (c.expires_at_ms - now_ms() + 999) / 1000
-                        ),
+                        holder: c.describe(),
                     });
                 }
                 stale => {
@@ -152,6 +157,18 @@ impl Drop for Lease {
             let _ = self.dir.delete(LOCK_OBJECT);
         }
     }
+}
+
+/// Who holds the lease on `dir`, if a live process does (read without taking it).
+pub fn live_holder(dir: &RemoteDir) -> Result<Option<String>, CheckpointError> {
+    let Some(bytes) = dir.get(LOCK_OBJECT)? else {
+        return Ok(None);
+    };
+    let Ok(lock) = serde_json::from_slice::<LockRecord>(&bytes) else {
+        return Ok(None);
+    };
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    Ok(lock.is_live(host.trim()).then(|| lock.describe()))
 }
 
 /// When the lease on `dir` was last taken or renewed (ms since the epoch), read without

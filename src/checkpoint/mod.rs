@@ -119,6 +119,18 @@ pub struct Checkpoint {
     /// Where every write lands first: nowhere else for a local checkpoint (the store is
     /// the record), the objects under an S3 prefix for an S3 one (the store is its cache).
     record: Box<dyn DurableRecord>,
+    /// A read-only copy's folder ([`Checkpoint::open_to_read`]), removed when it closes
+    /// (declared last: dropped after the store).
+    scratch: Option<ScratchDir>,
+}
+
+/// A folder removed when dropped.
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The durable side of a checkpoint's writes, reached before the local store: the seam
@@ -215,6 +227,21 @@ impl Checkpoint {
         match location {
             Location::Local(dir) => Checkpoint::open_local(dir),
             Location::S3(url) => s3::open(url, state),
+        }
+    }
+
+    /// Opens the checkpoint at `location` to read it (`autoloader status`), never taking a
+    /// lease: a report must not keep a worker from a slot, nor take over a dead holder's
+    /// lease. A local one is locked for the moment, as a run would; one on S3 is copied
+    /// from its record into a scratch store, or [`CheckpointError::Locked`] while a live
+    /// process holds its lease.
+    pub fn open_to_read(
+        location: &Location,
+        state: &StorageSettings,
+    ) -> Result<Checkpoint, CheckpointError> {
+        match location {
+            Location::Local(dir) => Checkpoint::open_local(dir),
+            Location::S3(url) => s3::open_to_read(url, state),
         }
     }
 
@@ -342,6 +369,7 @@ impl Checkpoint {
             _lock: lock,
             stream_id,
             record: Box::new(LocalRecord),
+            scratch: None,
         })
     }
 

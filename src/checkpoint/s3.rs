@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::lease::Lease;
+use super::lease::{self, Lease};
 use super::{
     Checkpoint, CheckpointError, CommitSummary, DurableRecord, Plan, RecordFigures, STATE_FILE,
     STREAM_OBJECT, io_err,
@@ -120,6 +120,35 @@ pub(super) fn open(url: &Url, state: &StorageSettings) -> Result<Checkpoint, Che
         }
     }
     checkpoint.record = Box::new(S3Record { dir, _lease: lease });
+    Ok(checkpoint)
+}
+
+/// A read-only copy of the checkpoint under `url` in a scratch store, taken without its
+/// lease; `Locked` while a live process holds the lease (its figures are its own).
+pub(super) fn open_to_read(
+    url: &Url,
+    state: &StorageSettings,
+) -> Result<Checkpoint, CheckpointError> {
+    let dir = RemoteDir::open(url, state)?;
+    if let Some(holder) = lease::live_holder(&dir)? {
+        return Err(CheckpointError::Locked {
+            path: PathBuf::from(dir.url()),
+            holder,
+        });
+    }
+    let scratch = state
+        .cache_root
+        .join(format!(".read-{}", uuid::Uuid::new_v4()));
+    let mut checkpoint = Checkpoint::open_local(&scratch)?;
+    checkpoint.scratch = Some(super::ScratchDir(scratch));
+    if let Some(bytes) = dir.get(STREAM_OBJECT)? {
+        let recorded: StreamRecord =
+            serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Store {
+                path: PathBuf::from(dir.url_of(STREAM_OBJECT)),
+                reason: e.to_string(),
+            })?;
+        import(&mut checkpoint, &dir, &recorded.stream_id)?;
+    }
     Ok(checkpoint)
 }
 

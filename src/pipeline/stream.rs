@@ -136,15 +136,22 @@ fn open_checkpoint(
         Some(Worker::Auto) => 0..claims::MAX_SLOTS,
     };
     // A starting worker looks at the other slots by locking each for a moment (to adopt
-    // a dead worker's), so a slot found locked may be free a moment later: every slot is
-    // tried again for a while before the worker gives up (exit 75).
-    let grace = std::time::Instant::now() + SLOT_GRACE;
+    // a dead worker's), so a slot found locked may be free a moment later. `auto` takes
+    // the lowest free slot: a lower one found locked is tried again for a moment before a
+    // higher one is kept (a restarted worker takes its dead slot back, not a new one), and
+    // with every slot locked each is tried again for a while before the worker gives up
+    // (exit 75).
+    let started = std::time::Instant::now();
     loop {
         let mut busy = None;
         for slot in slots.clone() {
             let location = claims::slot_location(&req.checkpoint, slot);
             match Checkpoint::open(&location, &req.storage) {
                 Ok(checkpoint) => {
+                    if busy.is_some() && started.elapsed() < LOWER_SLOT_GRACE {
+                        // Let the lower slot's look end: this one is released meanwhile.
+                        break;
+                    }
                     info!(slot, checkpoint = %location, "Took a worker slot.");
                     return Ok((checkpoint, location, Some(slot)));
                 }
@@ -153,17 +160,21 @@ fn open_checkpoint(
             }
         }
         let busy = busy.expect("at least one slot was tried");
-        if std::time::Instant::now() >= grace {
+        if started.elapsed() >= SLOT_GRACE {
             return Err(busy.into());
         }
-        debug!(error = %busy, "Every worker slot tried is locked; trying again.");
-        std::thread::sleep(std::time::Duration::from_millis(250));
+        debug!(error = %busy, "A worker slot tried is locked; trying again.");
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 
 /// How long a starting worker tries again for a slot it found locked (another worker's
 /// look at it lasts well under this; a live holder keeps it, and the worker exits 75).
 const SLOT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long `--worker auto` waits for a lower slot found locked before it keeps a higher
+/// free one (a look lasts milliseconds; a live holder costs a scaled-up worker this much).
+const LOWER_SLOT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `cloudFiles.cleanSource` fits the stream: a source of files (not a Delta table, not a
 /// snapshot folder that cleaning would change), and a move destination of the source's

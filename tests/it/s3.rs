@@ -98,7 +98,7 @@ impl Moto {
         keys
     }
 
-    fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
+    pub(crate) fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
         let store = self.store(bucket);
         block_on(async { store.get(&raw_key(key)).await.unwrap().bytes().await })
             .unwrap()

@@ -1533,7 +1533,7 @@ fn a_worker_streams_status_from_another_machine_and_its_reset() {
         .spawn()
         .unwrap();
     let watcher_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    // Not by polling `status`: it takes a free slot's lease for a moment.
+    // From its log: the moment it holds the slot.
     common::wait_until(
         "the watcher to hold slot 1",
         Duration::from_secs(60),
@@ -1819,4 +1819,121 @@ fn notified_keys_with_any_character_are_ingested() {
         (0..50).collect::<Vec<_>>()
     );
     assert!(q.dead_letters().is_empty(), "{:?}", q.dead_letters());
+}
+
+/// The slot a worker's log says it took.
+fn slot_taken(log: &str) -> Option<u32> {
+    let line = log.lines().find(|l| l.contains("Took a worker slot."))?;
+    let at = line.find(" slot=")? + " slot=".len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `--worker auto` takes the lowest free slot: a restarted worker takes its dead slot back
+/// at once, though another worker's look holds it for a moment (it took a new, higher slot,
+/// and the dead slot's batch waited for adoption). `status` takes no lease: it neither
+/// takes over a dead holder's lease nor keeps a worker from its slot (issue 36.7).
+#[test]
+fn a_restarted_auto_worker_takes_its_dead_slot_back_and_status_takes_no_lease() {
+    let moto = Moto::start();
+    let q = Notified::setup(&moto, "lake", "slots", "landing/");
+    let s = Scratch::new();
+    let logged = |a: &[String]| {
+        let mut env = moto.env();
+        env.push(("RUST_LOG", "autoloader=info".to_string()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        common::run(a, &env)
+    };
+    let worker = |ckpt: &str, slot: &str| {
+        let mut a = args(
+            "s3://lake/landing",
+            "s3://lake/bronze",
+            std::path::Path::new(ckpt),
+            &q.queue,
+            &[],
+        );
+        a.extend(["--worker".to_string(), slot.to_string()]);
+        a
+    };
+
+    // A local checkpoint: slots 0 and 1 exist and are free; slot 0 is locked for a moment
+    // (as another worker's look at it does) when an `auto` worker starts.
+    let local = s.dir.path().join("ckpt");
+    let local = local.to_str().unwrap();
+    ok(&run_with(&moto, &worker(local, "0")));
+    ok(&run_with(&moto, &worker(local, "1")));
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(s.dir.path().join("ckpt/workers/0/lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let auto = {
+        let a = worker(local, "auto");
+        let moto_env = moto.env();
+        std::thread::spawn(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+                .args(a)
+                .envs(moto_env)
+                .env("RUST_LOG", "autoloader=info")
+                .output()
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    drop(lock);
+    let out = auto.join().unwrap();
+    let log = common::stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(slot_taken(&log), Some(0), "the lowest free slot: {log}");
+
+    // An S3 checkpoint: the watcher on slot 0 is SIGKILLed, its lease left behind.
+    let remote = "s3://lake/ckpt";
+    let mut a = worker(remote, "auto");
+    a.retain(|x| x != "--once");
+    a.extend(["--poll-interval".to_string(), "0.2".to_string()]);
+    let log_path = s.dir.path().join("watcher.log");
+    let mut watcher = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args(&a)
+        .envs(moto.env())
+        .env("RUST_LOG", "autoloader=info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    common::wait_until(
+        "the watcher to take a slot",
+        Duration::from_secs(60),
+        || slot_taken(&std::fs::read_to_string(&log_path).unwrap_or_default()) == Some(0),
+    );
+    watcher.kill().unwrap();
+    watcher.wait().unwrap();
+    let lease = || String::from_utf8(moto.get("lake", "ckpt/workers/0/lock")).unwrap();
+    let dead = format!("\"pid\":{}", watcher.id());
+    assert!(lease().contains(&dead), "{}", lease());
+    let status: Vec<String> = ["status", "--checkpoint", remote, "--json"]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    let out = logged(&status);
+    let err = common::stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("Taking over"), "status took a lease: {err}");
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["workers"][0]["slot"], 0, "{st}");
+    assert!(st["workers"][0]["holder"].is_null(), "a dead holder: {st}");
+    assert!(
+        lease().contains(&dead),
+        "the dead worker's lease is as it was: {}",
+        lease()
+    );
+    // The restarted worker on this machine takes the dead slot back at once.
+    let out = logged(&worker(remote, "auto"));
+    let log = common::stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(slot_taken(&log), Some(0), "the dead slot: {log}");
+    assert!(log.contains("Taking over a checkpoint lease"), "{log}");
 }
