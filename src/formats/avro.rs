@@ -269,23 +269,32 @@ fn spark_field(f: &ArrowField) -> ArrowField {
         return ArrowField::new(f.name(), ArrowType::Utf8, true);
     }
     let data_type = match f.data_type() {
-        ArrowType::Union(fields, _) => ArrowType::Struct(
-            fields
-                .iter()
-                .filter(|(_, c)| c.data_type() != &ArrowType::Null)
-                .enumerate()
-                .map(|(i, (_, c))| {
-                    let c = spark_field(c);
-                    ArrowField::new(format!("member{i}"), c.data_type().clone(), true)
-                })
-                .collect(),
-        ),
+        ArrowType::Union(fields, _) => {
+            return ArrowField::new(f.name(), spark_union(fields), true).with_metadata(
+                [(super::parquet::UNION_STRUCT.to_string(), "true".to_string())].into(),
+            );
+        }
         ArrowType::Struct(fields) => ArrowType::Struct(spark_fields(fields)),
         ArrowType::List(c) => ArrowType::List(Arc::new(spark_field(c))),
         ArrowType::Map(c, sorted) => ArrowType::Map(Arc::new(spark_field(c)), *sorted),
         other => other.clone(),
     };
     ArrowField::new(f.name(), data_type, true)
+}
+
+/// A union's branches as Spark reads them: a struct of its non-null branches.
+fn spark_union(fields: &arrow_schema::UnionFields) -> ArrowType {
+    ArrowType::Struct(
+        fields
+            .iter()
+            .filter(|(_, c)| c.data_type() != &ArrowType::Null)
+            .enumerate()
+            .map(|(i, (_, c))| {
+                let c = spark_field(c);
+                ArrowField::new(format!("member{i}"), c.data_type().clone(), true)
+            })
+            .collect(),
+    )
 }
 
 fn spark_fields(fields: &Fields) -> Fields {

@@ -1,7 +1,8 @@
 //! Parquet: the schema comes from the files' footers (merged to the widest type across
 //! files), and each column is read as the stream's type. A value that cannot be read as
 //! that type (safe cast gives null where the file had a value) is rescued as JSON, and so
-//! is a column the schema does not have.
+//! is a column the schema does not have. A STRING column holds any value: a nested one as
+//! its text (shared by the Avro, ORC, text and binary decoders).
 
 use std::fs::File;
 use std::sync::Arc;
@@ -120,7 +121,9 @@ pub(crate) fn conform(
             // Maybe new nested fields: the evolution check compares the footers.
             stats.new_fields = true;
         }
-        let cast = if fits {
+        let cast = if field.data_type == DataType::String && is_nested(source.data_type()) {
+            Some(nested_as_text(&in_schema.fields()[idx], source, path)?)
+        } else if fits {
             cast_with_options(
                 source,
                 &target,
@@ -201,6 +204,63 @@ pub(crate) fn conform(
     push_file_columns(layout, &file.meta, n, &mut arrays);
     stats.rescued_rows += rescued_count;
     RecordBatch::try_new(Arc::clone(&out_schema), arrays).map_err(|e| corrupt(path, &e))
+}
+
+/// Field metadata the Avro decoder sets on a union it reads as a struct of its branches
+/// (`member0`, `member1`, ... as Spark does).
+pub(crate) const UNION_STRUCT: &str = "autoloader.union";
+
+fn is_nested(t: &ArrowType) -> bool {
+    matches!(
+        t,
+        ArrowType::Struct(_) | ArrowType::Map(_, _) | ArrowType::List(_) | ArrowType::LargeList(_)
+    )
+}
+
+/// A nested value read into a STRING column, which can hold it: a union's value as the
+/// text of its branch (a union of double and string merged to STRING holds `2.25` and
+/// `n/a`, as ORC's reader gives them), any other struct, list or map as its JSON text (as
+/// the JSON reader keeps an object in a STRING column).
+fn nested_as_text(
+    field: &ArrowField,
+    column: &ArrayRef,
+    path: &str,
+) -> Result<ArrayRef, DecodeError> {
+    use arrow_array::cast::AsArray;
+    if let ArrowType::Struct(members) = column.data_type()
+        && field.metadata().contains_key(UNION_STRUCT)
+    {
+        let union = column.as_struct();
+        let branches = members
+            .iter()
+            .zip(union.columns())
+            .map(|(f, c)| {
+                if is_nested(c.data_type()) {
+                    nested_as_text(f, c, path)
+                } else {
+                    cast_with_options(c, &ArrowType::Utf8, &CastOptions::default())
+                        .map_err(|e| corrupt(path, &e))
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>, DecodeError>>()?;
+        let texts: StringArray = (0..union.len())
+            .map(|r| {
+                let branch = branches
+                    .iter()
+                    .find(|b| union.is_valid(r) && b.is_valid(r))?;
+                Some(branch.as_string::<i32>().value(r).to_string())
+            })
+            .collect();
+        return Ok(Arc::new(texts));
+    }
+    let mut json: Vec<Map<String, Value>> = vec![Map::new(); column.len()];
+    let rows: Vec<usize> = (0..column.len()).filter(|&r| column.is_valid(r)).collect();
+    rescue_values(field, column, &rows, &mut json, path)?;
+    let texts: StringArray = json
+        .iter_mut()
+        .map(|m| m.remove(field.name()).map(|v| v.to_string()))
+        .collect();
+    Ok(Arc::new(texts))
 }
 
 fn push_unknown_name(names: &mut Vec<String>, name: &str, fields: &[crate::schema::Field]) {

@@ -101,6 +101,37 @@ fn an_evolving_producer_adds_columns_and_rescues_a_widened_union() {
     assert_eq!(rescued[6].1, "null", "a null amount has nothing to rescue");
 }
 
+/// Files 2 and 3 in one run: `amount` [null, double] and [null, double, string] merge to
+/// STRING, which can hold every value: a union's value lands as its branch's text (2.25,
+/// n/a), as ORC's reader gives it, and nothing is rescued (issue 36.9).
+#[test]
+fn a_union_merged_to_string_lands_its_values_as_text() {
+    let s = Scratch::new();
+    land_fixture(&s, "avro/orders-2.avro");
+    land_fixture(&s, "avro/orders-3.avro");
+    let run = Run::ingest(&s, "files 2 and 3", &[]);
+    run.ok();
+    assert_eq!(run.figure("rescued rows"), 0, "{}", run.stdout);
+    let amounts = by_id(&s.table(), "amount");
+    assert_eq!(
+        amounts,
+        [
+            (3, "9.5".into()),
+            (4, "null".into()),
+            (5, "2.25".into()),
+            (6, "n/a".into()),
+            (7, "null".into())
+        ]
+    );
+    let py = read_with_python(&s.table(), "id");
+    assert_eq!(py["types"]["amount"], "string", "{py}");
+    assert!(
+        by_id(&s.table(), "_rescued_data")
+            .iter()
+            .all(|(_, r)| r == "null")
+    );
+}
+
 /// Logical types and unions as Spark reads them: decimal, date, timestamp-millis/micros
 /// (UTC TIMESTAMP), uuid (STRING), a union without null (a struct of member0, member1), a
 /// union with null and two more branches (a nullable struct), arrays and records.
