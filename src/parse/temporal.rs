@@ -102,6 +102,18 @@ impl Temporal {
         }
     }
 
+    /// Whether inference calls `text` a TIMESTAMP. With a `timestampFormat` that is the
+    /// pattern; by default it is the shape of Spark's default pattern,
+    /// `yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]`: seconds required, an upper-case `T` (or a space)
+    /// and `Z`. `2024-01-15T10:30` or `2024-01-15t10:30:00z` infer STRING, as in Spark,
+    /// though a TIMESTAMP column (a hint) still reads them.
+    pub fn infers_timestamp(&self, text: &str, zone: Tz) -> bool {
+        if self.timestamp.is_none() && !has_spark_default_shape(scalars::trim(text)) {
+            return false;
+        }
+        self.parse_timestamp(text, zone).is_some()
+    }
+
     /// A date in the stream's format, in days since the epoch. What inference calls a DATE.
     pub fn parse_date(&self, text: &str) -> Option<i32> {
         match &self.date {
@@ -128,6 +140,17 @@ impl Temporal {
             Some(utc.timestamp_micros())
         })
     }
+}
+
+/// `yyyy-MM-ddTHH:mm:ss...` with an upper-case `T` or a space, and no lower-case `z` at
+/// the end (the rest is checked by the ISO parser).
+fn has_spark_default_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 19
+        && matches!(b[10], b'T' | b' ')
+        && b[13] == b':'
+        && b[16] == b':'
+        && b.last() != Some(&b'z')
 }
 
 fn intern(text: String) -> &'static str {

@@ -125,7 +125,7 @@ impl Inferred {
             DataType::Double
         } else if opts.temporal.parse_date(t).is_some() {
             DataType::Date
-        } else if opts.temporal.parse_timestamp(t, opts.zone).is_some() {
+        } else if opts.temporal.infers_timestamp(t, opts.zone) {
             DataType::Timestamp
         } else if scalars::parse_bool(t).is_some() {
             DataType::Boolean
@@ -239,7 +239,7 @@ fn string_type(s: &str, opts: InferOptions) -> DataType {
     {
         return DataType::Decimal(p, sc);
     }
-    if opts.temporal.parse_timestamp(s, opts.zone).is_some() {
+    if opts.temporal.infers_timestamp(s, opts.zone) {
         DataType::Timestamp
     } else {
         DataType::String
@@ -677,6 +677,11 @@ mod tests {
         );
         assert_eq!(s(&["\"2026-03-15T14:00:00Z\""]), DataType::Timestamp);
         assert_eq!(s(&["\"2026-03-15\""]), DataType::String);
+        // Spark's default pattern needs seconds and upper-case `T` and `Z` (issue 36.15).
+        assert_eq!(s(&["\"2024-01-15T10:30\""]), DataType::String);
+        assert_eq!(s(&["\"2024-01-15t10:30:00Z\""]), DataType::String);
+        assert_eq!(s(&["\"2024-01-15T10:30:00z\""]), DataType::String);
+        assert_eq!(s(&["\"2024-01-15T10:30:00.5+09:00\""]), DataType::Timestamp);
     }
 
     #[test]
@@ -795,6 +800,8 @@ mod tests {
             DataType::Timestamp
         );
         assert_eq!(s(&["00123"]), DataType::Integer);
+        assert_eq!(s(&["2024-01-15 10:30"]), DataType::String);
+        assert_eq!(s(&["2024-01-15T10:30:00z"]), DataType::String);
     }
 
     #[test]
