@@ -1937,3 +1937,47 @@ fn a_restarted_auto_worker_takes_its_dead_slot_back_and_status_takes_no_lease() 
     assert_eq!(slot_taken(&log), Some(0), "the dead slot: {log}");
     assert!(log.contains("Taking over a checkpoint lease"), "{log}");
 }
+
+/// The README's notification-mode recipe, as printed there (`deploy/s3-notifications.py`,
+/// then `autoloader ingest`), run by bash against moto with `--once` added: the first run
+/// lists the prefix, the second takes a new file from the queue the script set up.
+#[test]
+fn the_readme_notification_recipe_sets_up_a_queue_that_feeds_the_stream() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let block = common::readme_block("### Notification mode", "sh");
+    assert!(block.contains("deploy/s3-notifications.py"), "{block}");
+    let script = block.replace("autoloader ingest ", "\"$AUTOLOADER\" ingest --once ");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_autoloader"));
+    let run_block = || {
+        let out = std::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &script])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .envs(moto.env())
+            .env("AUTOLOADER", bin)
+            .env("AUTOLOADER_STATE_DIR", s.dir.path().join("state"))
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    moto.put("lake", "landing/orders/0.json", common::orders_jsonl(0, 10));
+    let first = run_block();
+    assert_eq!(common::summary_figure(&first, "files"), 1, "{first}");
+    moto.put(
+        "lake",
+        "landing/orders/1.json",
+        common::orders_jsonl(10, 25),
+    );
+    let second = run_block();
+    assert_eq!(
+        common::summary_figure(&second, "files"),
+        1,
+        "the queue's event brought the new file (no listing before the backfill): {second}"
+    );
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/bronze/orders")),
+        (0..25).collect::<Vec<_>>()
+    );
+}
