@@ -12,6 +12,7 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 pub mod keys;
+pub mod place;
 pub mod preset;
 pub mod scd1;
 pub mod scd2;
@@ -422,22 +423,41 @@ impl CdcSpec {
     }
 
     /// A batch of change records as the flow applies them: unwrapped by the preset
-    /// (tombstones dropped and logged).
+    /// (tombstones dropped and logged), with each record's place for errors.
     pub fn unwrap_batch(
         &self,
         raw: arrow_array::RecordBatch,
-    ) -> Result<arrow_array::RecordBatch, CdcError> {
+        places: place::RecordPlaces,
+    ) -> Result<(arrow_array::RecordBatch, place::RecordPlaces), CdcError> {
         let Some(f) = self.format else {
-            return Ok(raw);
+            return Ok((raw, places));
         };
-        let (batch, tombstones) = f.unwrap(&raw).map_err(|e| CdcError::Data(e.to_string()))?;
-        if tombstones > 0 {
-            tracing::info!(
-                tombstones,
-                "Skipped Debezium tombstones (null values, each following its delete event)."
-            );
-        }
-        Ok(batch)
+        let (batch, kept) = f.unwrap(&raw).map_err(|e| {
+            let e = match e {
+                preset::PresetError::Record {
+                    format,
+                    reason,
+                    row,
+                    ..
+                } => preset::PresetError::Record {
+                    format,
+                    reason,
+                    place: places.describe(row),
+                    row,
+                },
+                other => other,
+            };
+            CdcError::Data(e.to_string())
+        })?;
+        let Some(kept) = kept else {
+            return Ok((batch, places));
+        };
+        let tombstones = kept.iter().filter(|k| !**k).count();
+        tracing::info!(
+            tombstones,
+            "Skipped Debezium tombstones (null values, each following its delete event)."
+        );
+        Ok((batch, places.retain(&kept)))
     }
 
     /// Checks the settings against the change records' columns (`schema`), before anything

@@ -77,6 +77,8 @@ pub enum PresetError {
         format: &'static str,
         reason: String,
         place: String,
+        /// The record's row in the raw batch (its place is worked out from it).
+        row: usize,
     },
     #[error("cdc.format: {0}")]
     Arrow(String),
@@ -153,11 +155,15 @@ impl Envelope {
         }
     }
 
-    /// The unwrapped batch of raw `batch`, and how many tombstones were dropped.
-    pub fn unwrap(self, batch: &RecordBatch) -> Result<(RecordBatch, usize), PresetError> {
+    /// The unwrapped batch of raw `batch`, and which raw records it keeps when some were
+    /// dropped (tombstones).
+    pub fn unwrap(
+        self,
+        batch: &RecordBatch,
+    ) -> Result<(RecordBatch, Option<Vec<bool>>), PresetError> {
         match self {
             Envelope::Debezium => debezium_batch(batch),
-            Envelope::Dms => dms_batch(batch).map(|b| (b, 0)),
+            Envelope::Dms => dms_batch(batch).map(|b| (b, None)),
         }
     }
 }
@@ -324,19 +330,9 @@ fn text(a: &ArrayRef) -> Result<StringArray, PresetError> {
         .clone())
 }
 
-/// Where record `row` came from: its file (`_metadata.file_path`) and place.
+/// Where raw record `row` came from: its file and its record number there.
 pub fn place(batch: &RecordBatch, row: usize) -> String {
-    let file = batch
-        .column_by_name("_metadata")
-        .and_then(|m| m.as_any().downcast_ref::<StructArray>())
-        .and_then(|m| m.column_by_name("file_path"))
-        .and_then(|p| p.as_any().downcast_ref::<StringArray>())
-        .filter(|p| p.is_valid(row))
-        .map(|p| p.value(row).to_string());
-    match file {
-        Some(f) => format!("{f} (record {} of the batch)", row + 1),
-        None => format!("record {} of the batch", row + 1),
-    }
+    super::place::RecordPlaces::of(batch).describe(row)
 }
 
 fn record_err(
@@ -349,6 +345,7 @@ fn record_err(
         format,
         reason,
         place: place(batch, row),
+        row,
     }
 }
 
@@ -462,7 +459,7 @@ fn positions(
     Ok(out)
 }
 
-fn debezium_batch(batch: &RecordBatch) -> Result<(RecordBatch, usize), PresetError> {
+fn debezium_batch(batch: &RecordBatch) -> Result<(RecordBatch, Option<Vec<bool>>), PresetError> {
     let raw = batch.schema();
     let (schema, rows) = debezium_schema(&raw)?;
     let (_, level) = envelope_fields(&raw)?;
@@ -595,13 +592,13 @@ fn debezium_batch(batch: &RecordBatch) -> Result<(RecordBatch, usize), PresetErr
         );
     }
     let unwrapped = RecordBatch::try_new(schema, columns).map_err(arrow)?;
-    let unwrapped = if tombstones > 0 {
-        arrow_select::filter::filter_record_batch(&unwrapped, &BooleanArray::from(keep))
-            .map_err(arrow)?
-    } else {
-        unwrapped
-    };
-    Ok((unwrapped, tombstones))
+    if tombstones == 0 {
+        return Ok((unwrapped, None));
+    }
+    let unwrapped =
+        arrow_select::filter::filter_record_batch(&unwrapped, &BooleanArray::from(keep.clone()))
+            .map_err(arrow)?;
+    Ok((unwrapped, Some(keep)))
 }
 
 /// Where the DMS phase column goes: before the trailing `_rescued_data` / `_metadata`.
@@ -701,8 +698,8 @@ mod tests {
     #[test]
     fn debezium_events_unwrap_to_rows_with_op_ts_and_position() {
         let raw = read(MYSQL);
-        let (b, tombstones) = Envelope::Debezium.unwrap(&raw).unwrap();
-        assert_eq!(tombstones, 0);
+        let (b, kept) = Envelope::Debezium.unwrap(&raw).unwrap();
+        assert_eq!(kept, None, "no tombstone");
         let names: Vec<_> = b
             .schema()
             .fields()
@@ -743,8 +740,12 @@ mod tests {
             r#"{"schema":{"type":"struct","optional":false},"payload":{"before":{"id":7,"v":"x"},"after":null,"source":{"connector":"postgresql","lsn":24023200,"ts_ms":7},"op":"d","ts_ms":8}}"#,
             r#"{"schema":null,"payload":null}"#,
         ]);
-        let (b, tombstones) = Envelope::Debezium.unwrap(&raw).unwrap();
-        assert_eq!(tombstones, 1);
+        let (b, kept) = Envelope::Debezium.unwrap(&raw).unwrap();
+        assert_eq!(
+            kept,
+            Some(vec![true, true, false]),
+            "the tombstone is dropped"
+        );
         assert_eq!(b.num_rows(), 2);
         assert_eq!(strings(&b, "id"), [Some("7".into()), Some("7".into())]);
         assert_eq!(strings(&b, OP), [Some("r".into()), Some("d".into())]);

@@ -12,7 +12,7 @@ pub mod predicate;
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use chrono_tz::Tz;
 
@@ -225,14 +225,18 @@ impl BoundFlow {
         &self.schema
     }
 
-    /// The rows the condition keeps, projected; and what it left out.
-    pub fn apply(&self, batch: RecordBatch) -> Result<(RecordBatch, Filtered), FlowError> {
-        let (batch, filtered) = match &self.predicate {
+    /// The rows the condition keeps, projected; what it left out; and which input rows
+    /// it kept, when not all (for the kept rows' record numbers).
+    pub fn apply(
+        &self,
+        batch: RecordBatch,
+    ) -> Result<(RecordBatch, Filtered, Option<BooleanArray>), FlowError> {
+        let (batch, filtered, kept_rows) = match &self.predicate {
             Some(p) => {
                 let keep = p.evaluate(&batch)?;
                 let kept = keep.true_count();
                 if kept == batch.num_rows() {
-                    (batch, Filtered::default())
+                    (batch, Filtered::default(), None)
                 } else {
                     let rescued_rows = self.rescued.map_or(0, |i| {
                         let rescued = batch.column(i);
@@ -250,10 +254,10 @@ impl BoundFlow {
                         rows: (batch.num_rows() - kept) as u64,
                         rescued_rows,
                     };
-                    (out, filtered)
+                    (out, filtered, Some(keep))
                 }
             }
-            None => (batch, Filtered::default()),
+            None => (batch, Filtered::default(), None),
         };
         let batch = match &self.projection {
             Some(indices) => batch.project(indices).map_err(|e| FlowError::Columns {
@@ -262,14 +266,14 @@ impl BoundFlow {
             })?,
             None => batch,
         };
-        Ok((batch, filtered))
+        Ok((batch, filtered, kept_rows))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{Int64Array, StringArray};
+    use arrow_array::{Array, Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};
 
     fn decoded() -> SchemaRef {
@@ -354,7 +358,10 @@ mod tests {
             ],
         )
         .unwrap();
-        let (out, filtered) = bound.apply(batch).unwrap();
+        let (out, filtered, kept) = bound.apply(batch).unwrap();
+        let kept = kept.expect("rows were left out");
+        let kept: Vec<bool> = (0..3).map(|i| kept.is_valid(i) && kept.value(i)).collect();
+        assert_eq!(kept, [true, false, false]);
         let expected = Filtered {
             rows: 2,
             rescued_rows: 1,

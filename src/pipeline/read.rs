@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch};
 use tokio::sync::mpsc;
 
 use crate::flow::{BoundFlow, Filtered, FlowError};
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
-use crate::record::{FileMeta, TableLayout};
+use crate::record::{FileMeta, Records, RowsOrigin, TableLayout};
 use crate::source::{self as discovery, FileLocation, FileRef, Source};
 use crate::target::{BatchWriter, BatchWriters, SinkError, Target};
 use crate::testing::{failpoint, read_delay};
@@ -20,7 +20,7 @@ use super::*;
 
 pub(crate) enum Msg {
     /// Decoded rows for the shared writer, with their share of [`IN_FLIGHT_MIB`].
-    Batch(RecordBatch, tokio::sync::OwnedSemaphorePermit),
+    Batch(RecordBatch, RowsOrigin, tokio::sync::OwnedSemaphorePermit),
     Done {
         index: usize,
         stats: FileStats,
@@ -159,17 +159,33 @@ pub(crate) async fn read_files(
             let mut write_error = None;
             let mut flow_error = None;
             let mut filtered = Filtered::default();
+            let file_uri: Arc<str> = Arc::from(file.meta.path.as_str());
+            let mut records_read = 0u64;
             let mut emit = |b: RecordBatch| {
-                let b = match flow.as_deref() {
-                    None => b,
+                let first = records_read + 1;
+                records_read += b.num_rows() as u64;
+                let origin = |kept: Option<arrow_array::BooleanArray>| RowsOrigin {
+                    file: Arc::clone(&file_uri),
+                    records: match kept {
+                        None => Records::From(first),
+                        Some(k) => Records::Each(
+                            (0..k.len())
+                                .filter(|&i| k.is_valid(i) && k.value(i))
+                                .map(|i| first + i as u64)
+                                .collect(),
+                        ),
+                    },
+                };
+                let (b, origin) = match flow.as_deref() {
+                    None => (b, origin(None)),
                     Some(flow) => match flow.apply(b) {
-                        Ok((b, out)) => {
+                        Ok((b, out, kept)) => {
                             filtered.rows += out.rows;
                             filtered.rescued_rows += out.rescued_rows;
                             if b.num_rows() == 0 {
                                 return true;
                             }
-                            b
+                            (b, origin(kept))
                         }
                         Err(e) => {
                             flow_error = Some(e);
@@ -180,7 +196,7 @@ pub(crate) async fn read_files(
                 match own.as_mut() {
                     // A blocking thread may wait on the runtime: the write encodes here, and
                     // only its file I/O goes through the runtime.
-                    Some(w) => match runtime.block_on(w.write(b)) {
+                    Some(w) => match runtime.block_on(w.write_from(b, Some(origin))) {
                         Ok(()) => true,
                         Err(e) => {
                             write_error = Some(e);
@@ -194,7 +210,7 @@ pub(crate) async fn read_files(
                         match runtime
                             .block_on(Arc::clone(&in_flight).acquire_many_owned(mib as u32))
                         {
-                            Ok(permit) => tx.blocking_send(Msg::Batch(b, permit)).is_ok(),
+                            Ok(permit) => tx.blocking_send(Msg::Batch(b, origin, permit)).is_ok(),
                             Err(_) => false,
                         }
                     }
@@ -223,9 +239,9 @@ pub(crate) async fn read_files(
     let mut written_batches = 0u64;
     while let Some(msg) = rx.recv().await {
         match msg {
-            Msg::Batch(b, _permit) => {
+            Msg::Batch(b, origin, _permit) => {
                 if failure.is_none() && write_failure.is_none() && flow_failure.is_none() {
-                    if let Err(e) = shared.write(b).await {
+                    if let Err(e) = shared.write_from(b, Some(origin)).await {
                         write_failure = Some(e);
                         stop.stop();
                         continue;

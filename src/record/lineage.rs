@@ -71,3 +71,30 @@ pub(crate) fn metadata_array(file: &FileMeta, n: usize) -> ArrayRef {
     ];
     Arc::new(StructArray::new(metadata_fields(), children, None))
 }
+
+/// Which records of which file a decoded batch's rows are, kept beside rows a target holds
+/// until its commit (CDC), so that an error found there names the file and the record.
+#[derive(Debug, Clone)]
+pub struct RowsOrigin {
+    /// The file's URI.
+    pub file: Arc<str>,
+    /// The 1-based record number in the file of each row.
+    pub records: Records,
+}
+
+/// Record numbers of a batch's rows: consecutive, or each given (a `where` left some out).
+#[derive(Debug, Clone)]
+pub enum Records {
+    From(u64),
+    Each(Vec<u64>),
+}
+
+impl RowsOrigin {
+    /// The record number of the batch's row `row`.
+    pub fn record(&self, row: usize) -> u64 {
+        match &self.records {
+            Records::From(first) => first + row as u64,
+            Records::Each(each) => each.get(row).copied().unwrap_or(0),
+        }
+    }
+}

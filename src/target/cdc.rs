@@ -40,6 +40,7 @@ use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
 use super::rewrite::{Selector, Taken, take_rows};
 use super::{ChangeCounts, Target};
 use crate::cdc::keys::{IntKeys, RowEncoder};
+use crate::cdc::place::RecordPlaces;
 use crate::cdc::scd1::{self, Change, RowChange, StateEntry};
 use crate::cdc::{CdcSpec, RowCondition};
 pub(crate) use crate::cdc::{FastMap, FastSet};
@@ -158,7 +159,11 @@ impl CdcTarget {
 
     /// The change records, encoded; a null key (on other than a truncate) or a null
     /// sequence stops the batch naming the file and record.
-    fn encode(&self, changes: &RecordBatch) -> Result<Vec<Change>, SinkError> {
+    fn encode(
+        &self,
+        changes: &RecordBatch,
+        places: &RecordPlaces,
+    ) -> Result<Vec<Change>, SinkError> {
         let loc = self.target.location();
         let schema = changes.schema();
         let keys =
@@ -168,7 +173,7 @@ impl CdcTarget {
         let deletes = Self::flags(self.deletes.as_ref(), changes).map_err(|e| data_err(loc, e))?;
         let truncates =
             Self::flags(self.truncates.as_ref(), changes).map_err(|e| data_err(loc, e))?;
-        let where_is = |row: usize| record_place(changes, row);
+        let where_is = |row: usize| places.describe(row);
         for (row, &truncate) in truncates.iter().enumerate() {
             if let Some(c) = seqs.first_null(changes, row) {
                 return Err(data_err(
@@ -222,8 +227,13 @@ impl CdcTarget {
         let loc = self.target.location().to_string();
         self.last = None;
         let started = std::time::Instant::now();
-        let collected = writers.collected();
-        // AUTO CDC from snapshots: the snapshot becomes its differences from the target.
+        let (collected, origins) = writers.collected();
+        // AUTO CDC from snapshots: the snapshot becomes its differences from the target
+        // (rows no file holds as such).
+        let origins = match self.spec.from_snapshots {
+            Some(_) => Vec::new(),
+            None => origins,
+        };
         let collected = self
             .snapshot_changes(collected, app_id, batch, &info)
             .await?;
@@ -232,9 +242,10 @@ impl CdcTarget {
                 Some(first) => {
                     let raw = arrow_select::concat::concat_batches(&first.schema(), &collected)
                         .map_err(|e| data_err(&loc, e.to_string()))?;
+                    let places = RecordPlaces::read(&raw, &collected, origins);
                     Some(
                         self.spec
-                            .unwrap_batch(raw)
+                            .unwrap_batch(raw, places)
                             .map_err(|e| data_err(&loc, e.to_string()))?,
                     )
                 }
@@ -251,13 +262,14 @@ impl CdcTarget {
         let layout = first.schema();
         let changes = arrow_select::concat::concat_batches(&layout, &collected)
             .map_err(|e| data_err(&loc, e.to_string()))?;
+        let places = RecordPlaces::read(&changes, &collected, origins);
         drop(collected);
-        let changes = self
+        let (changes, places) = self
             .spec
-            .unwrap_batch(changes)
+            .unwrap_batch(changes, places)
             .map_err(|e| data_err(&loc, e.to_string()))?;
         let layout = changes.schema();
-        let encoded = self.encode(&changes)?;
+        let encoded = self.encode(&changes, &places)?;
         let encoded_at = started.elapsed();
         let target_done = self.target_has(app_id, batch).await?;
         let refreshed_at = started.elapsed();
@@ -899,21 +911,6 @@ fn merge_operation(keys: &[String]) -> DeltaOperation {
             predicate: None,
         }],
         not_matched_by_source_predicates: Vec::new(),
-    }
-}
-
-/// Where a change record came from, for errors: its file (from `_metadata`) and its place.
-fn record_place(changes: &RecordBatch, row: usize) -> String {
-    let file = changes
-        .column_by_name("_metadata")
-        .and_then(|m| m.as_any().downcast_ref::<arrow_array::StructArray>())
-        .and_then(|m| m.column_by_name("file_path"))
-        .and_then(|p| p.as_any().downcast_ref::<arrow_array::StringArray>())
-        .filter(|p| p.is_valid(row))
-        .map(|p| p.value(row).to_string());
-    match file {
-        Some(f) => format!("{f} (record {} of the batch)", row + 1),
-        None => format!("record {} of the batch", row + 1),
     }
 }
 

@@ -21,6 +21,7 @@ use tracing::{info, warn};
 use url::Url;
 
 use crate::location::Location;
+use crate::record::RowsOrigin;
 use crate::storage::StorageSettings;
 
 /// Target size of one Parquet file written to the table.
@@ -877,8 +878,8 @@ fn since_last_reset(commits: Vec<(u64, serde_json::Value)>) -> Vec<(u64, serde_j
 pub enum BatchWriter {
     Files(Box<FileWriter>),
     /// The decoded rows, held for the target's commit (a batch is bounded by the
-    /// trigger limits).
-    Collect(Vec<RecordBatch>),
+    /// trigger limits), each with where its rows came from when the reader said.
+    Collect(Vec<(RecordBatch, Option<RowsOrigin>)>),
 }
 
 /// Writes Parquet files for the table.
@@ -896,6 +897,16 @@ impl BatchWriter {
     /// Encodes a batch into the writer's current file (a new file past the target size),
     /// or keeps it.
     pub async fn write(&mut self, batch: RecordBatch) -> Result<(), SinkError> {
+        self.write_from(batch, None).await
+    }
+
+    /// [`BatchWriter::write`] of rows read from a file: a collecting writer keeps `origin`
+    /// for errors that name a row's file and record.
+    pub async fn write_from(
+        &mut self,
+        batch: RecordBatch,
+        origin: Option<RowsOrigin>,
+    ) -> Result<(), SinkError> {
         match self {
             BatchWriter::Files(w) => w
                 .writer
@@ -903,7 +914,7 @@ impl BatchWriter {
                 .await
                 .map_err(|e| delta_err(&w.location, e)),
             BatchWriter::Collect(rows) => {
-                rows.push(batch);
+                rows.push((batch, origin));
                 Ok(())
             }
         }
@@ -945,15 +956,16 @@ impl BatchWriters {
         }
     }
 
-    /// The rows collected by `Collect` writers, in order.
-    pub fn collected(self) -> Vec<RecordBatch> {
+    /// The rows collected by `Collect` writers, in order, and where each batch's rows
+    /// came from.
+    pub fn collected(self) -> (Vec<RecordBatch>, Vec<Option<RowsOrigin>>) {
         self.0
             .into_iter()
             .flat_map(|w| match w {
                 BatchWriter::Collect(rows) => rows,
                 BatchWriter::Files(_) => Vec::new(),
             })
-            .collect()
+            .unzip()
     }
 }
 

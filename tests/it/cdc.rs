@@ -150,28 +150,29 @@ fn scd1_with_a_truncate_keeps_only_what_is_sequenced_after_it() {
     assert!(out.contains("0 stale, 4 below a truncate"), "{out}");
 }
 
+/// A null key stops the batch naming the file and the record's number in it, without
+/// `includeMetadata`, counting the records a `where` left out (issue 36.6).
 #[test]
-fn a_null_key_stops_the_batch_naming_the_file() {
+fn a_null_key_stops_the_batch_naming_the_file_and_record() {
     let s = Scratch::new();
     s.land("good.json", format!("{}\n", RECORDS[0]));
     ok(&ingest(&s, &cdc_options(false), &[]));
     let bad = s.land(
         "bad.json",
-        r#"{"userId": null, "name": "X", "city": "Y", "operation": "INSERT", "sequenceNum": 9}"#,
-    );
-    let out = ingest(
-        &s,
-        &[
-            cdc_options(false),
-            vec!["cloudFiles.includeMetadata=true".into()],
+        [
+            r#"{"userId": 7, "name": "X", "city": "skip", "operation": "INSERT", "sequenceNum": 7}"#,
+            r#"{"userId": 8, "name": "X", "city": "Y", "operation": "INSERT", "sequenceNum": 8}"#,
+            r#"{"userId": null, "name": "X", "city": "Y", "operation": "INSERT", "sequenceNum": 9}"#,
         ]
-        .concat(),
-        &[],
+        .join("\n"),
     );
+    let mut args = ingest_args(&s, &cdc_options(false), &[]);
+    args.extend(["--where".into(), "city != 'skip'".into()]);
+    let out = run(&args, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("NULL_KEY") && err.contains("bad.json"),
+        err.contains("NULL_KEY") && err.contains("bad.json record 3"),
         "{err} {bad:?}"
     );
     assert_eq!(

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 
 use super::{CdcTarget, column, data_err, widen};
 use crate::cdc::keys::RowEncoder;
+use crate::cdc::place::RecordPlaces;
 use crate::cdc::scd2::{self, Record, Values};
 use crate::cdc::{END_AT, START_AT};
 use crate::target::ChangeCounts;
@@ -97,17 +98,17 @@ impl CdcTarget {
     /// batch was skipped).
     pub(super) async fn apply_scd2(
         &mut self,
-        changes: Option<RecordBatch>,
+        changes: Option<(RecordBatch, RecordPlaces)>,
         app_id: &str,
         batch: u64,
         mut info: serde_json::Value,
     ) -> Result<u64, SinkError> {
         let loc = self.target.location().to_string();
         let target_done = self.target_has(app_id, batch).await?;
-        let Some(changes) = changes else {
+        let Some((changes, places)) = changes else {
             return self.commit_nothing(app_id, batch, info).await;
         };
-        let encoded = self.encode(&changes)?;
+        let encoded = self.encode(&changes, &places)?;
         let layout = changes.schema();
 
         // Every record the flow kept of the batch's keys, then the batch's own.
