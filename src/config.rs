@@ -35,8 +35,8 @@ use serde_json::json;
 use crate::flow::FlowSpec;
 use crate::location::Location;
 use crate::options::{self, OptionsError};
-use crate::pipeline::{FirstWriter, IngestRequest, OnceFlow};
-use crate::source::{Source, SourceFormat};
+use crate::pipeline::{FirstWriter, IngestRequest, SpecError, StreamSpec};
+use crate::source::SourceFormat;
 use crate::storage::StorageSettings;
 
 #[derive(Debug, thiserror::Error)]
@@ -354,23 +354,12 @@ pub fn load(
                 }
             }
         }
-        let (mut settings, warnings) =
-            options::resolve(&raw, &checkpoint).map_err(|source| ConfigError::Options {
-                path: path.into(),
-                stream: s.name.clone(),
-                source,
-            })?;
-        for w in warnings {
-            tracing::warn!(stream = %s.name, "{w}");
-        }
-        let cdc_pairs: Vec<(String, String)> = s
-            .cdc
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), cdc_text(v)))
-            .collect();
-        let cdc = crate::cdc::CdcSpec::from_pairs_for(&cdc_pairs, settings.snapshot.as_ref())
-            .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+        raw.extend(
+            s.cdc
+                .iter()
+                .flatten()
+                .map(|(k, v)| (format!("{}{k}", crate::cdc::OPTION_PREFIX), cdc_text(v))),
+        );
         let source_format = match &s.source_format {
             None => SourceFormat::Detect,
             Some(f) => SourceFormat::from_name(f).ok_or_else(|| {
@@ -387,39 +376,34 @@ pub fn load(
             .filter(|(name, table)| *name != s.name && *table == source_location.normalized())
             .map(|(name, _)| (*name).to_string())
             .collect();
-        settings.delta.created_by_run = !upstream.is_empty();
-        // Another stream's table is a Delta table, even before its first commit.
-        let source_format = match source_format {
-            SourceFormat::Detect if settings.delta.created_by_run => SourceFormat::Delta,
-            other => other,
-        };
-        let source = Source::open(&source_location, state, source_format, &settings)
-            .and_then(|source| source.fix_format(&mut settings).map(|()| source))
-            .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
         let flow = FlowSpec::new(
             s.columns.clone(),
             s.except_columns.clone(),
             s.condition.as_deref(),
         )
         .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+        let spec = StreamSpec {
+            source_format,
+            options: raw,
+            flow,
+            upstream,
+            once: s.once,
+            ..StreamSpec::new(s.name.clone(), source_location, table, checkpoint)
+        };
+        let (request, warnings) = spec.build(state).map_err(|e| match e {
+            SpecError::Options(source) => ConfigError::Options {
+                path: path.into(),
+                stream: s.name.clone(),
+                source,
+            },
+            other => invalid(format!("stream \"{}\": {other}", s.name)),
+        })?;
+        for w in warnings {
+            tracing::warn!(stream = %s.name, "{w}");
+        }
         out.push(NamedStream {
             name: s.name.clone(),
-            request: IngestRequest {
-                name: s.name.clone(),
-                source,
-                table,
-                checkpoint,
-                settings,
-                storage: state.clone(),
-                first_writer: FirstWriter::Alone,
-                upstream,
-                table_properties: Vec::new(),
-                auto_compact: None,
-                flow,
-                cdc,
-                once: s.once.then(OnceFlow::default),
-                worker: None,
-            },
+            request,
             alert_webhooks: parsed
                 .defaults
                 .alert_webhooks

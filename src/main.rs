@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use autoloader::config::NamedStream;
 use autoloader::options::{self, OptionsError};
-use autoloader::pipeline::{self, IngestRequest, Progress, RunMode, StopFlag, Summary};
+use autoloader::pipeline::{self, IngestRequest, Progress, RunMode, StopFlag, StreamSpec, Summary};
 use autoloader::reports;
-use autoloader::source::Source;
 use autoloader::storage::StorageSettings;
 use autoloader::telemetry::Hooks;
 use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
@@ -777,45 +776,21 @@ fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
         } => {
             let name = name.unwrap_or_else(|| IngestRequest::default_name(&table));
             let result = (|| {
-                let pairs = raw
+                let checkpoint =
+                    checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
+                let mut spec = StreamSpec::new(name.clone(), source, table, checkpoint);
+                spec.source_format = source_format.unwrap_or_default();
+                spec.options = raw
                     .iter()
                     .map(|o| options::split_key_value(o))
                     .collect::<Result<Vec<_>, _>>()?;
-                let (pairs, cdc_pairs) = autoloader::cdc::CdcSpec::split_options(pairs);
-                let checkpoint =
-                    checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
-                let (mut settings, warnings) = options::resolve(&pairs, &checkpoint)?;
-                let cdc = autoloader::cdc::CdcSpec::from_pairs_for(
-                    &cdc_pairs,
-                    settings.snapshot.as_ref(),
-                )?;
+                spec.flow = flow.spec()?;
+                spec.worker = worker;
+                let (req, warnings) = spec.build(state)?;
                 for w in warnings {
                     tracing::warn!("{w}");
                 }
-                check_s3(
-                    state,
-                    [&source, &table, &checkpoint, &settings.schema_location],
-                )?;
-                let source =
-                    Source::open(&source, state, source_format.unwrap_or_default(), &settings)?;
-                source.fix_format(&mut settings)?;
                 let alerts = reporting.alert_settings(&[])?;
-                let req = IngestRequest {
-                    name: name.clone(),
-                    source,
-                    table,
-                    checkpoint,
-                    settings,
-                    storage: state.clone(),
-                    first_writer: pipeline::FirstWriter::Alone,
-                    upstream: Vec::new(),
-                    table_properties: Vec::new(),
-                    auto_compact: None,
-                    flow: flow.spec()?,
-                    cdc,
-                    once: None,
-                    worker,
-                };
                 if dry_run {
                     let plan = runtime()?.block_on(pipeline::dry_run(&req))?;
                     if json {
@@ -1426,11 +1401,6 @@ fn load_config(
     reporting.alert_settings(&[])?;
     let mut prepared = Vec::new();
     for stream in streams {
-        let req = &stream.request;
-        check_s3(
-            state,
-            [&req.table, &req.checkpoint, &req.settings.schema_location],
-        )?;
         // A webhook of the file is named with its file and stream, as its options are.
         let alerts = reporting
             .alert_settings(&stream.alert_webhooks)

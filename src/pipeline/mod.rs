@@ -28,6 +28,7 @@ mod precheck;
 mod read;
 mod shared_table;
 mod snapshots;
+mod spec;
 mod stream;
 mod supervisor;
 mod unsettled;
@@ -39,6 +40,7 @@ pub use dry_run::{DryFile, DryRun, DrySchema, dry_run};
 pub use once::OnceFlow;
 pub use precheck::precheck;
 pub use shared_table::FirstWriter;
+pub use spec::{SpecError, StreamSpec};
 pub use stream::StreamRun;
 pub use supervisor::{RunMode, run_stream, run_streams};
 
