@@ -151,7 +151,10 @@ mod tests {
         ];
         let (req, _) = spec(dir.path(), &options).build(&storage).unwrap();
         let cdc = req.cdc.expect("the cdc.* keys make a CDC flow");
-        assert_eq!((cdc.keys, cdc.sequence_by), (vec!["id".into()], vec!["ts".into()]));
+        assert_eq!(
+            (cdc.keys, cdc.sequence_by),
+            (vec!["id".into()], vec!["ts".into()])
+        );
         assert!(req.once.is_none() && req.worker.is_none());
     }
 
