@@ -3,9 +3,9 @@
 //! Worked out only when an error needs it: a batch holds whole files, each file's rows in
 //! order, so a row's number in its file is how many rows of that file come up to it.
 
-use arrow_array::{Array, RecordBatch, StringArray, StructArray};
+use arrow_array::{Array, RecordBatch, StringArray};
 
-use crate::record::RowsOrigin;
+use crate::record::{RowsOrigin, metadata_text};
 
 /// The places of a batch's change records, kept through a preset's unwrapping (which
 /// drops tombstones, so a change record's row is not its raw row).
@@ -23,12 +23,7 @@ pub struct RecordPlaces {
 impl RecordPlaces {
     /// The places of `raw`'s rows, as read.
     pub fn of(raw: &RecordBatch) -> RecordPlaces {
-        let paths = raw
-            .column_by_name("_metadata")
-            .and_then(|m| m.as_any().downcast_ref::<StructArray>())
-            .and_then(|m| m.column_by_name("file_path"))
-            .and_then(|p| p.as_any().downcast_ref::<StringArray>())
-            .cloned();
+        let paths = metadata_text(raw, "file_path");
         RecordPlaces {
             read: Vec::new(),
             paths,
@@ -102,7 +97,7 @@ impl RecordPlaces {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::ArrayRef;
+    use arrow_array::{ArrayRef, StructArray};
     use arrow_schema::{DataType, Field, Fields};
 
     use super::*;

@@ -625,12 +625,7 @@ fn dms_batch(batch: &RecordBatch) -> Result<RecordBatch, PresetError> {
     let schema = dms_schema(&raw);
     let n = batch.num_rows();
     let op = batch.column_by_name(DMS_OP).map(text).transpose()?;
-    let file_name = batch
-        .column_by_name("_metadata")
-        .and_then(|m| m.as_any().downcast_ref::<StructArray>())
-        .and_then(|m| m.column_by_name("file_name"))
-        .and_then(|p| p.as_any().downcast_ref::<StringArray>())
-        .cloned();
+    let file_name = crate::record::metadata_text(batch, "file_name");
     let mut phase = Vec::with_capacity(n);
     for row in 0..n {
         let op = op

@@ -20,7 +20,11 @@ use super::*;
 
 pub(crate) enum Msg {
     /// Decoded rows for the shared writer, with their share of [`IN_FLIGHT_MIB`].
-    Batch(RecordBatch, RowsOrigin, tokio::sync::OwnedSemaphorePermit),
+    Batch(
+        RecordBatch,
+        Option<RowsOrigin>,
+        tokio::sync::OwnedSemaphorePermit,
+    ),
     Done {
         index: usize,
         stats: FileStats,
@@ -117,6 +121,8 @@ pub(crate) async fn read_files(
         .as_ref()
         .map_or_else(|| Arc::clone(&decoded), |f| Arc::clone(f.schema()));
     let mut shared = sink.writer(&schema, &partition_columns, &keep_last)?;
+    // Only a target that holds the rows until its commit (CDC) keeps their origins.
+    let keep_origins = matches!(shared, BatchWriter::Collect(_));
     let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
     let stop = PoolStop::default();
     let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
@@ -164,17 +170,19 @@ pub(crate) async fn read_files(
             let mut emit = |b: RecordBatch| {
                 let first = records_read + 1;
                 records_read += b.num_rows() as u64;
-                let origin = |kept: Option<arrow_array::BooleanArray>| RowsOrigin {
-                    file: Arc::clone(&file_uri),
-                    records: match kept {
-                        None => Records::From(first),
-                        Some(k) => Records::Each(
-                            (0..k.len())
-                                .filter(|&i| k.is_valid(i) && k.value(i))
-                                .map(|i| first + i as u64)
-                                .collect(),
-                        ),
-                    },
+                let origin = |kept: Option<arrow_array::BooleanArray>| {
+                    keep_origins.then(|| RowsOrigin {
+                        file: Arc::clone(&file_uri),
+                        records: match kept {
+                            None => Records::From(first),
+                            Some(k) => Records::Each(
+                                (0..k.len())
+                                    .filter(|&i| k.is_valid(i) && k.value(i))
+                                    .map(|i| first + i as u64)
+                                    .collect(),
+                            ),
+                        },
+                    })
                 };
                 let (b, origin) = match flow.as_deref() {
                     None => (b, origin(None)),
@@ -196,7 +204,7 @@ pub(crate) async fn read_files(
                 match own.as_mut() {
                     // A blocking thread may wait on the runtime: the write encodes here, and
                     // only its file I/O goes through the runtime.
-                    Some(w) => match runtime.block_on(w.write_from(b, Some(origin))) {
+                    Some(w) => match runtime.block_on(w.write_from(b, origin)) {
                         Ok(()) => true,
                         Err(e) => {
                             write_error = Some(e);
@@ -241,7 +249,7 @@ pub(crate) async fn read_files(
         match msg {
             Msg::Batch(b, origin, _permit) => {
                 if failure.is_none() && write_failure.is_none() && flow_failure.is_none() {
-                    if let Err(e) = shared.write_from(b, Some(origin)).await {
+                    if let Err(e) = shared.write_from(b, origin).await {
                         write_failure = Some(e);
                         stop.stop();
                         continue;

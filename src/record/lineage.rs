@@ -59,6 +59,16 @@ pub fn push_file_columns(
     }
 }
 
+/// A text field of a batch's `_metadata` column (`file_path`, `file_name`), when it has one.
+pub fn metadata_text(batch: &arrow_array::RecordBatch, field: &str) -> Option<StringArray> {
+    batch
+        .column_by_name("_metadata")
+        .and_then(|m| m.as_any().downcast_ref::<StructArray>())
+        .and_then(|m| m.column_by_name(field))
+        .and_then(|p| p.as_any().downcast_ref::<StringArray>())
+        .cloned()
+}
+
 pub(crate) fn metadata_array(file: &FileMeta, n: usize) -> ArrayRef {
     let size = i64::try_from(file.size).unwrap_or(i64::MAX);
     let children: Vec<ArrayRef> = vec![
