@@ -101,6 +101,23 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// Which stream a report reads, shared by `events` and `status`.
+#[derive(Args, Clone)]
+pub(crate) struct StreamChoice {
+    /// The table (its streams' checkpoints are found under TABLE/_autoloader) or a
+    /// checkpoint: a local directory or s3://BUCKET/PATH.
+    #[arg(value_parser = location, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
+    pub(crate) table: Option<Location>,
+    /// The stream's checkpoint (one kept elsewhere than under its table): a local
+    /// directory or s3://BUCKET/PREFIX.
+    #[arg(long, value_name = "DIR", value_parser = location)]
+    pub(crate) checkpoint: Option<Location>,
+    /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
+    /// table's folder name).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) stream: Option<String>,
+}
+
 /// Alerting and metrics flags shared by `ingest` and `run`.
 #[derive(Args, Clone)]
 pub(crate) struct Reporting {
@@ -269,18 +286,8 @@ pub(crate) enum Command {
     /// Print a stream's events (schema changes, rescued data, batches, failures); for a
     /// table, its streams' events merged by time.
     Events {
-        /// The table (its streams' checkpoints are found under TABLE/_autoloader) or a
-        /// checkpoint: a local directory or s3://BUCKET/PATH.
-        #[arg(value_parser = location, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
-        table: Option<Location>,
-        /// The stream's checkpoint (one kept elsewhere than under its table): a local
-        /// directory or s3://BUCKET/PREFIX.
-        #[arg(long, value_name = "DIR", value_parser = location)]
-        checkpoint: Option<Location>,
-        /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
-        /// table's folder name).
-        #[arg(long, value_name = "NAME")]
-        stream: Option<String>,
+        #[command(flatten)]
+        which: StreamChoice,
         /// Only events of this type (repeatable), e.g. schema_evolved, rescued_data_seen.
         #[arg(long = "type", value_name = "TYPE")]
         types: Vec<String>,
@@ -295,18 +302,8 @@ pub(crate) enum Command {
     /// What a stream has ingested, what is pending, and its last error (live figures while
     /// it runs); for a table, each of its streams.
     Status {
-        /// The table (its streams' checkpoints are found under TABLE/_autoloader) or a
-        /// checkpoint: a local directory or s3://BUCKET/PATH.
-        #[arg(value_parser = location, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
-        table: Option<Location>,
-        /// The stream's checkpoint (one kept elsewhere than under its table): a local
-        /// directory or s3://BUCKET/PREFIX.
-        #[arg(long, value_name = "DIR", value_parser = location)]
-        checkpoint: Option<Location>,
-        /// Only this stream of the table: its config name (`ingest`'s: its --name, or the
-        /// table's folder name).
-        #[arg(long, value_name = "NAME")]
-        stream: Option<String>,
+        #[command(flatten)]
+        which: StreamChoice,
         /// Print JSON instead of text: one object, or an array of them for a table with
         /// several streams.
         #[arg(long)]

@@ -16,7 +16,7 @@ use autoloader::telemetry::events::{EventKind, kind};
 use autoloader::telemetry::metrics::Registry;
 use autoloader::{Error, ErrorClass, Location};
 
-use super::args::{Cli, Command, Reporting, SchemaCommand, TableCommand};
+use super::args::{Cli, Command, Reporting, SchemaCommand, StreamChoice, TableCommand};
 use super::render::{
     StreamReport, TerminalProgress, describe_settings, files, human_bytes, list_streams, plural,
     print_drift, print_dry_run, print_json, print_reset_plan, print_review, print_status,
@@ -160,9 +160,12 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             unreachable!("main handles them before any runtime starts")
         }
         Command::Events {
-            table,
-            checkpoint,
-            stream,
+            which:
+                StreamChoice {
+                    table,
+                    checkpoint,
+                    stream,
+                },
             types,
             since,
             json,
@@ -209,9 +212,12 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             Ok(())
         }
         Command::Status {
-            table,
-            checkpoint,
-            stream,
+            which:
+                StreamChoice {
+                    table,
+                    checkpoint,
+                    stream,
+                },
             json,
         } => {
             let found = reports::checkpoints(
