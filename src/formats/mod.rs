@@ -13,6 +13,7 @@ pub mod json;
 mod lines;
 pub mod orc;
 pub mod parquet;
+mod sink;
 pub mod text;
 pub mod xml;
 
@@ -106,24 +107,6 @@ impl DecodeError {
                 | DecodeError::DecompressedTooLarge { .. }
         )
     }
-}
-
-/// Hands the rows built so far to `emit` as one batch and counts them in `stats`: the
-/// record formats' (JSON, XML) way out of a `RowBuilder`.
-pub(crate) fn emit_rows(
-    rows: &mut crate::record::RowBuilder,
-    stats: &mut FileStats,
-    emit: &mut dyn FnMut(RecordBatch) -> bool,
-    path: &str,
-) -> Result<(), DecodeError> {
-    stats.rows += rows.len() as u64;
-    stats.rescued_rows += rows.rescued_rows() as u64;
-    if !emit(rows.finish()) {
-        return Err(DecodeError::Cancelled {
-            path: path.to_string(),
-        });
-    }
-    Ok(())
 }
 
 /// A file to decode: where to read it and what lineage it carries.
