@@ -20,13 +20,12 @@ use arrow_avro::reader::{Reader, ReaderBuilder};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType as ArrowType, Field as ArrowField, Fields, Schema};
 
+use super::input::READ_BUFFER;
 use super::sink::Sink;
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::record::TableLayout;
 use crate::schema::DataType;
 use crate::schema::infer::{Inferred, SchemaInferrer};
-
-const READ_BUFFER: usize = 1 << 20;
 
 fn corrupt(path: &str, e: &dyn std::fmt::Display) -> DecodeError {
     DecodeError::Corrupt {
