@@ -20,12 +20,12 @@ use arrow_avro::reader::{Reader, ReaderBuilder};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType as ArrowType, Field as ArrowField, Fields, Schema};
 
+use super::input::READ_BUFFER;
+use super::sink::Sink;
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::record::TableLayout;
 use crate::schema::DataType;
 use crate::schema::infer::{Inferred, SchemaInferrer};
-
-const READ_BUFFER: usize = 1 << 20;
 
 fn corrupt(path: &str, e: &dyn std::fmt::Display) -> DecodeError {
     DecodeError::Corrupt {
@@ -134,18 +134,9 @@ pub fn decode(
     // The blocks' headers first: a file cut short stops here, before any row is emitted.
     let expected = count_records(file)?;
     let reader = reader(file)?;
-    let mut stats = FileStats::default();
-    let mut one = |batch: RecordBatch, stats: &mut FileStats| -> Result<(), DecodeError> {
-        let batch = spark_batch(&batch).map_err(|e| corrupt(path, &e))?;
-        let n = batch.num_rows();
-        let out = super::parquet::conform(&batch, file, opts, layout, stats)?;
-        stats.rows += n as u64;
-        if !emit(out) {
-            return Err(DecodeError::Cancelled {
-                path: path.to_string(),
-            });
-        }
-        Ok(())
+    let mut sink = Sink::new(file, opts, layout, emit);
+    let mut one = |batch: RecordBatch| -> Result<(), DecodeError> {
+        sink.push_batch(&spark_batch(&batch).map_err(|e| corrupt(path, &e))?)
     };
     if reader.schema().fields().iter().any(|f| has_union(f)) {
         // arrow-avro 59's union decoder keeps counting its offsets across batches, so a
@@ -158,26 +149,21 @@ pub fn decode(
                 .build(std::io::Cursor::new(bytes))
                 .map_err(|e| corrupt(path, &e))?;
             for batch in r {
-                one(batch.map_err(|e| corrupt(path, &e))?, &mut stats)?;
+                one(batch.map_err(|e| corrupt(path, &e))?)?;
             }
             Ok(())
         })?;
     } else {
         for batch in reader {
-            one(batch.map_err(|e| corrupt(path, &e))?, &mut stats)?;
+            one(batch.map_err(|e| corrupt(path, &e))?)?;
         }
     }
-    if stats.rows != expected {
-        return Err(corrupt(
+    sink.finish_expecting(expected, |read| {
+        corrupt(
             path,
-            &format_args!(
-                "its blocks hold {expected} records, {} were read",
-                stats.rows
-            ),
-        ));
-    }
-    stats.new_fields |= !stats.unknown_names.is_empty();
-    Ok(stats)
+            &format_args!("its blocks hold {expected} records, {read} were read"),
+        )
+    })
 }
 
 /// Whether the field holds a union other than with null (an Arrow union).

@@ -15,6 +15,7 @@ use arrow_array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray};
 use arrow_buffer::{Buffer, OffsetBuffer};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit};
 
+use super::sink::Sink;
 use super::{
     DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn,
 };
@@ -106,13 +107,7 @@ pub fn decode(
         )),
     ];
     let batch = RecordBatch::try_new(schema, columns).map_err(|e| corrupt(&e))?;
-    let mut stats = FileStats::default();
-    let out = super::parquet::conform(&batch, file, opts, layout, &mut stats)?;
-    stats.rows = 1;
-    if !emit(out) {
-        return Err(DecodeError::Cancelled {
-            path: path.to_string(),
-        });
-    }
-    Ok(stats)
+    let mut sink = Sink::new(file, opts, layout, emit);
+    sink.push_batch(&batch)?;
+    Ok(sink.finish())
 }

@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
+use super::sink::RowSink;
 use super::{
-    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
-    large_record_turn, open, read_error,
+    DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn, open,
+    read_error,
 };
 use crate::options::CsvSettings;
-use crate::record::{RowBuilder, TableLayout};
+use crate::record::TableLayout;
 use crate::schema::infer::{InferOptions, Inferred, SchemaInferrer};
 
 const BOM: &str = "\u{feff}";
@@ -389,48 +390,29 @@ pub fn decode(
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();
     let mut r = reader(file, &opts.csv, opts.max_decompressed_bytes)?;
-    let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
+    let mut sink = RowSink::new(file, opts, layout, emit);
     let mut record = ::csv::ByteRecord::new();
-    let mut stats = FileStats::default();
     let mut mapping: Option<(Vec<String>, Vec<Option<usize>>)> = None;
     let mut invalid: Vec<usize> = Vec::new();
-    let mut pending_bytes = 0usize;
     let sep = char::from(opts.csv.sep).to_string();
     let mut unknown: Vec<String> = Vec::new();
     // Types observed as `infer` observes them (one-pass inference of a first batch).
-    let mut observed = opts.observe_types.map(|o| (SchemaInferrer::new(), o));
+    sink.observe_types();
     let mut observed_columns: Vec<usize> = Vec::new();
-    let flush = |rows: &mut RowBuilder,
-                 stats: &mut FileStats,
-                 emit: &mut dyn FnMut(RecordBatch) -> bool| {
-        stats.rows += rows.len() as u64;
-        stats.rescued_rows += rows.rescued_rows() as u64;
-        if emit(rows.finish()) {
-            Ok(())
-        } else {
-            Err(DecodeError::Cancelled {
-                path: path.to_string(),
-            })
-        }
-    };
     while next_record(&mut r, &mut record, path, opts.max_record_bytes)? {
         // A very large record (read during this thread's turn, see `TailWatch`) is
         // decoded and written as a batch of its own.
-        let large = record.as_slice().len() >= LARGE_RECORD_BYTES;
-        if large && !rows.is_empty() {
-            pending_bytes = 0;
-            flush(&mut rows, &mut stats, emit)?;
-        }
+        let large = sink.large(record.as_slice().len())?;
         if mapping.is_none() {
             let names = if opts.csv.header {
                 header_names(&record, &opts.csv)
             } else {
                 positional_names(record.len())
             };
-            if let Some((inferrer, _)) = observed.as_mut() {
+            if let Some((inferrer, _)) = sink.observed.as_mut() {
                 observed_columns = names.iter().map(|n| inferrer.add_column(n)).collect();
             }
-            let columns: Vec<String> = rows.column_names().map(str::to_string).collect();
+            let columns: Vec<String> = sink.rows.column_names().map(str::to_string).collect();
             // Each column takes one header: a repeated header name (`id,name,id`) is not
             // read into the column again; its values are rescued under that name.
             let mut used = vec![false; columns.len()];
@@ -456,7 +438,7 @@ pub fn decode(
             }
         }
         let (names, targets) = mapping.as_ref().expect("set above");
-        if let Some((inferrer, infer_opts)) = observed.as_mut() {
+        if let Some((inferrer, infer_opts)) = sink.observed.as_mut() {
             inferrer.records += 1;
             observe_record(
                 inferrer,
@@ -507,25 +489,19 @@ pub fn decode(
         });
         let extra = extra.transpose()?;
         let borrowed: Vec<Option<&str>> = cells.iter().map(Option::as_deref).collect();
-        rows.append_text_record(names, targets, &borrowed, &invalid, extra);
-        pending_bytes += record.as_slice().len();
-        if large || rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
-            pending_bytes = 0;
-            flush(&mut rows, &mut stats, emit)?;
-        }
+        sink.rows
+            .append_text_record(names, targets, &borrowed, &invalid, extra);
+        sink.pushed(record.as_slice().len(), large)?;
         if large {
             // A large record's buffer is not kept past its turn.
             record = ::csv::ByteRecord::new();
         }
     }
-    if !rows.is_empty() {
-        flush(&mut rows, &mut stats, emit)?;
-    }
-    stats.dropped_values = rows.dropped_values();
+    let mut stats = sink.finish(Ok(()))?;
+    // The new names are the header's: a name the schema lacks is new even where no row
+    // has a value under it.
     stats.new_fields = !unknown.is_empty();
-    stats.rescue = rows.rescue_stats().clone();
     stats.unknown_names = unknown;
-    stats.observed = observed.map(|(inferrer, _)| inferrer);
     Ok(stats)
 }
 

@@ -2,7 +2,10 @@
 //! over with its number, none longer than `cloudFiles.maxRecordBytes`, a large one read
 //! during this thread's turn (see `LARGE_RECORD_BYTES`).
 
-use super::{DecodeError, LARGE_RECORD_BYTES, large_record_turn, read_error, read_line_bounded};
+use std::io::{self, BufRead};
+
+use super::input::READ_BUFFER;
+use super::{DecodeError, LARGE_RECORD_BYTES, large_record_turn, read_error};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -173,5 +176,87 @@ fn for_each_separated(
         buf.extend_from_slice(available);
         let n = available.len();
         reader.consume(n);
+    }
+}
+
+/// Reads one line into `buf` (without the newline or a trailing `\r`), never holding more
+/// than `max` bytes; calls `on_large` once when the line reaches [`LARGE_RECORD_BYTES`].
+/// Returns `None` at end of input, `Some(false)` for an over-long line (skipped up to its
+/// newline).
+fn read_line_bounded(
+    reader: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+    on_large: &mut dyn FnMut(),
+) -> io::Result<Option<bool>> {
+    buf.clear();
+    let mut large = false;
+    let mut too_long = false;
+    let mut saw_any = false;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            if !saw_any {
+                return Ok(None);
+            }
+            break;
+        }
+        saw_any = true;
+        let (chunk, done) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > max {
+                too_long = true;
+                buf.clear();
+                buf.shrink_to(READ_BUFFER);
+            } else {
+                if !large && buf.len() + chunk.len() >= LARGE_RECORD_BYTES {
+                    large = true;
+                    on_large();
+                }
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            break;
+        }
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    Ok(Some(!too_long))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    #[test]
+    fn bounded_lines_split_and_flag_over_long_lines() {
+        let mut r = Cursor::new(b"ab\r\n0123456789\nlast".to_vec());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"ab");
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"last");
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
+            None
+        );
     }
 }

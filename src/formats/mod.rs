@@ -1,32 +1,38 @@
-//! File decoding: opening (gzip, zstd, bzip2 and lz4 frames sniffed by magic bytes, all
-//! members of a concatenated file),
-//! schema inference, and streaming decode into batches of the stream's layout.
+//! File decoding: schema inference and streaming decode of one file into batches of the
+//! stream's layout, dispatched by format.
 //!
-//! Decoders are synchronous and run on blocking threads; they hand each finished batch to an
-//! `emit` callback, so memory stays bounded by the batch size whatever the file size.
+//! Decoders are synchronous and run on blocking threads. Each is its parsing only: the
+//! input side (opening, decompression, a remote object's temporary copy) is `input`,
+//! bounded line reading `lines`, and the output side (batches cut and handed to an `emit`
+//! callback, stats, stop-early) `sink`, so memory stays bounded by the batch size
+//! whatever the file size.
 
 pub mod avro;
 pub mod binary_file;
 pub mod csv;
 pub mod detect;
+mod input;
 pub mod json;
 mod lines;
 pub mod orc;
 pub mod parquet;
+mod sink;
 pub mod text;
 pub mod xml;
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use flate2::read::MultiGzDecoder;
 
 use crate::options::{Format, Settings};
 use crate::record::{FileMeta, ReadContext, TableLayout};
 use crate::schema::infer::{InferOptions, SchemaInferrer};
+
+use input::materialize;
+pub use input::{Compression, open, unchanged};
+pub(crate) use input::{OverLimit, io_error, open_listed, read_error};
 
 /// Rows per output batch (a batch is also cut at [`BATCH_BYTES`] of input).
 pub const BATCH_ROWS: usize = 8192;
@@ -48,7 +54,6 @@ pub fn large_record_turn() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
-const READ_BUFFER: usize = 1 << 20;
 
 /// A file that could not be decoded. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -106,24 +111,6 @@ impl DecodeError {
                 | DecodeError::DecompressedTooLarge { .. }
         )
     }
-}
-
-/// Hands the rows built so far to `emit` as one batch and counts them in `stats`: the
-/// record formats' (JSON, XML) way out of a `RowBuilder`.
-pub(crate) fn emit_rows(
-    rows: &mut crate::record::RowBuilder,
-    stats: &mut FileStats,
-    emit: &mut dyn FnMut(RecordBatch) -> bool,
-    path: &str,
-) -> Result<(), DecodeError> {
-    stats.rows += rows.len() as u64;
-    stats.rescued_rows += rows.rescued_rows() as u64;
-    if !emit(rows.finish()) {
-        return Err(DecodeError::Cancelled {
-            path: path.to_string(),
-        });
-    }
-    Ok(())
 }
 
 /// A file to decode: where to read it and what lineage it carries.
@@ -215,291 +202,6 @@ impl DecodeOptions {
     }
 }
 
-/// A compression the line formats read, told by its magic bytes whatever the file's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    Gzip,
-    Zstd,
-    Bzip2,
-    Lz4,
-}
-
-impl Compression {
-    /// All of them, in the order they are sniffed.
-    pub const ALL: [Compression; 4] = [
-        Compression::Gzip,
-        Compression::Zstd,
-        Compression::Bzip2,
-        Compression::Lz4,
-    ];
-
-    /// The compression whose magic bytes start `head`.
-    pub fn sniff(head: &[u8]) -> Option<Compression> {
-        Compression::ALL.into_iter().find(|c| c.starts(head))
-    }
-
-    fn starts(self, head: &[u8]) -> bool {
-        match self {
-            Compression::Gzip => head.starts_with(&[0x1f, 0x8b]),
-            // A zstd frame (RFC 8878 section 3.1.1).
-            Compression::Zstd => head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
-            // "BZh", the block size digit, then a block's magic (the digits of pi) or the
-            // end of stream's (of sqrt(pi)): "BZh9" alone could start a line of text.
-            Compression::Bzip2 => {
-                head.starts_with(b"BZh")
-                    && head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d))
-                    && head.get(4..10).is_some_and(|m| {
-                        m == [0x31, 0x41, 0x59, 0x26, 0x53, 0x59]
-                            || m == [0x17, 0x72, 0x45, 0x38, 0x50, 0x90]
-                    })
-            }
-            // An LZ4 frame (the .lz4 file format), not the raw block format.
-            Compression::Lz4 => head.starts_with(&[0x04, 0x22, 0x4d, 0x18]),
-        }
-    }
-
-    /// The file name suffix this compression is known by.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Compression::Gzip => ".gz",
-            Compression::Zstd => ".zst",
-            Compression::Bzip2 => ".bz2",
-            Compression::Lz4 => ".lz4",
-        }
-    }
-
-    /// The compression a file name's suffix claims (any case).
-    pub fn of_name(name: &str) -> Option<Compression> {
-        let lower = name.to_ascii_lowercase();
-        Compression::ALL
-            .into_iter()
-            .find(|c| lower.ends_with(c.suffix()))
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Compression::Gzip => "gzip",
-            Compression::Zstd => "zstd",
-            Compression::Bzip2 => "bzip2",
-            Compression::Lz4 => "lz4",
-        }
-    }
-
-    /// A streaming decoder over `reader` (every member or frame of a concatenated file).
-    fn decoder(self, reader: BufReader<File>) -> io::Result<Box<dyn Read + Send>> {
-        Ok(match self {
-            Compression::Gzip => Box::new(MultiGzDecoder::new(reader)),
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(reader)?),
-            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(reader)),
-            Compression::Lz4 => Box::new(Lz4Frames(lz4_flex::frame::FrameDecoder::new(reader))),
-        })
-    }
-}
-
-/// lz4_flex's frame decoder reads one frame after another, but its read returns 0 at the
-/// end of each: read on while input is left, so a concatenated file is read whole.
-struct Lz4Frames(lz4_flex::frame::FrameDecoder<BufReader<File>>);
-
-impl Read for Lz4Frames {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            let n = self.0.read(buf)?;
-            if n > 0 || buf.is_empty() || self.0.get_mut().fill_buf()?.is_empty() {
-                return Ok(n);
-            }
-        }
-    }
-}
-
-/// Why a listed file cannot be opened or read: gone since it was listed, or unreadable.
-pub(crate) fn io_error(display: &str, source: io::Error) -> DecodeError {
-    match source.kind() {
-        io::ErrorKind::NotFound => DecodeError::Missing {
-            path: display.to_string(),
-        },
-        _ => DecodeError::Io {
-            path: display.to_string(),
-            source,
-        },
-    }
-}
-
-/// Opens a listed file as it is, for the formats that read by offsets (Parquet, Avro, ORC,
-/// binaryFile).
-pub(crate) fn open_listed(file: &SourceFile) -> Result<File, DecodeError> {
-    File::open(&file.local_path).map_err(|e| io_error(file.meta.path.as_str(), e))
-}
-
-/// Opens a file for streaming, decompressing gzip, zstd, bzip2 or lz4 (detected by their
-/// magic bytes) up to `max_decompressed` bytes.
-pub fn open(
-    path: &Path,
-    display: &str,
-    max_decompressed: u64,
-) -> Result<Box<dyn BufRead + Send>, DecodeError> {
-    let file = File::open(path).map_err(|e| io_error(display, e))?;
-    let mut reader = BufReader::with_capacity(READ_BUFFER, file);
-    let head = reader.fill_buf().map_err(|source| DecodeError::Io {
-        path: display.to_string(),
-        source,
-    })?;
-    if let Some(compression) = Compression::sniff(head) {
-        let inner = compression
-            .decoder(reader)
-            .map_err(|e| read_error(display, e, None))?;
-        return Ok(Box::new(BufReader::with_capacity(
-            READ_BUFFER,
-            Capped {
-                inner,
-                compression,
-                left: max_decompressed,
-                limit: max_decompressed,
-            },
-        )));
-    }
-    if let Some(named) = Compression::of_name(display)
-        && !head.is_empty()
-    {
-        return Err(DecodeError::Corrupt {
-            path: display.to_string(),
-            line: None,
-            reason: format!("named {} but not {} data", named.suffix(), named.name()),
-        });
-    }
-    Ok(Box::new(reader))
-}
-
-/// A decompressing reader that stops with an error past its limit: memory is bounded by
-/// streaming anyway, but a bomb would otherwise run for hours and fill the table. A
-/// decoder's error that is not the disk's says the data is corrupt, with the compression.
-struct Capped {
-    inner: Box<dyn Read + Send>,
-    compression: Compression,
-    left: u64,
-    limit: u64,
-}
-
-/// Marks the error [`Capped`] raises, so it maps to [`DecodeError::DecompressedTooLarge`].
-#[derive(Debug)]
-struct OverLimit(u64);
-
-impl std::fmt::Display for OverLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "decompressed data exceeds {} bytes", self.0)
-    }
-}
-
-impl std::error::Error for OverLimit {}
-
-impl Read for Capped {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf).map_err(|e| {
-            if e.raw_os_error().is_some() || e.kind() == io::ErrorKind::Interrupted {
-                e
-            } else {
-                let kind = match e.kind() {
-                    io::ErrorKind::UnexpectedEof => io::ErrorKind::UnexpectedEof,
-                    _ => io::ErrorKind::InvalidData,
-                };
-                io::Error::new(kind, format!("{} data: {e}", self.compression.name()))
-            }
-        })?;
-        let n64 = n as u64;
-        if n64 > self.left {
-            return Err(io::Error::other(OverLimit(self.limit)));
-        }
-        self.left -= n64;
-        Ok(n)
-    }
-}
-
-/// Maps a read error in the middle of a file (a broken gzip stream, a vanished disk).
-pub(crate) fn read_error(path: &str, e: io::Error, line: Option<u64>) -> DecodeError {
-    if let Some(OverLimit(limit)) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<OverLimit>())
-    {
-        return DecodeError::DecompressedTooLarge {
-            path: path.to_string(),
-            limit: *limit,
-        };
-    }
-    match e.kind() {
-        io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof => {
-            DecodeError::Corrupt {
-                path: path.to_string(),
-                line,
-                reason: e.to_string(),
-            }
-        }
-        _ => DecodeError::Io {
-            path: path.to_string(),
-            source: e,
-        },
-    }
-}
-
-/// A fetched copy of a remote object, removed when dropped.
-struct TempCopy(PathBuf);
-
-impl Drop for TempCopy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// For a remote object, streams it to a temporary file (memory stays bounded) and returns a
-/// `SourceFile` pointing there; a local file is returned as it is.
-fn materialize(file: &SourceFile) -> Result<(SourceFile, Option<TempCopy>), DecodeError> {
-    let Some(remote) = &file.remote else {
-        return Ok((file.clone(), None));
-    };
-    let display = file.meta.path.clone();
-    let io = |e: std::io::Error| DecodeError::Io {
-        path: display.clone(),
-        source: e,
-    };
-    let handle = remote.handle.clone().ok_or_else(|| {
-        io(std::io::Error::other(
-            "no async runtime to fetch the object with",
-        ))
-    })?;
-    let dir = remote
-        .fetch_dir
-        .join(format!("autoloader-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    let path = dir.join(uuid::Uuid::new_v4().to_string());
-    let copy = TempCopy(path.clone());
-    handle.block_on(async {
-        use futures::StreamExt;
-        use object_store::ObjectStoreExt;
-        use tokio::io::AsyncWriteExt;
-        let got = remote
-            .store
-            .get(&remote.location)
-            .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => DecodeError::Missing {
-                    path: display.clone(),
-                },
-                other => io(std::io::Error::other(other.to_string())),
-            })?;
-        let mut stream = got.into_stream();
-        let mut out = tokio::fs::File::create(&path).await.map_err(io)?;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| io(std::io::Error::other(e.to_string())))?;
-            out.write_all(&chunk).await.map_err(io)?;
-        }
-        out.flush().await.map_err(io)
-    })?;
-    let local = SourceFile {
-        local_path: path,
-        remote: None,
-        meta: Arc::clone(&file.meta),
-    };
-    Ok((local, Some(copy)))
-}
-
 /// Observes one file for schema inference. Returns the records (rows) it looked at.
 pub fn infer_file(
     file: &SourceFile,
@@ -550,127 +252,4 @@ pub fn decode_file(
         });
     }
     Ok(stats)
-}
-
-/// Whether a local file still has the size and modification time it was planned with.
-pub fn unchanged(path: &Path, size: u64, mtime_ms: i64) -> bool {
-    let Ok(m) = std::fs::metadata(path) else {
-        return false;
-    };
-    let modified_ms = m
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    m.len() == size && modified_ms == mtime_ms
-}
-
-/// Reads one line into `buf` (without the newline or a trailing `\r`), never holding more
-/// than `max` bytes; calls `on_large` once when the line reaches [`LARGE_RECORD_BYTES`].
-/// Returns `None` at end of input, `Some(false)` for an over-long line (skipped up to its
-/// newline).
-pub(crate) fn read_line_bounded(
-    reader: &mut dyn BufRead,
-    buf: &mut Vec<u8>,
-    max: usize,
-    on_large: &mut dyn FnMut(),
-) -> io::Result<Option<bool>> {
-    buf.clear();
-    let mut large = false;
-    let mut too_long = false;
-    let mut saw_any = false;
-    loop {
-        let available = reader.fill_buf()?;
-        if available.is_empty() {
-            if !saw_any {
-                return Ok(None);
-            }
-            break;
-        }
-        saw_any = true;
-        let (chunk, done) = match memchr::memchr(b'\n', available) {
-            Some(i) => (&available[..i], Some(i + 1)),
-            None => (available, None),
-        };
-        if !too_long {
-            if buf.len() + chunk.len() > max {
-                too_long = true;
-                buf.clear();
-                buf.shrink_to(READ_BUFFER);
-            } else {
-                if !large && buf.len() + chunk.len() >= LARGE_RECORD_BYTES {
-                    large = true;
-                    on_large();
-                }
-                buf.extend_from_slice(chunk);
-            }
-        }
-        let used = done.unwrap_or(available.len());
-        reader.consume(used);
-        if done.is_some() {
-            break;
-        }
-    }
-    if buf.last() == Some(&b'\r') {
-        buf.pop();
-    }
-    Ok(Some(!too_long))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Cursor;
-
-    #[test]
-    fn compressions_are_told_by_magic_bytes() {
-        assert_eq!(Compression::sniff(b"\x1f\x8b\x08"), Some(Compression::Gzip));
-        assert_eq!(
-            Compression::sniff(b"\x28\xb5\x2f\xfd\x00"),
-            Some(Compression::Zstd)
-        );
-        assert_eq!(
-            Compression::sniff(b"BZh91AY&SY\x00"),
-            Some(Compression::Bzip2)
-        );
-        assert_eq!(
-            Compression::sniff(b"BZh9\x17\x72\x45\x38\x50\x90\x00\x00\x00\x00"),
-            Some(Compression::Bzip2),
-            "an empty stream"
-        );
-        assert_eq!(Compression::sniff(b"BZh0"), None, "no block size 0");
-        assert_eq!(Compression::sniff(b"BZh9 text that starts so"), None);
-        assert_eq!(
-            Compression::sniff(b"\x04\x22\x4d\x18\x64"),
-            Some(Compression::Lz4)
-        );
-        assert_eq!(Compression::sniff(b"{\"id\": 1}"), None);
-        assert_eq!(Compression::sniff(b""), None);
-        assert_eq!(Compression::of_name("a.JSON.ZST"), Some(Compression::Zstd));
-        assert_eq!(Compression::of_name("a.json"), None);
-    }
-
-    #[test]
-    fn bounded_lines_split_and_flag_over_long_lines() {
-        let mut r = Cursor::new(b"ab\r\n0123456789\nlast".to_vec());
-        let mut buf = Vec::new();
-        assert_eq!(
-            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
-            Some(true)
-        );
-        assert_eq!(buf, b"ab");
-        assert_eq!(
-            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
-            Some(false)
-        );
-        assert_eq!(
-            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
-            Some(true)
-        );
-        assert_eq!(buf, b"last");
-        assert_eq!(
-            read_line_bounded(&mut r, &mut buf, 5, &mut || {}).unwrap(),
-            None
-        );
-    }
 }

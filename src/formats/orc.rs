@@ -16,6 +16,7 @@ use arrow_schema::DataType as ArrowType;
 use orc_rust::arrow_reader::ArrowReaderBuilder;
 use orc_rust::schema::TimestampPrecision;
 
+use super::sink::Sink;
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::record::TableLayout;
 use crate::schema::DataType;
@@ -101,28 +102,16 @@ pub fn decode(
     let b = builder(file)?;
     let expected = b.file_metadata().number_of_rows();
     let mut reader = b.with_batch_size(BATCH_ROWS).build();
-    let mut stats = FileStats::default();
+    let mut sink = Sink::new(file, opts, layout, emit);
     while let Some(batch) = guarded(path, || {
         reader.next().transpose().map_err(|e| corrupt(path, &e))
     })? {
-        let n = batch.num_rows();
-        let out = super::parquet::conform(&batch, file, opts, layout, &mut stats)?;
-        stats.rows += n as u64;
-        if !emit(out) {
-            return Err(DecodeError::Cancelled {
-                path: path.to_string(),
-            });
-        }
+        sink.push_batch(&batch)?;
     }
-    if stats.rows != expected {
-        return Err(corrupt(
+    sink.finish_expecting(expected, |read| {
+        corrupt(
             path,
-            &format_args!(
-                "its footer counts {expected} rows, {} were read",
-                stats.rows
-            ),
-        ));
-    }
-    stats.new_fields |= !stats.unknown_names.is_empty();
-    Ok(stats)
+            &format_args!("its footer counts {expected} rows, {read} were read"),
+        )
+    })
 }

@@ -13,6 +13,7 @@ use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSc
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
 
+use super::sink::Sink;
 use super::{BATCH_ROWS, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::record::{FILE_PATH_KEY, RescueKind, TableLayout, push_file_columns};
 use crate::schema::DataType;
@@ -61,20 +62,11 @@ pub fn decode(
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| corrupt(path, &e))?;
-    let mut stats = FileStats::default();
+    let mut sink = Sink::new(file, opts, layout, emit);
     for batch in reader {
-        let batch = batch.map_err(|e| corrupt(path, &e))?;
-        let n = batch.num_rows();
-        let out = conform(&batch, file, opts, layout, &mut stats)?;
-        stats.rows += n as u64;
-        if !emit(out) {
-            return Err(DecodeError::Cancelled {
-                path: path.to_string(),
-            });
-        }
+        sink.push_batch(&batch.map_err(|e| corrupt(path, &e))?)?;
     }
-    stats.new_fields |= !stats.unknown_names.is_empty();
-    Ok(stats)
+    Ok(sink.finish())
 }
 
 /// One batch read from a file (of the file's own columns) as a batch of the layout: each

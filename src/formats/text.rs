@@ -15,9 +15,10 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
 
 use super::lines::{Lines, for_each_line};
+use super::sink::{RowSink, Rows, Sink};
 use super::{
-    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
-    large_record_turn, open, read_error,
+    DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn, open,
+    read_error,
 };
 use crate::record::TableLayout;
 use crate::schema::DataType;
@@ -32,59 +33,46 @@ pub fn infer(inferrer: &mut SchemaInferrer) -> u64 {
     0
 }
 
-/// The rows read so far, handed over as a batch of the layout.
-struct Pending<'a> {
-    file: &'a SourceFile,
-    opts: &'a DecodeOptions,
-    layout: &'a Arc<TableLayout>,
+/// The `value` column of the rows read so far.
+#[derive(Default)]
+struct Values {
     values: StringBuilder,
     rows: usize,
-    bytes: usize,
-    stats: FileStats,
 }
 
-impl Pending<'_> {
-    fn push(&mut self, value: &[u8], line: u64) -> Result<(), DecodeError> {
+impl Values {
+    fn push(&mut self, value: &[u8], line: u64, path: &str) -> Result<(), DecodeError> {
         let text = std::str::from_utf8(value).map_err(|e| DecodeError::Corrupt {
-            path: self.file.meta.path.clone(),
+            path: path.to_string(),
             line: Some(line),
             reason: format!("not UTF-8 text ({e}); the text format reads UTF-8 only"),
         })?;
         self.values.append_value(text);
         self.rows += 1;
-        self.bytes += value.len();
         Ok(())
     }
+}
 
-    fn flush(&mut self, emit: &mut dyn FnMut(RecordBatch) -> bool) -> Result<(), DecodeError> {
-        if self.rows == 0 {
-            return Ok(());
-        }
+impl Rows for Values {
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    fn take_batch(&mut self, sink: &mut Sink<'_>) -> Result<RecordBatch, DecodeError> {
         let column: ArrayRef = Arc::new(self.values.finish());
         let schema = Arc::new(ArrowSchema::new(vec![ArrowField::new(
             VALUE,
             ArrowType::Utf8,
             true,
         )]));
-        let path = self.file.meta.path.as_str();
         let batch =
             RecordBatch::try_new(schema, vec![column]).map_err(|e| DecodeError::Corrupt {
-                path: path.to_string(),
+                path: sink.path().to_string(),
                 line: None,
                 reason: e.to_string(),
             })?;
-        let out =
-            super::parquet::conform(&batch, self.file, self.opts, self.layout, &mut self.stats)?;
-        self.stats.rows += self.rows as u64;
         self.rows = 0;
-        self.bytes = 0;
-        if emit(out) {
-            Ok(())
-        } else {
-            Err(DecodeError::Cancelled {
-                path: path.to_string(),
-            })
-        }
+        sink.conform(&batch)
     }
 }
 
@@ -97,15 +85,7 @@ pub fn decode(
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();
     let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
-    let mut pending = Pending {
-        file,
-        opts,
-        layout,
-        values: StringBuilder::new(),
-        rows: 0,
-        bytes: 0,
-        stats: FileStats::default(),
-    };
+    let mut sink = RowSink::with_rows(Values::default(), Sink::new(file, opts, layout, emit));
     if opts.text.whole_text {
         // One bounded read: a byte past the limit means the file is too long.
         let limit = opts.max_record_bytes;
@@ -133,11 +113,10 @@ pub fn decode(
         }
         // An empty file has no lines, and no row either way (as every format's empty file).
         if !whole.is_empty() {
-            pending.push(&whole, 1)?;
+            sink.rows.push(&whole, 1, path)?;
         }
         drop(whole);
-        pending.flush(emit)?;
-        return Ok(pending.stats);
+        return sink.finish_rows();
     }
     for_each_line(
         &mut *reader,
@@ -147,17 +126,10 @@ pub fn decode(
         Lines::Text,
         &mut |line, line_no| {
             // A large line (read during this thread's turn) is written as a batch of its own.
-            let large = line.len() >= LARGE_RECORD_BYTES;
-            if large {
-                pending.flush(emit)?;
-            }
-            pending.push(line, line_no)?;
-            if large || pending.rows >= BATCH_ROWS || pending.bytes >= BATCH_BYTES {
-                pending.flush(emit)?;
-            }
-            Ok(())
+            let large = sink.large(line.len())?;
+            sink.rows.push(line, line_no, path)?;
+            sink.pushed(line.len(), large)
         },
     )?;
-    pending.flush(emit)?;
-    Ok(pending.stats)
+    sink.finish_rows()
 }

@@ -25,13 +25,14 @@ use arrow_array::RecordBatch;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
+use super::sink::RowSink;
 use super::{
-    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, OverLimit,
-    SourceFile, large_record_turn, open, read_error,
+    DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, OverLimit, SourceFile,
+    large_record_turn, open, read_error,
 };
 use crate::options::XmlSettings;
 use crate::parse::json::JsonValue;
-use crate::record::{RowBuilder, TableLayout};
+use crate::record::TableLayout;
 use crate::schema::infer::SchemaInferrer;
 
 type Value = JsonValue<'static>;
@@ -536,18 +537,11 @@ pub fn decode(
     layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
-    let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
-    let mut stats = FileStats::default();
-    let mut pending_bytes = 0usize;
-    let path = file.meta.path.clone();
-    let mut flush = |rows: &mut RowBuilder, stats: &mut FileStats| {
-        crate::formats::emit_rows(rows, stats, emit, &path)
-    };
-    let mut stopped_early = false;
+    let mut sink = RowSink::new(file, opts, layout, emit);
     let read = for_each_row(file, opts, &mut |row, line, bytes| {
         match row {
-            Row::Parsed(JsonValue::Object(entries)) => rows.append_json_object(&entries),
-            Row::Parsed(other) => rows.append_corrupt_at(&other.to_string(), line),
+            Row::Parsed(JsonValue::Object(entries)) => sink.rows.append_json_object(&entries),
+            Row::Parsed(other) => sink.rows.append_corrupt_at(&other.to_string(), line),
             Row::Malformed { reason, .. } if opts.fail_fast => {
                 return Err(DecodeError::Malformed {
                     path: file.meta.path.clone(),
@@ -555,37 +549,13 @@ pub fn decode(
                     reason: format!("<{}> row element: {reason}", opts.xml.row_tag),
                 });
             }
-            Row::Malformed { raw, .. } => rows.append_corrupt_at(&raw, line),
+            Row::Malformed { raw, .. } => sink.rows.append_corrupt_at(&raw, line),
         }
-        if opts.stop_at_new_fields && rows.saw_new_fields() {
-            stopped_early = true;
-            return Err(DecodeError::Cancelled {
-                path: file.meta.path.clone(),
-            });
-        }
-        pending_bytes += bytes;
-        if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES || bytes >= LARGE_RECORD_BYTES {
-            pending_bytes = 0;
-            flush(&mut rows, &mut stats)?;
-        }
-        Ok(())
+        sink.stop_at_new_fields()?;
+        // A large row element (read during this thread's turn) is written at once.
+        sink.pushed(bytes, bytes >= LARGE_RECORD_BYTES)
     });
-    match read {
-        Err(DecodeError::Cancelled { .. }) if stopped_early => {
-            stats.unknown_names = rows.unknown_names().to_vec();
-            stats.new_fields = true;
-            return Ok(stats);
-        }
-        other => other?,
-    }
-    if !rows.is_empty() {
-        flush(&mut rows, &mut stats)?;
-    }
-    stats.dropped_values = rows.dropped_values();
-    stats.unknown_names = rows.unknown_names().to_vec();
-    stats.new_fields = rows.saw_new_fields();
-    stats.rescue = rows.rescue_stats().clone();
-    Ok(stats)
+    sink.finish(read)
 }
 
 #[cfg(test)]

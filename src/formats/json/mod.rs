@@ -14,12 +14,13 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 
 use super::lines::{Lines, for_each_line};
+use super::sink::RowSink;
 use super::{
-    BATCH_BYTES, BATCH_ROWS, DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile,
-    large_record_turn, open, read_error,
+    DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn, open,
+    read_error,
 };
 use crate::parse::json::{JsonDialect, JsonValue};
-use crate::record::{RowBuilder, TableLayout};
+use crate::record::TableLayout;
 use crate::schema::infer::SchemaInferrer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -382,106 +383,63 @@ pub fn decode(
     layout: &Arc<TableLayout>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
-    let mut rows = RowBuilder::new(Arc::clone(layout), opts.ctx, Arc::clone(&file.meta));
-    let mut stats = FileStats::default();
-    let mut pending_bytes = 0usize;
-    let path = file.meta.path.clone();
-    let mut flush = |rows: &mut RowBuilder, stats: &mut FileStats| {
-        crate::formats::emit_rows(rows, stats, emit, &path)
-    };
+    let mut sink = RowSink::new(file, opts, layout, emit);
     let fail_fast = |line: u64| DecodeError::Malformed {
         path: file.meta.path.clone(),
         line,
         reason: "not a JSON object".into(),
     };
     if opts.multi_line {
-        for_each_document_record(file, opts, &mut |rec, line, bytes| {
+        let read = for_each_document_record(file, opts, &mut |rec, line, bytes| {
             match rec {
-                Ok(JsonValue::Object(entries)) => rows.append_json_object(entries),
+                Ok(JsonValue::Object(entries)) => sink.rows.append_json_object(entries),
                 // A `null` record (a change stream's tombstone) holds no value: no row.
                 Ok(JsonValue::Null) => {}
-                Ok(other) => rows.append_corrupt(&other.to_string()),
+                Ok(other) => sink.rows.append_corrupt(&other.to_string()),
                 Err(_) if opts.fail_fast => return Err(fail_fast(line)),
-                Err(raw) => rows.append_corrupt(&raw),
+                Err(raw) => sink.rows.append_corrupt(&raw),
             }
-            pending_bytes += bytes;
-            if rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
-                pending_bytes = 0;
-                flush(&mut rows, &mut stats)?;
+            sink.pushed(bytes, false)
+        });
+        return sink.finish(read);
+    }
+    // The clean path: each line parsed into a borrowing value, straight into builders.
+    let path = file.meta.path.as_str();
+    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+    sink.observe_types();
+    let read = for_each_line(
+        &mut *reader,
+        path,
+        opts.max_record_bytes,
+        opts.json.line_sep.as_deref(),
+        Lines::Records,
+        &mut |line, line_no| {
+            let large = sink.large(line.len())?;
+            let parsed = JsonValue::parse_with(line, opts.json.dialect);
+            if let (Some((inferrer, infer_opts)), Ok(v)) = (sink.observed.as_mut(), &parsed) {
+                inferrer.add_jv(v, *infer_opts);
             }
-            Ok(())
-        })?;
-    } else {
-        // The clean path: each line parsed into a borrowing value, straight into builders.
-        let path = file.meta.path.as_str();
-        let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
-        let mut stopped_early = false;
-        let mut observed = opts.observe_types.map(|o| (SchemaInferrer::new(), o));
-        let read = for_each_line(
-            &mut *reader,
-            path,
-            opts.max_record_bytes,
-            opts.json.line_sep.as_deref(),
-            Lines::Records,
-            &mut |line, line_no| {
-                // A very large record (read during this thread's turn, see
-                // `LARGE_RECORD_BYTES`) is decoded and written as a batch of its own.
-                let large = line.len() >= LARGE_RECORD_BYTES;
-                if large && !rows.is_empty() {
-                    pending_bytes = 0;
-                    flush(&mut rows, &mut stats)?;
-                }
-                let parsed = JsonValue::parse_with(line, opts.json.dialect);
-                if let (Some((inferrer, infer_opts)), Ok(v)) = (observed.as_mut(), &parsed) {
-                    inferrer.add_jv(v, *infer_opts);
-                }
-                match parsed {
-                    Ok(JsonValue::Object(entries)) => rows.append_json_object(&entries),
-                    Ok(JsonValue::Array(items)) => {
-                        for item in items {
-                            match item {
-                                JsonValue::Object(entries) => rows.append_json_object(&entries),
-                                _ if opts.fail_fast => return Err(fail_fast(line_no)),
-                                other => rows.append_corrupt(&other.to_string()),
-                            }
+            let rows = &mut sink.rows;
+            match parsed {
+                Ok(JsonValue::Object(entries)) => rows.append_json_object(&entries),
+                Ok(JsonValue::Array(items)) => {
+                    for item in items {
+                        match item {
+                            JsonValue::Object(entries) => rows.append_json_object(&entries),
+                            _ if opts.fail_fast => return Err(fail_fast(line_no)),
+                            other => rows.append_corrupt(&other.to_string()),
                         }
                     }
-                    // A `null` line (a Kafka or Debezium tombstone) holds no value: no
-                    // row, and nothing rescued.
-                    Ok(JsonValue::Null) => {}
-                    Ok(_) | Err(_) if opts.fail_fast => return Err(fail_fast(line_no)),
-                    Ok(_) | Err(_) => rows.append_corrupt(&String::from_utf8_lossy(line)),
                 }
-                if opts.stop_at_new_fields && rows.saw_new_fields() {
-                    stopped_early = true;
-                    return Err(DecodeError::Cancelled {
-                        path: path.to_string(),
-                    });
-                }
-                pending_bytes += line.len();
-                if large || rows.len() >= BATCH_ROWS || pending_bytes >= BATCH_BYTES {
-                    pending_bytes = 0;
-                    flush(&mut rows, &mut stats)?;
-                }
-                Ok(())
-            },
-        );
-        match read {
-            Err(DecodeError::Cancelled { .. }) if stopped_early => {
-                stats.unknown_names = rows.unknown_names().to_vec();
-                stats.new_fields = true;
-                return Ok(stats);
+                // A `null` line (a Kafka or Debezium tombstone) holds no value: no
+                // row, and nothing rescued.
+                Ok(JsonValue::Null) => {}
+                Ok(_) | Err(_) if opts.fail_fast => return Err(fail_fast(line_no)),
+                Ok(_) | Err(_) => rows.append_corrupt(&String::from_utf8_lossy(line)),
             }
-            other => other?,
-        }
-        stats.observed = observed.map(|(inferrer, _)| inferrer);
-    }
-    if !rows.is_empty() {
-        flush(&mut rows, &mut stats)?;
-    }
-    stats.dropped_values = rows.dropped_values();
-    stats.unknown_names = rows.unknown_names().to_vec();
-    stats.new_fields = rows.saw_new_fields();
-    stats.rescue = rows.rescue_stats().clone();
-    Ok(stats)
+            sink.stop_at_new_fields()?;
+            sink.pushed(line.len(), large)
+        },
+    );
+    sink.finish(read)
 }
