@@ -5,6 +5,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
+use crate::common::held::Held;
 use crate::common::{self, Scratch, ok, run, stderr};
 
 /// Databricks' example records: userId, name, city, operation, sequenceNum.
@@ -1197,19 +1198,18 @@ fn a_merge_over_files_compacted_meanwhile_commits_nothing_and_applies_on_the_rer
             .join("\n")
             + "\n",
     );
-    let slow = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
-        .args(ingest_args(&s, &opts, &[]))
-        .env("AUTOLOADER_FAILPOINT", "before-delta-commit=sleep(3000)")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let mut slow = Held::spawn(
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(ingest_args(&s, &opts, &[]))
+            .env("AUTOLOADER_FAILPOINT", "before-delta-commit=sleep(3000)"),
+    );
+    slow.wait_for_failpoint("before-delta-commit");
     ok(&run(
         &["optimize".into(), s.table().display().to_string()],
         &[],
     ));
-    let out = slow.wait_with_output().unwrap();
+    slow.assert_still_held("optimize");
+    let out = slow.wait_with_output();
     assert!(!out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("replaced by another writer"),

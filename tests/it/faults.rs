@@ -118,18 +118,28 @@ fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
         mount -t tmpfs -o size=8m tmpfs "$FS" || exit 90
         AUTOLOADER_FAILPOINT='after-delta-commit=sleep(1500)' \
             "$BIN" ingest "$LANDING" "$TABLE" --once --checkpoint "$FS/ckpt" \
-            -o cloudFiles.maxFilesPerTrigger=1 &
+            -o cloudFiles.maxFilesPerTrigger=1 2>"$LOG" &
         pid=$!
-        sleep 0.8
+        # Fill the disk once the run holds after its commit (up to 60 s to get there).
+        tries=0
+        until grep -q 'failpoint after-delta-commit reached' "$LOG"; do
+            kill -0 $pid 2>/dev/null || { cat "$LOG" >&2; echo 'ended before the failpoint' >&2; exit 93; }
+            tries=$((tries + 1))
+            [ $tries -le 600 ] || { cat "$LOG" >&2; echo 'failpoint not reached in 60 s' >&2; exit 94; }
+            sleep 0.1
+        done
         dd if=/dev/zero of="$FS/filler" bs=64k 2>/dev/null
+        kill -0 $pid 2>/dev/null || { cat "$LOG" >&2; echo 'no longer held once the disk was full' >&2; exit 95; }
         wait $pid
         echo "first-exit=$?"
+        cat "$LOG" >&2
         rm -f "$FS/filler"
         "$BIN" ingest "$LANDING" "$TABLE" --once --checkpoint "$FS/ckpt" \
             -o cloudFiles.maxFilesPerTrigger=1 || exit 92
         cp -r "$TABLE" "$COPY"
     "#;
     let landing = s.landing();
+    let log = s.dir.path().join("first-run.log");
     let Some(out) = in_mount_namespace(
         script,
         &[
@@ -137,6 +147,7 @@ fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
             ("LANDING", &landing),
             ("TABLE", &table),
             ("COPY", &copy),
+            ("LOG", &log),
         ],
     ) else {
         return;

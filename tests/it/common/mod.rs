@@ -1,5 +1,7 @@
 //! Helpers: run the real binary, lay out landing folders, read tables back.
 
+pub mod held;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
