@@ -1,5 +1,6 @@
 //! Helpers: run the real binary, lay out landing folders, read tables back.
 
+pub mod files;
 pub mod held;
 
 use std::collections::BTreeMap;
