@@ -2,6 +2,7 @@
 
 pub mod files;
 pub mod held;
+pub mod moto;
 
 use std::collections::BTreeMap;
 use std::fs;
