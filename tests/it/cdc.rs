@@ -5,6 +5,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
+use crate::common::crash;
 use crate::common::held::Held;
 use crate::common::{self, Scratch, ok, run, stderr};
 
@@ -327,13 +328,7 @@ fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
 
 #[test]
 fn a_cdc_flow_killed_at_every_step_gives_the_uninterrupted_table() {
-    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
-        .iter()
-        .copied()
-        .filter(|n| *n != "after-schema-evolve")
-        .chain(["after-cdc-target-commit"])
-        .collect();
-    for name in names {
+    for name in crash::cdc_failpoints() {
         let s = Scratch::new();
         for (i, r) in RECORDS.iter().enumerate() {
             s.land(&format!("{i:02}.json"), format!("{r}\n"));
@@ -343,16 +338,7 @@ fn a_cdc_flow_killed_at_every_step_gives_the_uninterrupted_table() {
             vec!["cloudFiles.maxFilesPerTrigger=3".into()],
         ]
         .concat();
-        let args = ingest_args(&s, &opts, &[]);
-        let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@2"))]);
-        let killed = crashed.status.signal() == Some(9);
-        // Every step but the schema write (once per stream) is reached a second time.
-        assert!(
-            killed || name == "after-schema-write",
-            "{name}: {}",
-            stderr(&crashed)
-        );
-        ok(&run(&args, &[]));
+        crash::kill_at_then_rerun(&ingest_args(&s, &opts, &[]), name, 2);
         assert_eq!(rows(&s.table()), EXAMPLE_A, "{name}");
     }
 }

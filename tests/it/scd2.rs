@@ -3,11 +3,10 @@
 //! splitting versions, and SIGKILLs at every step and at random moments, each giving
 //! exactly the documented table, read back by Python deltalake.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use crate::cdc::{DEBEZIUM_OPTIONS, RECORDS, cdc_options, ingest, ingest_args, land_fixture};
-use crate::common::{self, Scratch, ok, run, stderr};
+use crate::common::{self, Scratch, crash, ok, run, stderr};
 
 fn scd2_options(extra: &[&str]) -> Vec<String> {
     let mut o = cdc_options(false);
@@ -452,27 +451,13 @@ fn random_sigkills_of_an_scd2_flow_give_the_uninterrupted_table() {
 
 #[test]
 fn an_scd2_flow_killed_at_every_step_gives_the_uninterrupted_table() {
-    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
-        .iter()
-        .copied()
-        .filter(|n| *n != "after-schema-evolve")
-        .chain(["after-cdc-target-commit"])
-        .collect();
-    for name in names {
+    for name in crash::cdc_failpoints() {
         let s = Scratch::new();
         for (i, r) in RECORDS.iter().enumerate() {
             s.land(&format!("{i:02}.json"), format!("{r}\n"));
         }
         let opts = scd2_options(&["cloudFiles.maxFilesPerTrigger=3"]);
-        let args = ingest_args(&s, &opts, &[]);
-        let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@2"))]);
-        let killed = crashed.status.signal() == Some(9);
-        assert!(
-            killed || name == "after-schema-write",
-            "{name}: {}",
-            stderr(&crashed)
-        );
-        ok(&run(&args, &[]));
+        crash::kill_at_then_rerun(&ingest_args(&s, &opts, &[]), name, 2);
         assert_eq!(versions(&s.table()), EXAMPLE_B, "{name}");
     }
 }

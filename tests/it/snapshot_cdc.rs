@@ -5,11 +5,10 @@
 //! table, deletes included.
 
 use std::collections::BTreeSet;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::common::{self, Scratch, ok, run, stderr};
+use crate::common::{self, Scratch, crash, ok, run, stderr};
 
 fn args(s: &Scratch, options: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec![
@@ -270,12 +269,7 @@ fn random_sigkills_of_auto_cdc_from_snapshots_give_the_uninterrupted_table() {
 
 #[test]
 fn auto_cdc_from_snapshots_killed_at_every_step_gives_the_uninterrupted_table() {
-    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
-        .iter()
-        .copied()
-        .filter(|n| *n != "after-schema-evolve")
-        .chain(["after-cdc-target-commit"])
-        .collect();
+    let names = crash::cdc_failpoints();
     for scd2 in [false, true] {
         let mut opts = scd2_dated_options();
         if !scd2 {
@@ -291,16 +285,8 @@ fn auto_cdc_from_snapshots_killed_at_every_step_gives_the_uninterrupted_table() 
         for name in &names {
             let s = Scratch::new();
             dated_snapshots(&s);
-            let a = args(&s, &opts);
             // At the failpoint's third hit: a snapshot whose diff has deletes.
-            let crashed = run(&a, &[("AUTOLOADER_FAILPOINT", &format!("{name}@3"))]);
-            let killed = crashed.status.signal() == Some(9);
-            assert!(
-                killed || *name == "after-schema-write",
-                "{name}: {}",
-                stderr(&crashed)
-            );
-            ok(&run(&a, &[]));
+            crash::kill_at_then_rerun(&args(&s, &opts), name, 3);
             assert_eq!(
                 rows(&s.table(), &["id", "name", "city"], scd2).0,
                 expected,

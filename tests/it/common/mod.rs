@@ -1,5 +1,6 @@
 //! Helpers: run the real binary, lay out landing folders, read tables back.
 
+pub mod crash;
 pub mod files;
 pub mod held;
 pub mod moto;
