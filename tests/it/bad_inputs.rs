@@ -26,16 +26,8 @@ use arrow_array::{
     ArrayRef, DurationSecondArray, Int64Array, RecordBatch, Time64MicrosecondArray, UInt64Array,
 };
 
+use crate::common::rows::table_rows;
 use crate::common::{Run, Scratch, column_strings, parquet_bytes, read_table, row_count};
-
-/// Rows in the table, 0 if nothing was committed.
-fn table_rows(s: &Scratch) -> usize {
-    if s.table().join("_delta_log").exists() {
-        row_count(&read_table(&s.table()))
-    } else {
-        0
-    }
-}
 
 /// The parsed non-null `_rescued_data` values.
 fn rescued(batches: &[RecordBatch]) -> Vec<serde_json::Value> {

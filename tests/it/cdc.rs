@@ -42,23 +42,14 @@ pub(crate) fn cdc_options(truncates: bool) -> Vec<String> {
     o
 }
 
-/// `autoloader ingest LANDING TABLE --once` with these options.
+/// `autoloader ingest LANDING TABLE --once` with these options, then `extra`.
 pub(crate) fn ingest_args(s: &Scratch, options: &[String], extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "ingest".into(),
-        s.landing().display().to_string(),
-        s.table().display().to_string(),
-        "--once".into(),
-    ];
-    for o in options
+    let all: Vec<&str> = options
         .iter()
         .map(String::as_str)
         .chain(extra.iter().copied())
-    {
-        args.push("-o".into());
-        args.push(o.to_string());
-    }
-    args
+        .collect();
+    common::args::ingest_args(s, &all)
 }
 
 pub(crate) fn ingest(s: &Scratch, options: &[String], extra: &[&str]) -> std::process::Output {
