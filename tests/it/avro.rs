@@ -4,32 +4,9 @@
 //! types and unions, and corrupt files named (or skipped under ignoreCorruptFiles).
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
-use crate::common::{Run, Scratch, column_strings, ok, read_table, read_with_python, run};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(rel)
-}
-
-fn land_fixture(s: &Scratch, rel: &str) {
-    let name = rel.rsplit('/').next().unwrap();
-    s.land(name, fs::read(fixture(rel)).unwrap());
-}
-
-/// `column` by `id`, as text, rows sorted by id.
-fn by_id(table: &Path, column: &str) -> Vec<(i64, String)> {
-    let t = read_table(table);
-    let mut rows: Vec<(i64, String)> = column_strings(&t, "id")
-        .iter()
-        .map(|i| i.parse().unwrap())
-        .zip(column_strings(&t, column))
-        .collect();
-    rows.sort();
-    rows
-}
+use crate::common::fixtures::{by_id, fixture, land_fixture};
+use crate::common::{Run, Scratch, ok, read_table, read_with_python, run};
 
 /// The README's Avro command, as printed there, on fixtures/avro: three files of one
 /// producer whose schema grew, read in one run; an outside reader sees every row.

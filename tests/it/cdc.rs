@@ -5,6 +5,8 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
+use crate::common::crash;
+use crate::common::held::Held;
 use crate::common::{self, Scratch, ok, run, stderr};
 
 /// Databricks' example records: userId, name, city, operation, sequenceNum.
@@ -40,23 +42,14 @@ pub(crate) fn cdc_options(truncates: bool) -> Vec<String> {
     o
 }
 
-/// `autoloader ingest LANDING TABLE --once` with these options.
+/// `autoloader ingest LANDING TABLE --once` with these options, then `extra`.
 pub(crate) fn ingest_args(s: &Scratch, options: &[String], extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "ingest".into(),
-        s.landing().display().to_string(),
-        s.table().display().to_string(),
-        "--once".into(),
-    ];
-    for o in options
+    let all: Vec<&str> = options
         .iter()
         .map(String::as_str)
         .chain(extra.iter().copied())
-    {
-        args.push("-o".into());
-        args.push(o.to_string());
-    }
-    args
+        .collect();
+    common::args::ingest_args(s, &all)
 }
 
 pub(crate) fn ingest(s: &Scratch, options: &[String], extra: &[&str]) -> std::process::Output {
@@ -326,13 +319,7 @@ fn a_kill_between_the_target_and_the_state_commit_applies_the_batch_once() {
 
 #[test]
 fn a_cdc_flow_killed_at_every_step_gives_the_uninterrupted_table() {
-    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
-        .iter()
-        .copied()
-        .filter(|n| *n != "after-schema-evolve")
-        .chain(["after-cdc-target-commit"])
-        .collect();
-    for name in names {
+    for name in crash::cdc_failpoints() {
         let s = Scratch::new();
         for (i, r) in RECORDS.iter().enumerate() {
             s.land(&format!("{i:02}.json"), format!("{r}\n"));
@@ -342,16 +329,7 @@ fn a_cdc_flow_killed_at_every_step_gives_the_uninterrupted_table() {
             vec!["cloudFiles.maxFilesPerTrigger=3".into()],
         ]
         .concat();
-        let args = ingest_args(&s, &opts, &[]);
-        let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@2"))]);
-        let killed = crashed.status.signal() == Some(9);
-        // Every step but the schema write (once per stream) is reached a second time.
-        assert!(
-            killed || name == "after-schema-write",
-            "{name}: {}",
-            stderr(&crashed)
-        );
-        ok(&run(&args, &[]));
+        crash::kill_at_then_rerun(&ingest_args(&s, &opts, &[]), name, 2);
         assert_eq!(rows(&s.table()), EXAMPLE_A, "{name}");
     }
 }
@@ -1197,19 +1175,18 @@ fn a_merge_over_files_compacted_meanwhile_commits_nothing_and_applies_on_the_rer
             .join("\n")
             + "\n",
     );
-    let slow = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
-        .args(ingest_args(&s, &opts, &[]))
-        .env("AUTOLOADER_FAILPOINT", "before-delta-commit=sleep(3000)")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let mut slow = Held::spawn(
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(ingest_args(&s, &opts, &[]))
+            .env("AUTOLOADER_FAILPOINT", "before-delta-commit=sleep(3000)"),
+    );
+    slow.wait_for_failpoint("before-delta-commit");
     ok(&run(
         &["optimize".into(), s.table().display().to_string()],
         &[],
     ));
-    let out = slow.wait_with_output().unwrap();
+    slow.assert_still_held("optimize");
+    let out = slow.wait_with_output();
     assert!(!out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("replaced by another writer"),

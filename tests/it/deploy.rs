@@ -2,8 +2,8 @@
 //! runs, against the real moto server, and the KEDA ScaledObject scales that Deployment on
 //! the queue the command reads.
 
+use crate::common::moto::{Moto, python_rows, sorted_ids};
 use crate::common::{self, ok};
-use crate::s3::{Moto, python_rows, sorted_ids};
 use crate::sqs::Notified;
 
 const DEPLOYMENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/keda/deployment.yaml");

@@ -4,19 +4,39 @@
 //! A full disk is a real small tmpfs, mounted in a private mount namespace (`unshare -rm`)
 //! so the tests need no privileges beyond what user namespaces give; the whole scenario runs
 //! inside it, and the table is copied out to be checked. Permissions are checked by running
-//! the binary as `nobody` (root ignores file modes), so that test runs only as root.
+//! the binary as `nobody` (root ignores file modes), so that test needs root.
+//!
+//! A machine that cannot give these (no user namespaces, not root) fails the tests with a
+//! message saying so; `AUTOLOADER_TEST_SKIP_FAULTS=1` says to skip them there instead.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::common::{self, Scratch};
 
+/// The variable that, set to `1`, skips these tests on a machine that cannot run them.
+const SKIP_VAR: &str = "AUTOLOADER_TEST_SKIP_FAULTS";
+
+/// Whether a test whose requirement `missing` is not met here should skip: only when
+/// [`SKIP_VAR`] says so; otherwise it fails, since a test that cannot run proves nothing.
+fn skip_without(missing: &str) -> bool {
+    if std::env::var(SKIP_VAR).is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED ({SKIP_VAR}=1): {missing}");
+        return true;
+    }
+    panic!(
+        "this test cannot run here: {missing}; run it where it can, or set {SKIP_VAR}=1 to \
+         skip it explicitly"
+    );
+}
+
 /// Runs `script` with `sh` in a new user and mount namespace, or `None` when this machine
-/// cannot make one (the test then says so and checks nothing).
+/// cannot make one and [`SKIP_VAR`] says to skip (otherwise the test fails).
 fn in_mount_namespace(script: &str, env: &[(&str, &Path)]) -> Option<Output> {
     let probe = Command::new("unshare").args(["-rm", "true"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: cannot create a mount namespace here (unshare -rm)");
+    if !probe.is_ok_and(|o| o.status.success())
+        && skip_without("no mount namespace can be made (`unshare -rm true` fails)")
+    {
         return None;
     }
     let mut cmd = Command::new("unshare");
@@ -118,18 +138,28 @@ fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
         mount -t tmpfs -o size=8m tmpfs "$FS" || exit 90
         AUTOLOADER_FAILPOINT='after-delta-commit=sleep(1500)' \
             "$BIN" ingest "$LANDING" "$TABLE" --once --checkpoint "$FS/ckpt" \
-            -o cloudFiles.maxFilesPerTrigger=1 &
+            -o cloudFiles.maxFilesPerTrigger=1 2>"$LOG" &
         pid=$!
-        sleep 0.8
+        # Fill the disk once the run holds after its commit (up to 60 s to get there).
+        tries=0
+        until grep -q 'failpoint after-delta-commit reached' "$LOG"; do
+            kill -0 $pid 2>/dev/null || { cat "$LOG" >&2; echo 'ended before the failpoint' >&2; exit 93; }
+            tries=$((tries + 1))
+            [ $tries -le 600 ] || { cat "$LOG" >&2; echo 'failpoint not reached in 60 s' >&2; exit 94; }
+            sleep 0.1
+        done
         dd if=/dev/zero of="$FS/filler" bs=64k 2>/dev/null
+        kill -0 $pid 2>/dev/null || { cat "$LOG" >&2; echo 'no longer held once the disk was full' >&2; exit 95; }
         wait $pid
         echo "first-exit=$?"
+        cat "$LOG" >&2
         rm -f "$FS/filler"
         "$BIN" ingest "$LANDING" "$TABLE" --once --checkpoint "$FS/ckpt" \
             -o cloudFiles.maxFilesPerTrigger=1 || exit 92
         cp -r "$TABLE" "$COPY"
     "#;
     let landing = s.landing();
+    let log = s.dir.path().join("first-run.log");
     let Some(out) = in_mount_namespace(
         script,
         &[
@@ -137,6 +167,7 @@ fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
             ("LANDING", &landing),
             ("TABLE", &table),
             ("COPY", &copy),
+            ("LOG", &log),
         ],
     ) else {
         return;
@@ -147,8 +178,9 @@ fn a_full_checkpoint_disk_after_the_commit_resumes_without_a_duplicate() {
 #[test]
 fn a_read_only_table_folder_stops_naming_it_and_resumes_once_writable() {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to run the binary as another user");
+    if unsafe { libc::geteuid() } != 0
+        && skip_without("it needs root, to run the binary as another user")
+    {
         return;
     }
     use std::os::unix::fs::PermissionsExt;

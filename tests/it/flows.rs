@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Output;
 
+use crate::common::rows::order_ids;
 use crate::common::{self, Scratch, column_strings, read_table};
 
 /// The seed's orders: two before 2025, two after, one without a date and one whose date
@@ -26,16 +27,6 @@ fn columns_of(table: &Path) -> Vec<String> {
         .iter()
         .map(|f| f.name().clone())
         .collect()
-}
-
-/// The sorted `order_id`s of a table.
-fn ids(table: &Path) -> Vec<u64> {
-    let mut ids: Vec<u64> = column_strings(&read_table(table), "order_id")
-        .iter()
-        .map(|v| v.parse().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
 }
 
 /// The `autoloader` object of every batch commit of the table (table creation has none).
@@ -114,7 +105,7 @@ where = "order_date < '2025-01-01'"
         common::stderr(&out)
     );
     let table = s.dir.path().join("bronze/orders");
-    assert_eq!(ids(&table), [1, 3]);
+    assert_eq!(order_ids(&table), [1, 3]);
     assert_eq!(
         columns_of(&table),
         [
@@ -156,7 +147,7 @@ where = "order_date < '2025-01-01'"
         (again["rows"].as_u64(), again["filteredRows"].as_u64()),
         (Some(0), Some(0))
     );
-    assert_eq!(ids(&table), [1, 3]);
+    assert_eq!(order_ids(&table), [1, 3]);
 }
 
 /// `ingest --where` with `--except-columns` on CSV: the condition may read a column the
@@ -189,7 +180,7 @@ fn ingest_flags_filter_csv_rows_and_drop_columns() {
     let stdout = common::ok(&out);
     assert_eq!(common::summary_figure(&stdout, "rows"), 3, "{stdout}");
     assert!(stdout.contains(", 1 filtered row,"), "{stdout}");
-    assert_eq!(ids(&s.table()), [1, 3, 4]);
+    assert_eq!(order_ids(&s.table()), [1, 3, 4]);
     assert_eq!(
         columns_of(&s.table()),
         ["order_id", "region", "amount", "_rescued_data", "_metadata"]
@@ -235,7 +226,7 @@ fn new_columns_follow_except_columns_but_not_columns() {
         } else {
             common::ok(&out);
         }
-        assert_eq!(ids(&s.table()), [1, 2, 7], "{flow}");
+        assert_eq!(order_ids(&s.table()), [1, 2, 7], "{flow}");
         // The stream's schema has the new column either way (`_schemas/1`).
         let evolved = std::fs::read_to_string(s.table().join("_autoloader/_schemas/1")).unwrap();
         assert!(evolved.contains("coupon"), "{flow}: {evolved}");
@@ -363,7 +354,7 @@ fn the_readme_flow_examples_run() {
     let summary = json_summary(&run_config(&config, &["--json"]));
     let table = s.dir.path().join("bronze/orders_early");
     // Orders of 2026-03-13 only (ids 1 to 5 in the fixtures), with the listed columns.
-    assert_eq!(ids(&table), [1, 2, 3, 4, 5], "{summary}");
+    assert_eq!(order_ids(&table), [1, 2, 3, 4, 5], "{summary}");
     assert!(summary["filteredRows"].as_u64().unwrap() > 0, "{summary}");
     assert_eq!(
         columns_of(&table),
@@ -493,7 +484,7 @@ fn parquet_rows_are_filtered_too() {
         &[],
     );
     let summary = json_summary(&out);
-    assert_eq!(ids(&s.table()), [3, 4, 5, 6, 7, 8], "{summary}");
+    assert_eq!(order_ids(&s.table()), [3, 4, 5, 6, 7, 8], "{summary}");
     assert_eq!(summary["filteredRows"], 4, "{summary}");
     assert_eq!(
         columns_of(&s.table()),
@@ -527,7 +518,7 @@ fn a_refused_where_leaves_no_schema_behind() {
         "amount > 1002".into(),
     ]);
     common::ok(&common::run(&args, &[]));
-    assert_eq!(ids(&s.table()), vec![3, 4]);
+    assert_eq!(order_ids(&s.table()), vec![3, 4]);
 }
 
 /// A number compared with a column that is STRING because inference is off: the error

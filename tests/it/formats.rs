@@ -6,6 +6,7 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+use crate::common::rows::table_rows;
 use crate::common::{
     Run, Scratch, column_strings, ok, orders_jsonl, read_table, read_with_python, run,
 };
@@ -60,14 +61,6 @@ fn sorted_rows(table: &Path, columns: &[&str]) -> Vec<String> {
         .collect();
     rows.sort();
     rows
-}
-
-fn table_rows(s: &Scratch) -> usize {
-    if s.table().join("_delta_log").exists() {
-        crate::common::row_count(&read_table(&s.table()))
-    } else {
-        0
-    }
 }
 
 /// JSON lines and CSV, each compressed with zstd, bzip2 and lz4 (and gzip), ingest to the

@@ -443,12 +443,12 @@ fn land_sample(s: &Scratch, oldest_differs: bool) -> u64 {
     let per_file = 80_000;
     for f in 0..4u64 {
         let from = f * per_file;
-        s.land(
+        let path = s.land(
             &format!("part-{f}.json"),
             common::sample_orders_jsonl(from, from + per_file, oldest_differs && f == 0),
         );
         // Distinct modification times: the sample is taken newest first.
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        common::files::set_mtime_in_order(&path, f);
     }
     4 * per_file
 }
@@ -601,8 +601,8 @@ fn a_large_first_csv_run_infers_while_reading_and_reads_again_when_the_sample_di
                 text.push_str(&format!("{i},{i},{pad}\n"));
             }
         }
-        s.land(&format!("part-{f}.csv"), text);
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        let path = s.land(&format!("part-{f}.csv"), text);
+        common::files::set_mtime_in_order(&path, f);
     }
     let (_, log) = ingest_logged(
         &s,

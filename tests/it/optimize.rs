@@ -14,6 +14,7 @@ use std::time::Duration;
 use arrow_array::cast::AsArray;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::common::held::Held;
 use crate::common::{self, Scratch, ok, run, stderr, summary_figure};
 
 /// A table of `n` files, one order each, from `n` one-file batches.
@@ -314,11 +315,18 @@ fn optimize_beside_an_appending_stream_loses_and_doubles_nothing() {
         .unwrap();
     let mut committed = 0;
     for round in 0..8u64 {
+        let before = common::row_count(&common::read_table(&table));
         for i in 0..10 {
             let id = 20 + round * 10 + i;
             s.land(&format!("o{id:04}.json"), common::orders_jsonl(id, id + 1));
         }
-        std::thread::sleep(Duration::from_millis(150));
+        // The watcher has appended new small files (and is still appending) when
+        // optimize runs.
+        common::wait_until(
+            "the watcher to append two of the new files",
+            Duration::from_secs(60),
+            || common::row_count(&common::read_table(&table)) >= before + 2,
+        );
         let report = optimize_json(&table, &[]);
         if report["version"].is_u64() {
             committed += 1;
@@ -343,20 +351,19 @@ fn files_removed_while_it_compacts_make_it_give_up_with_nothing_committed() {
     let s = Scratch::new();
     let table = s.table();
     one_file_batches(&s, 10);
-    let slow = Command::new(env!("CARGO_BIN_EXE_autoloader"))
-        .args(args("optimize", &table, &[]))
-        .env("AUTOLOADER_FAILPOINT", "before-optimize-commit=sleep(3000)")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    let mut slow = Held::spawn(
+        Command::new(env!("CARGO_BIN_EXE_autoloader"))
+            .args(args("optimize", &table, &[]))
+            .env("AUTOLOADER_FAILPOINT", "before-optimize-commit=sleep(3000)")
+            .env("RUST_LOG", "warn"),
+    );
+    slow.wait_for_failpoint("before-optimize-commit");
     // A full refresh removes every file meanwhile.
     ok(&run(&args("reset", &table, &["--yes"]), &[]));
+    slow.assert_still_held("the reset");
     let version_after_reset = active_files(&table).len();
     assert_eq!(version_after_reset, 0);
-    let out = slow.wait_with_output().unwrap();
+    let out = slow.wait_with_output();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("removed by another writer")

@@ -7,6 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::common::rows::order_ids;
 use crate::common::{self, Scratch, ok, run};
 
 /// A config of two tables: `bronze/orders` (stream `a` from `land/a`, guarded when
@@ -147,15 +148,6 @@ fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>, con
     );
 }
 
-fn ids(table: &Path) -> Vec<u64> {
-    let mut ids: Vec<u64> = common::column_strings(&common::read_table(table), "order_id")
-        .iter()
-        .map(|v| v.parse().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
 /// The reset commits in the table's log.
 fn reset_commits(table: &Path) -> usize {
     let mut n = 0;
@@ -241,10 +233,13 @@ fn all_skips_the_guarded_table_and_resets_the_rest() {
         &guarded_before,
         "guarded: untouched",
     );
-    assert!(ids(&p.other()).is_empty(), "the other table: no rows left");
+    assert!(
+        order_ids(&p.other()).is_empty(),
+        "the other table: no rows left"
+    );
     ok(&p.run_once(&[]));
-    assert_eq!(ids(&p.other()), (1000..1020).collect::<Vec<_>>());
-    assert_eq!(ids(&p.orders()), (0..20).collect::<Vec<_>>());
+    assert_eq!(order_ids(&p.other()), (1000..1020).collect::<Vec<_>>());
+    assert_eq!(order_ids(&p.orders()), (0..20).collect::<Vec<_>>());
 }
 
 #[test]
@@ -262,7 +257,7 @@ fn lifting_the_guard_resets_then_run_reingests_each_file_once_and_restores_it() 
         before_reset + 2,
         "table set, then one reset commit"
     );
-    assert!(ids(&p.orders()).is_empty());
+    assert!(order_ids(&p.orders()).is_empty());
     let py = common::read_with_python(&p.orders(), "order_id");
     assert_eq!(py["num_rows"], 0, "{py}");
     assert_eq!(rows_at(&p.orders(), before_reset), 20, "time travel");
@@ -270,7 +265,7 @@ fn lifting_the_guard_resets_then_run_reingests_each_file_once_and_restores_it() 
     let kept = p.orders().join("_autoloader/a/_reset-1");
     assert!(kept.join("state.redb").is_file() && kept.join("_schemas/0").exists());
     // The other table is not touched.
-    assert_eq!(ids(&p.other()), (1000..1020).collect::<Vec<_>>());
+    assert_eq!(order_ids(&p.other()), (1000..1020).collect::<Vec<_>>());
     // The next run lands every source file once, and puts the declared guard back.
     ok(&p.run_once(&[]));
     common::assert_table_ids_once(&p.orders(), 0..20, "after reset and run");
@@ -324,12 +319,20 @@ fn checkpoints_only_keeps_rows_and_the_next_run_lands_them_again() {
         out.contains("re-reads 2 source files from the start") && out.contains("can land again"),
         "{out}"
     );
-    assert_eq!(ids(&p.orders()), (0..20).collect::<Vec<_>>(), "rows kept");
+    assert_eq!(
+        order_ids(&p.orders()),
+        (0..20).collect::<Vec<_>>(),
+        "rows kept"
+    );
     let out = ok(&p.run_once(&[]));
     assert!(out.contains("[a] ingested 2 files"), "{out}");
     let mut twice: Vec<u64> = (0..20).chain(0..20).collect();
     twice.sort_unstable();
-    assert_eq!(ids(&p.orders()), twice, "the stated 2 files landed again");
+    assert_eq!(
+        order_ids(&p.orders()),
+        twice,
+        "the stated 2 files landed again"
+    );
 }
 
 #[test]
@@ -355,7 +358,7 @@ fn modified_after_bounds_what_a_reset_rereads() {
     let out = ok(&p.reset(&[&p.orders().display().to_string(), "--yes"], &[]));
     assert!(out.contains("re-reads 1 source file"), "{out}");
     ok(&p.run_once(&[]));
-    assert_eq!(ids(&p.orders()), (10..20).collect::<Vec<_>>());
+    assert_eq!(order_ids(&p.orders()), (10..20).collect::<Vec<_>>());
 }
 
 #[test]
@@ -453,7 +456,11 @@ fn a_reset_killed_at_each_step_is_finished_by_reset_or_by_run() {
                     version,
                     "{case}: the old state"
                 );
-                assert_eq!(ids(&p.orders()), (0..20).collect::<Vec<_>>(), "{case}");
+                assert_eq!(
+                    order_ids(&p.orders()),
+                    (0..20).collect::<Vec<_>>(),
+                    "{case}"
+                );
             }
             // A file lands meanwhile.
             p.land("a", "f2.json", 20, 30);
@@ -568,7 +575,7 @@ fn a_checkpoints_only_reset_killed_midway_is_finished_by_the_next_run() {
         let mut twice: Vec<u64> = (0..20).chain(0..20).collect();
         twice.sort_unstable();
         assert_eq!(
-            ids(&p.orders()),
+            order_ids(&p.orders()),
             twice,
             "{point}: rows kept, and landed again once"
         );

@@ -3,25 +3,17 @@
 //! splitting versions, and SIGKILLs at every step and at random moments, each giving
 //! exactly the documented table, read back by Python deltalake.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use crate::cdc::{DEBEZIUM_OPTIONS, RECORDS, cdc_options, ingest, ingest_args, land_fixture};
-use crate::common::{self, Scratch, ok, run, stderr};
+use crate::common::rows::json_text;
+use crate::common::{self, Scratch, crash, ok, run, stderr};
 
 fn scd2_options(extra: &[&str]) -> Vec<String> {
     let mut o = cdc_options(false);
     o.push("cdc.stored_as_scd_type=2".into());
     o.extend(extra.iter().map(|s| s.to_string()));
     o
-}
-
-fn text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::Null => "null".to_string(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// The table's rows as `userId name city __START_AT __END_AT`, sorted.
@@ -34,11 +26,11 @@ fn versions(table: &Path) -> Vec<String> {
         .map(|r| {
             format!(
                 "{} {} {} {}-{}",
-                text(&r["userId"]),
-                text(&r["name"]),
-                text(&r["city"]),
-                text(&r["__START_AT"]),
-                text(&r["__END_AT"])
+                json_text(&r["userId"]),
+                json_text(&r["name"]),
+                json_text(&r["city"]),
+                json_text(&r["__START_AT"]),
+                json_text(&r["__END_AT"])
             )
         })
         .collect();
@@ -81,7 +73,7 @@ fn scd2_example_in_one_batch_gives_the_documented_table() {
         .as_object()
         .unwrap()
         .iter()
-        .map(|(k, v)| format!("{k} {}", text(v)))
+        .map(|(k, v)| format!("{k} {}", json_text(v)))
         .collect();
     assert_eq!(
         types,
@@ -225,7 +217,7 @@ fn a_sequence_of_two_columns_gives_struct_version_columns() {
     .to_vec();
     ok(&ingest(&s, &opts, &[]));
     let py = common::read_with_python(&s.table(), "v");
-    let start = text(&py["types"]["__START_AT"]);
+    let start = json_text(&py["types"]["__START_AT"]);
     assert!(
         start.starts_with("struct<ts: int64") && start.contains("pos: int64"),
         "{start}"
@@ -237,10 +229,10 @@ fn a_sequence_of_two_columns_gives_struct_version_columns() {
         .map(|r| {
             format!(
                 "{} {}/{}-{}",
-                text(&r["v"]),
-                text(&r["__START_AT"]["ts"]),
-                text(&r["__START_AT"]["pos"]),
-                text(&r["__END_AT"]).replace(' ', "")
+                json_text(&r["v"]),
+                json_text(&r["__START_AT"]["ts"]),
+                json_text(&r["__START_AT"]["pos"]),
+                json_text(&r["__END_AT"]).replace(' ', "")
             )
         })
         .collect();
@@ -275,13 +267,13 @@ fn debezium_bound(v: &serde_json::Value) -> String {
     if v.is_null() {
         return "null".into();
     }
-    let pos = text(&v["__source_pos"]);
+    let pos = json_text(&v["__source_pos"]);
     let bytes = hex::decode(&pos).unwrap_or_else(|e| panic!("{pos}: {e}"));
     assert_eq!(bytes.len(), 24, "{pos}");
     let part = |i: usize| u64::from_be_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
     format!(
         "{}/{}.{}.{}",
-        text(&v["__ts_ms"]),
+        json_text(&v["__ts_ms"]),
         part(0),
         part(1),
         part(2)
@@ -290,7 +282,7 @@ fn debezium_bound(v: &serde_json::Value) -> String {
 
 fn debezium_versions(table: &Path) -> Vec<String> {
     let py = common::read_with_python(table, "id");
-    let start = text(&py["types"]["__START_AT"]);
+    let start = json_text(&py["types"]["__START_AT"]);
     assert_eq!(
         start, "struct<__ts_ms: int64, __source_pos: binary>",
         "the version columns have the preset's sequence type"
@@ -302,8 +294,8 @@ fn debezium_versions(table: &Path) -> Vec<String> {
         .map(|r| {
             format!(
                 "{} {} {}-{}",
-                text(&r["id"]),
-                text(&r["email"]),
+                json_text(&r["id"]),
+                json_text(&r["email"]),
                 debezium_bound(&r["__START_AT"]),
                 debezium_bound(&r["__END_AT"])
             )
@@ -380,9 +372,9 @@ fn a_new_column_in_the_changes_evolves_the_scd2_target() {
         .map(|r| {
             format!(
                 "{} {}-{}",
-                text(&r["tier"]),
-                text(&r["__START_AT"]),
-                text(&r["__END_AT"])
+                json_text(&r["tier"]),
+                json_text(&r["__START_AT"]),
+                json_text(&r["__END_AT"])
             )
         })
         .collect();
@@ -452,27 +444,13 @@ fn random_sigkills_of_an_scd2_flow_give_the_uninterrupted_table() {
 
 #[test]
 fn an_scd2_flow_killed_at_every_step_gives_the_uninterrupted_table() {
-    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
-        .iter()
-        .copied()
-        .filter(|n| *n != "after-schema-evolve")
-        .chain(["after-cdc-target-commit"])
-        .collect();
-    for name in names {
+    for name in crash::cdc_failpoints() {
         let s = Scratch::new();
         for (i, r) in RECORDS.iter().enumerate() {
             s.land(&format!("{i:02}.json"), format!("{r}\n"));
         }
         let opts = scd2_options(&["cloudFiles.maxFilesPerTrigger=3"]);
-        let args = ingest_args(&s, &opts, &[]);
-        let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@2"))]);
-        let killed = crashed.status.signal() == Some(9);
-        assert!(
-            killed || name == "after-schema-write",
-            "{name}: {}",
-            stderr(&crashed)
-        );
-        ok(&run(&args, &[]));
+        crash::kill_at_then_rerun(&ingest_args(&s, &opts, &[]), name, 2);
         assert_eq!(versions(&s.table()), EXAMPLE_B, "{name}");
     }
 }

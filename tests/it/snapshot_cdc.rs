@@ -5,36 +5,17 @@
 //! table, deletes included.
 
 use std::collections::BTreeSet;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::common::{self, Scratch, ok, run, stderr};
+use crate::common::args::ingest_args;
+use crate::common::rows::json_text;
+use crate::common::{self, Scratch, crash, ok, run, stderr};
 
+/// `ingest ... --once` with types inferred, keyed by `id`, and `options`.
 fn args(s: &Scratch, options: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "ingest".into(),
-        s.landing().display().to_string(),
-        s.table().display().to_string(),
-        "--once".into(),
-        "-o".into(),
-        "cloudFiles.inferColumnTypes=true".into(),
-        "-o".into(),
-        "cdc.keys=id".into(),
-    ];
-    for o in options {
-        args.push("-o".into());
-        args.push(o.to_string());
-    }
-    args
-}
-
-fn text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::Null => "null".to_string(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    let defaults = ["cloudFiles.inferColumnTypes=true", "cdc.keys=id"];
+    ingest_args(s, &[&defaults[..], options].concat())
 }
 
 /// The rows as `id v ...` (the `columns` given), plus `start-end` for SCD type 2 with
@@ -47,16 +28,16 @@ fn rows(table: &Path, columns: &[&str], scd2: bool) -> (Vec<String>, Vec<String>
         .iter()
         .flat_map(|r| [&r["__START_AT"], &r["__END_AT"]])
         .filter(|t| !t.is_null())
-        .map(text)
+        .map(json_text)
         .collect();
     let rank = |t: &serde_json::Value| match t {
         serde_json::Value::Null => "null".to_string(),
-        t => (times.iter().position(|x| *x == text(t)).unwrap() + 1).to_string(),
+        t => (times.iter().position(|x| *x == json_text(t)).unwrap() + 1).to_string(),
     };
     let mut out: Vec<String> = all
         .iter()
         .map(|r| {
-            let mut line: Vec<String> = columns.iter().map(|c| text(&r[*c])).collect();
+            let mut line: Vec<String> = columns.iter().map(|c| json_text(&r[*c])).collect();
             if scd2 {
                 line.push(format!(
                     "{}-{}",
@@ -270,12 +251,7 @@ fn random_sigkills_of_auto_cdc_from_snapshots_give_the_uninterrupted_table() {
 
 #[test]
 fn auto_cdc_from_snapshots_killed_at_every_step_gives_the_uninterrupted_table() {
-    let names: Vec<&str> = autoloader::testing::failpoint::NAMES
-        .iter()
-        .copied()
-        .filter(|n| *n != "after-schema-evolve")
-        .chain(["after-cdc-target-commit"])
-        .collect();
+    let names = crash::cdc_failpoints();
     for scd2 in [false, true] {
         let mut opts = scd2_dated_options();
         if !scd2 {
@@ -291,16 +267,8 @@ fn auto_cdc_from_snapshots_killed_at_every_step_gives_the_uninterrupted_table() 
         for name in &names {
             let s = Scratch::new();
             dated_snapshots(&s);
-            let a = args(&s, &opts);
             // At the failpoint's third hit: a snapshot whose diff has deletes.
-            let crashed = run(&a, &[("AUTOLOADER_FAILPOINT", &format!("{name}@3"))]);
-            let killed = crashed.status.signal() == Some(9);
-            assert!(
-                killed || *name == "after-schema-write",
-                "{name}: {}",
-                stderr(&crashed)
-            );
-            ok(&run(&a, &[]));
+            crash::kill_at_then_rerun(&args(&s, &opts), name, 3);
             assert_eq!(
                 rows(&s.table(), &["id", "name", "city"], scd2).0,
                 expected,

@@ -7,21 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use crate::common::args::ingest_args;
 use crate::common::{self, Scratch, ok, run, stderr};
-
-fn ingest_args(s: &Scratch, options: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "ingest".into(),
-        s.landing().display().to_string(),
-        s.table().display().to_string(),
-        "--once".into(),
-    ];
-    for o in options {
-        args.push("-o".into());
-        args.push(o.to_string());
-    }
-    args
-}
 
 /// Sets a landed file's modification time `ago` in the past (settled).
 fn age(path: &Path, ago: Duration) {

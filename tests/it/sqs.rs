@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
+use crate::common::moto::{Moto, python_rows, run_with, sorted_ids};
 use crate::common::{self, Scratch, ok};
-use crate::s3::{Moto, python_rows, run_with, sorted_ids};
 
 /// The queue's visibility timeout (s): a message not deleted comes back this soon.
 const VISIBILITY_S: u64 = 2;

@@ -1,5 +1,13 @@
 //! Helpers: run the real binary, lay out landing folders, read tables back.
 
+pub mod args;
+pub mod crash;
+pub mod files;
+pub mod fixtures;
+pub mod held;
+pub mod moto;
+pub mod rows;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
