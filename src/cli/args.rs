@@ -7,7 +7,7 @@ use autoloader::telemetry::alerts::{AlertSettings, parse_webhook};
 use autoloader::{Error, Location};
 use clap::{Args, Parser, Subcommand};
 
-/// The exit codes, shown by `--help` (keep in step with `exit_code` and the README).
+/// The exit codes, shown by `--help` (keep in step with `exit_code` and docs/guide/ingest.md).
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0    done (also after SIGINT or SIGTERM: the batch in flight finished first)
@@ -141,7 +141,7 @@ pub(crate) struct Reporting {
     pub(crate) metrics_addr: Option<String>,
 }
 
-/// `ingest`'s flow: which columns and rows reach the table (README "Flows").
+/// `ingest`'s flow: which columns and rows reach the table (docs/guide/table.md, "Flows").
 #[derive(Args, Clone)]
 pub(crate) struct FlowArgs {
     /// Only these columns reach the table, plus the rescued data, partition columns and
@@ -417,7 +417,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a shell completion script (README: where to put it).
+    /// Print a shell completion script (docs/guide/ingest.md: where to put it).
     Completions {
         /// The shell.
         #[arg(value_enum)]

@@ -1,4 +1,4 @@
-//! `cloudFiles.format=avro` on the bundled fixtures (fixtures/avro-generate.py): the README
+//! `cloudFiles.format=avro` on the bundled fixtures (fixtures/avro-generate.py): the docs
 //! command, a producer whose schema evolves over three files (a new column, then a widened
 //! union: the table evolves and what does not fit is rescued), Spark's reading of logical
 //! types and unions, and corrupt files named (or skipped under ignoreCorruptFiles).
@@ -6,31 +6,16 @@
 use std::fs;
 
 use crate::common::fixtures::{by_id, fixture, land_fixture};
-use crate::common::{Run, Scratch, ok, read_table, read_with_python, run};
+use crate::common::{Run, Scratch, ok, read_table, read_with_python};
 
-/// The README's Avro command, as printed there, on fixtures/avro: three files of one
+/// The docs' Avro command, as printed there, on fixtures/avro: three files of one
 /// producer whose schema grew, read in one run; an outside reader sees every row.
 #[test]
-fn the_readme_avro_example_runs() {
-    let block = crate::common::readme_block("### Avro", "sh");
-    let line = block.lines().find(|l| !l.trim().is_empty()).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(words[..2], ["autoloader", "ingest"], "{line}");
+fn the_docs_avro_example_runs() {
+    let block = crate::common::doc_block("docs/guide/formats.md", "## Avro", "sh");
     let s = Scratch::new();
-    let args: Vec<String> = words[1..]
-        .iter()
-        .map(|w| {
-            if let Some(rel) = w.strip_prefix("fixtures/") {
-                fixture(rel).display().to_string()
-            } else if w.starts_with("out/") {
-                s.dir.path().join(w).display().to_string()
-            } else {
-                w.to_string()
-            }
-        })
-        .collect();
-    ok(&run(&args, &[]));
-    let table = s.dir.path().join(words[3]);
+    ok(&crate::common::run_doc_sh(&block, s.dir.path(), &[]));
+    let table = s.dir.path().join("out/avro-orders");
     let ids: Vec<i64> = by_id(&table, "id").into_iter().map(|(i, _)| i).collect();
     assert_eq!(ids, (1..=7).collect::<Vec<_>>());
     let py = read_with_python(&table, "id");

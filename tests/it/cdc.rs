@@ -430,10 +430,10 @@ stored_as_scd_type = 1
     assert_eq!(rows(&dir.join("silver/customers")), EXAMPLE_A);
 }
 
-/// The README's `[stream.cdc]` example, as printed there, on Databricks' records.
+/// The docs' `[stream.cdc]` example, as printed there, on Databricks' records.
 #[test]
-fn the_readme_cdc_config_runs() {
-    let toml = common::readme_block("## APPLY CHANGES", "toml");
+fn the_docs_cdc_config_runs() {
+    let toml = common::doc_block("docs/guide/cdc.md", "# APPLY CHANGES", "toml");
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customer_cdc");
@@ -948,32 +948,16 @@ fn dms_needs_its_timestamp_column() {
     );
 }
 
-/// The README's preset examples, as printed there, each giving the fixtures' table.
+/// The docs' preset examples, as printed there, each giving the fixtures' table.
 #[test]
-fn the_readme_preset_examples_run() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let block = common::readme_block("### Presets for change envelopes", "sh");
+fn the_docs_preset_examples_run() {
+    let block = common::doc_block("docs/guide/cdc.md", "## Presets for change envelopes", "sh");
     let s = Scratch::new();
-    let mut tables = Vec::new();
-    for line in block.lines().filter(|l| !l.trim().is_empty()) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(words[..2], ["autoloader", "ingest"], "{line}");
-        let args: Vec<String> = words[1..]
-            .iter()
-            .map(|w| {
-                if w.starts_with("fixtures/") {
-                    root.join(w).display().to_string()
-                } else if w.starts_with("silver/") {
-                    s.dir.path().join(w).display().to_string()
-                } else {
-                    w.to_string()
-                }
-            })
-            .collect();
-        ok(&run(&args, &[]));
-        tables.push(s.dir.path().join(words[3]));
-    }
-    assert_eq!(tables.len(), 2, "{block}");
+    ok(&common::run_doc_sh(&block, s.dir.path(), &[]));
+    let tables = [
+        s.dir.path().join("silver/customers"),
+        s.dir.path().join("silver/dms_customers"),
+    ];
     assert_eq!(table_rows(&tables[0], "id").1, DEBEZIUM_TABLE);
     assert_eq!(
         table_rows(&tables[1], "id"),

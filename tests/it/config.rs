@@ -404,30 +404,21 @@ fn the_first_declared_stream_creates_a_shared_table() {
     }
 }
 
-/// The README's two-stream `streams.toml` (a JSON and a CSV stream into `bronze/orders`),
+/// The README's (and the config guide's) two-stream `streams.toml` (a JSON and a CSV stream into `bronze/orders`),
 /// written into `dir`.
 fn readme_streams_toml(dir: &std::path::Path) -> std::path::PathBuf {
+    let block = common::doc_block("README.md", "## Many streams from one file", "toml");
+    // The config files guide opens with the same file.
+    assert_eq!(
+        block,
+        common::doc_block(
+            "docs/guide/streams-toml.md",
+            "# Many streams from one file",
+            "toml"
+        )
+    );
     let config = dir.join("streams.toml");
-    std::fs::write(
-        &config,
-        r#"
-[defaults.options]
-"cloudFiles.inferColumnTypes" = true
-
-[[stream]]
-name = "orders_app"
-source = "landing/app/orders"
-table = "bronze/orders"
-
-[[stream]]
-name = "orders_partner"
-source = "landing/partner/orders"
-table = "bronze/orders"
-[stream.options]
-"cloudFiles.format" = "csv"
-"#,
-    )
-    .unwrap();
+    std::fs::write(&config, block).unwrap();
     config
 }
 

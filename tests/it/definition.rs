@@ -604,13 +604,12 @@ fn a_kill_at_every_step_of_recording_never_refuses_the_flow_nor_accepts_a_change
 }
 
 #[test]
-fn the_readme_table_of_settings_is_the_code_s() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+fn the_docs_table_of_settings_is_the_code_s() {
+    let page = common::doc_page("docs/guide/maintenance.md");
     let table = autoloader::flow::definition::markdown_table();
     assert!(
-        readme.contains(&table),
-        "README.md's table under \"When a flow's definition changes\" must be:\n{table}"
+        page.contains(&table),
+        "docs/guide/maintenance.md's table under \"When a flow's definition changes\" must be:\n{table}"
     );
 }
 

@@ -257,11 +257,15 @@ fn random_sigkills_of_a_silver_flow_lose_and_duplicate_nothing() {
     assert_table_ids_once(&l.silver, expected, "after random kills");
 }
 
-/// The README's bronze-to-silver `streams.toml`, as printed there: each `run --once` carries
+/// The docs' bronze-to-silver `streams.toml`, as printed there: each `run --once` carries
 /// new landing files into bronze and on into silver.
 #[test]
-fn the_readme_bronze_to_silver_config_runs() {
-    let toml = common::readme_block("### A Delta table as a source", "toml");
+fn the_docs_bronze_to_silver_config_runs() {
+    let toml = common::doc_block(
+        "docs/guide/delta-source.md",
+        "# A Delta table as a source",
+        "toml",
+    );
     let s = Scratch::new();
     let config = s.dir.path().join("streams.toml");
     std::fs::write(&config, toml).unwrap();

@@ -1,4 +1,4 @@
-//! Flows: `columns`/`except_columns` and `where` (README "Flows"). The real binary writes
+//! Flows: `columns`/`except_columns` and `where` (docs/guide/table.md "Flows"). The real binary writes
 //! the table; it is read back with delta-rs and Python `deltalake`, and the filtered rows
 //! are counted in the summary and in the commit info.
 
@@ -329,11 +329,9 @@ fn a_bad_flow_is_refused_with_its_position() {
     assert!(!s.dir.path().join("t").exists(), "nothing runs: {err}");
 }
 
-/// The README's flow examples, as written there, on the bundled fixtures.
+/// The docs' flow examples, as written there, on the bundled fixtures.
 #[test]
-fn the_readme_flow_examples_run() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+fn the_docs_flow_examples_run() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/orders/json");
     let s = Scratch::new();
     let landing = s.dir.path().join("landing/orders");
@@ -343,12 +341,8 @@ fn the_readme_flow_examples_run() {
         std::fs::copy(&f, landing.join(f.file_name().unwrap())).unwrap();
     }
     // The streams.toml block with the flow.
-    let block = readme
-        .split("```toml\n")
-        .skip(1)
-        .map(|b| b.split("```").next().unwrap())
-        .find(|b| b.contains("name = \"orders_early\""))
-        .expect("README has the flow example");
+    let block = common::doc_block("docs/guide/table.md", "## Flows", "toml");
+    assert!(block.contains("name = \"orders_early\""), "{block}");
     let config = s.dir.path().join("streams.toml");
     std::fs::write(&config, block).unwrap();
     let summary = json_summary(&run_config(&config, &["--json"]));
@@ -367,16 +361,13 @@ fn the_readme_flow_examples_run() {
             "_metadata"
         ]
     );
-    // The `ingest` example, run from the scratch folder as the README's paths read.
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("autoloader ingest landing/orders bronze/big_orders"))
-        .expect("README has the ingest flow example");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autoloader"));
-    cmd.current_dir(s.dir.path())
-        .args(shell_words(line).into_iter().skip(1))
-        .env("RUST_LOG", "warn");
-    let stdout = common::ok(&cmd.output().unwrap());
+    // The `ingest` example, run from the scratch folder as the guide's paths read.
+    let line = common::doc_block("docs/guide/table.md", "## Flows", "sh");
+    assert!(
+        line.starts_with("autoloader ingest landing/orders bronze/big_orders"),
+        "{line}"
+    );
+    let stdout = common::ok(&common::run_doc_sh(&line, s.dir.path(), &[]));
     assert!(stdout.contains("filtered"), "{stdout}");
     let big = s.dir.path().join("bronze/big_orders");
     let columns = columns_of(&big);
@@ -392,28 +383,6 @@ fn the_readme_flow_examples_run() {
         !amounts.is_empty() && amounts.iter().all(|a| *a >= 1200),
         "{amounts:?}"
     );
-}
-
-/// Splits a one-line shell command on spaces, keeping double-quoted words whole.
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ' ' if !quoted => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            c => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
 }
 
 /// `ingest --dry-run` checks the flow against the schema it would read with and shows it;

@@ -7,9 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::common::rows::table_rows;
-use crate::common::{
-    Run, Scratch, column_strings, ok, orders_jsonl, read_table, read_with_python, run,
-};
+use crate::common::{Run, Scratch, column_strings, ok, orders_jsonl, read_table, read_with_python};
 
 fn zstd_of(data: &[u8]) -> Vec<u8> {
     zstd::stream::encode_all(data, 3).unwrap()
@@ -402,33 +400,16 @@ fn binary_file_over_the_limit_stops_naming_it() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
-/// The README's text and binaryFile examples, as printed there, on the bundled fixtures.
+/// The docs' text and binaryFile examples, as printed there, on the bundled fixtures.
 #[test]
-fn the_readme_text_and_binary_examples_run() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let block = crate::common::readme_block("### Text and binary files", "sh");
+fn the_docs_text_and_binary_examples_run() {
+    let block = crate::common::doc_block("docs/guide/formats.md", "## Text and binary files", "sh");
     let s = Scratch::new();
-    let mut tables = Vec::new();
-    for line in block.lines().filter(|l| !l.trim().is_empty()) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(words[..2], ["autoloader", "ingest"], "{line}");
-        let args: Vec<String> = words[1..]
-            .iter()
-            .map(|w| w.trim_matches('\''))
-            .map(|w| {
-                if w.starts_with("fixtures/") {
-                    root.join(w).display().to_string()
-                } else if w.starts_with("out/") {
-                    s.dir.path().join(w).display().to_string()
-                } else {
-                    w.to_string()
-                }
-            })
-            .collect();
-        ok(&run(&args, &[]));
-        tables.push(s.dir.path().join(words[3]));
-    }
-    assert_eq!(tables.len(), 2, "{block}");
+    ok(&crate::common::run_doc_sh(&block, s.dir.path(), &[]));
+    let tables = [
+        s.dir.path().join("out/logs"),
+        s.dir.path().join("out/images"),
+    ];
     let logs = read_with_python(&tables[0], "value");
     assert_eq!(logs["num_rows"], 6, "{logs}");
     assert_eq!(logs["types"]["value"], "string");

@@ -14,6 +14,7 @@ mod crash;
 mod definition;
 mod delta_source;
 mod deploy;
+mod docs;
 mod evolution;
 mod faults;
 mod flows;

@@ -1,4 +1,4 @@
-//! `cloudFiles.format=orc` on the bundled fixtures (fixtures/orc-generate.py): the README
+//! `cloudFiles.format=orc` on the bundled fixtures (fixtures/orc-generate.py): the docs
 //! command, a producer whose schema changes over three files (a new column, then a column
 //! whose type changed: the table evolves and what does not fit is rescued), ORC's types as
 //! Spark reads them, a hint over a file's type, rows over several stripes, and corrupt
@@ -7,33 +7,18 @@
 use std::fs;
 
 use crate::common::fixtures::{by_id, fixture, land_fixture};
-use crate::common::{Run, Scratch, ok, read_table, read_with_python, run};
+use crate::common::{Run, Scratch, ok, read_table, read_with_python};
 
-/// The README's ORC command, as printed there, on fixtures/orc: three files of one
+/// The docs' ORC command, as printed there, on fixtures/orc: three files of one
 /// producer (uncompressed, zlib, zstd) read in one run, the schema merged to the widest
 /// (`amount` DOUBLE in one file, STRING in the other: STRING); an outside reader sees
 /// every row with its type.
 #[test]
-fn the_readme_orc_example_runs() {
-    let block = crate::common::readme_block("### ORC", "sh");
-    let line = block.lines().find(|l| !l.trim().is_empty()).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(words[..2], ["autoloader", "ingest"], "{line}");
+fn the_docs_orc_example_runs() {
+    let block = crate::common::doc_block("docs/guide/formats.md", "## ORC", "sh");
     let s = Scratch::new();
-    let args: Vec<String> = words[1..]
-        .iter()
-        .map(|w| {
-            if let Some(rel) = w.strip_prefix("fixtures/") {
-                fixture(rel).display().to_string()
-            } else if w.starts_with("out/") {
-                s.dir.path().join(w).display().to_string()
-            } else {
-                w.to_string()
-            }
-        })
-        .collect();
-    ok(&run(&args, &[]));
-    let table = s.dir.path().join(words[3]);
+    ok(&crate::common::run_doc_sh(&block, s.dir.path(), &[]));
+    let table = s.dir.path().join("out/orc-orders");
     let ids: Vec<i64> = by_id(&table, "id").into_iter().map(|(i, _)| i).collect();
     assert_eq!(ids, (1..=7).collect::<Vec<_>>());
     let amounts: Vec<String> = by_id(&table, "amount")

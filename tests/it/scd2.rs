@@ -456,8 +456,8 @@ fn an_scd2_flow_killed_at_every_step_gives_the_uninterrupted_table() {
 }
 
 #[test]
-fn the_readme_scd2_config_runs() {
-    let toml = common::readme_block("### SCD type 2", "toml");
+fn the_docs_scd2_config_runs() {
+    let toml = common::doc_block("docs/guide/cdc.md", "## SCD type 2", "toml");
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customer_cdc");
@@ -469,7 +469,7 @@ fn the_readme_scd2_config_runs() {
         &["run".into(), config.display().to_string(), "--once".into()],
         &[],
     ));
-    // The README's table keeps _metadata too; the versions are example D's.
+    // The guide's table keeps _metadata too; the versions are example D's.
     assert_eq!(versions(&dir.join("silver/customers_history")), EXAMPLE_D);
 }
 

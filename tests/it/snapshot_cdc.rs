@@ -280,8 +280,12 @@ fn auto_cdc_from_snapshots_killed_at_every_step_gives_the_uninterrupted_table() 
 }
 
 #[test]
-fn the_readme_auto_cdc_from_snapshots_config_gives_example_e() {
-    let toml = common::readme_block("### AUTO CDC from snapshots", "toml");
+fn the_docs_auto_cdc_from_snapshots_config_gives_example_e() {
+    let toml = common::doc_block(
+        "docs/guide/snapshots.md",
+        "## AUTO CDC from snapshots",
+        "toml",
+    );
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customers");

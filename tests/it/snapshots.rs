@@ -208,8 +208,8 @@ fn a_stamp_name_the_data_has_is_refused() {
 }
 
 #[test]
-fn the_readme_snapshot_config_runs() {
-    let toml = common::readme_block("## Snapshot flows", "toml");
+fn the_docs_snapshot_config_runs() {
+    let toml = common::doc_block("docs/guide/snapshots.md", "# Snapshot flows", "toml");
     let s = Scratch::new();
     let dir = s.dir.path();
     let landing = dir.join("landing/customers");

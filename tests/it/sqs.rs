@@ -1938,30 +1938,22 @@ fn a_restarted_auto_worker_takes_its_dead_slot_back_and_status_takes_no_lease() 
     assert!(log.contains("Taking over a checkpoint lease"), "{log}");
 }
 
-/// The README's notification-mode recipe, as printed there (`deploy/s3-notifications.py`,
+/// The docs' notification-mode recipe, as printed there (`deploy/s3-notifications.py`,
 /// then `autoloader ingest`), run by bash against moto with `--once` added: the first run
 /// lists the prefix, the second takes a new file from the queue the script set up.
 #[test]
-fn the_readme_notification_recipe_sets_up_a_queue_that_feeds_the_stream() {
+fn the_docs_notification_recipe_sets_up_a_queue_that_feeds_the_stream() {
     let moto = Moto::start();
     moto.create_bucket("lake");
     let s = Scratch::new();
-    let block = common::readme_block("### Notification mode", "sh");
+    let block = common::doc_block("docs/guide/s3.md", "## Notification mode", "sh");
     assert!(block.contains("deploy/s3-notifications.py"), "{block}");
-    let script = block.replace("autoloader ingest ", "\"$AUTOLOADER\" ingest --once ");
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_autoloader"));
-    let run_block = || {
-        let out = std::process::Command::new("bash")
-            .args(["-euo", "pipefail", "-c", &script])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .envs(moto.env())
-            .env("AUTOLOADER", bin)
-            .env("AUTOLOADER_STATE_DIR", s.dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap();
-        ok(&out)
-    };
+    let script = block.replace("autoloader ingest ", "autoloader ingest --once ");
+    let state = s.dir.path().join("state").display().to_string();
+    let env = moto.env();
+    let mut envs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    envs.push(("AUTOLOADER_STATE_DIR", &state));
+    let run_block = || ok(&common::run_doc_sh(&script, s.dir.path(), &envs));
     moto.put("lake", "landing/orders/0.json", common::orders_jsonl(0, 10));
     let first = run_block();
     assert_eq!(common::summary_figure(&first, "files"), 1, "{first}");

@@ -27,31 +27,15 @@ fn rows_and_types(table: &Path, key: &str) -> (Vec<Value>, Value) {
 
 const TYPED: [&str; 2] = ["cloudFiles.format=xml", "cloudFiles.inferColumnTypes=true"];
 
-/// The README's command on the bundled fixture: attributes, a repeated element, an element
+/// The docs' command on the bundled fixture: attributes, a repeated element, an element
 /// with an attribute and text, a nested element, a repeated element inside one, CDATA and
 /// an entity, each of the type Spark's XML inference gives.
 #[test]
-fn the_readme_xml_example_runs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let block = crate::common::readme_block("### XML", "sh");
+fn the_docs_xml_example_runs() {
+    let block = crate::common::doc_block("docs/guide/formats.md", "## XML", "sh");
     let s = Scratch::new();
-    let line = block.lines().find(|l| !l.trim().is_empty()).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(words[..2], ["autoloader", "ingest"], "{line}");
-    let args: Vec<String> = words[1..]
-        .iter()
-        .map(|w| {
-            if w.starts_with("fixtures/") {
-                root.join(w).display().to_string()
-            } else if w.starts_with("out/") {
-                s.dir.path().join(w).display().to_string()
-            } else {
-                w.to_string()
-            }
-        })
-        .collect();
-    ok(&run(&args, &[]));
-    let (rows, types) = rows_and_types(&s.dir.path().join(words[3]), "_id");
+    ok(&crate::common::run_doc_sh(&block, s.dir.path(), &[]));
+    let (rows, types) = rows_and_types(&s.dir.path().join("out/books"), "_id");
     assert_eq!(
         types,
         json!({

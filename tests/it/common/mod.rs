@@ -631,18 +631,63 @@ pub fn sigkill_until_done(args: &[String], mut after_kill: impl FnMut(u64)) -> u
     }
 }
 
-/// The first `lang` code block after `heading` in the README (the examples the tests run
-/// as printed).
-pub fn readme_block(heading: &str, lang: &str) -> String {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    readme
-        .split(heading)
-        .nth(1)
-        .and_then(|s| s.split(&format!("```{lang}\n")).nth(1))
-        .and_then(|b| b.split("```").next())
-        .unwrap_or_else(|| panic!("the README has a {lang} block after {heading}"))
-        .to_string()
+/// The text of a docs page, `page` relative to the repository root (`README.md`,
+/// `docs/guide/cdc.md`).
+pub fn doc_page(page: &str) -> String {
+    fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page))
+        .unwrap_or_else(|e| panic!("{page}: {e}"))
+}
+
+/// The first fenced block tagged `lang` after the first line of `page` that starts with
+/// `heading` (a heading such as `## XML`, or the start of a line of prose when a section
+/// holds two blocks of one language): the block's text, as printed. `tests/it/docs.rs`
+/// finds the calls of this function in the tests' source and requires every `sh`, `bash`
+/// and `toml` block of the docs to be one of them, so keep its three arguments literal.
+pub fn doc_block(page: &str, heading: &str, lang: &str) -> String {
+    let text = doc_page(page);
+    let after = text
+        .lines()
+        .skip_while(|l| !l.starts_with(heading))
+        .skip(1)
+        .skip_while(|l| *l != format!("```{lang}"))
+        .skip(1);
+    let block: Vec<&str> = after.take_while(|l| !l.starts_with("```")).collect();
+    assert!(
+        !block.is_empty(),
+        "{page} has a {lang} block after a line starting with {heading:?}"
+    );
+    block.join("\n") + "\n"
+}
+
+/// Runs a docs `sh` block as printed, with bash (`-euo pipefail`), in `dir`: `autoloader`
+/// is the binary under test and `cargo run [-q] --release --` runs it too; `fixtures/` and
+/// `deploy/` are the repository's (linked into `dir`), so the block's relative paths read
+/// as in a checkout. `RUST_LOG=warn` unless `envs` says otherwise. Returns the output
+/// whatever the exit status (`ok` checks it).
+pub fn run_doc_sh(block: &str, dir: &Path, envs: &[(&str, &str)]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for linked in ["fixtures", "deploy"] {
+        let at = dir.join(linked);
+        if !at.exists() {
+            std::os::unix::fs::symlink(root.join(linked), &at).unwrap();
+        }
+    }
+    let prelude = r#"autoloader() { "$AUTOLOADER_BIN" "$@"; }
+cargo() {
+  [ "$1" = run ] || { echo "the docs run only 'cargo run': $*" >&2; return 2; }
+  while [ "$1" != -- ]; do shift; done
+  shift
+  "$AUTOLOADER_BIN" "$@"
+}
+"#;
+    Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &format!("{prelude}{block}")])
+        .current_dir(dir)
+        .env("AUTOLOADER_BIN", env!("CARGO_BIN_EXE_autoloader"))
+        .env("RUST_LOG", "warn")
+        .envs(envs.iter().copied())
+        .output()
+        .expect("bash runs")
 }
 
 /// The events of type `kind` in the stream's event log (`autoloader events --json`).
