@@ -338,7 +338,7 @@ pub fn load(
         raw.extend(s.options.iter().map(|(k, v)| (k.clone(), option_text(v))));
         raw.extend(s.snapshot.iter().flatten().map(|(k, v)| {
             (
-                format!("{}{k}", crate::snapshot::OPTION_PREFIX),
+                format!("{}{k}", crate::flow::snapshot::OPTION_PREFIX),
                 option_text(v),
             )
         }));
@@ -354,12 +354,12 @@ pub fn load(
                 }
             }
         }
-        raw.extend(
-            s.cdc
-                .iter()
-                .flatten()
-                .map(|(k, v)| (format!("{}{k}", crate::cdc::OPTION_PREFIX), cdc_text(v))),
-        );
+        raw.extend(s.cdc.iter().flatten().map(|(k, v)| {
+            (
+                format!("{}{k}", crate::flow::cdc::OPTION_PREFIX),
+                cdc_text(v),
+            )
+        }));
         let source_format = match &s.source_format {
             None => SourceFormat::Detect,
             Some(f) => SourceFormat::from_name(f).ok_or_else(|| {
@@ -489,7 +489,7 @@ pub fn load(
             .map_err(|e| invalid(format!("table {}: {e}", t.path)))?;
         let mut properties = Vec::new();
         for (k, v) in &t.properties {
-            let pair = crate::tables::parse_property(&format!("{k}={}", option_text(v)))
+            let pair = crate::table::properties::parse_property(&format!("{k}={}", option_text(v)))
                 .map_err(|e| invalid(format!("table {}: {e}", t.path)))?;
             properties.push(pair);
         }
@@ -510,11 +510,11 @@ pub fn load(
                     t.path
                 )));
             }
-            Some(o) => Some(crate::target::optimize::AutoCompact {
+            Some(o) => Some(crate::table::optimize::AutoCompact {
                 enabled: o.auto_compact,
                 every_commits: o
                     .every_commits
-                    .unwrap_or(crate::target::optimize::AUTO_COMPACT_EVERY),
+                    .unwrap_or(crate::table::optimize::AUTO_COMPACT_EVERY),
             }),
             None => None,
         };

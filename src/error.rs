@@ -45,9 +45,9 @@ pub enum Error {
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error(transparent)]
-    Table(#[from] crate::tables::TableError),
+    Table(#[from] crate::table::properties::TableError),
     #[error(transparent)]
-    Reset(#[from] crate::reset::ResetError),
+    Reset(#[from] crate::table::reset::ResetError),
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     #[error(transparent)]
@@ -55,10 +55,10 @@ pub enum Error {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(transparent)]
-    Cdc(#[from] crate::cdc::CdcError),
+    Cdc(#[from] crate::flow::cdc::CdcError),
     /// `optimize` and `vacuum`.
     #[error(transparent)]
-    Maintenance(#[from] crate::target::optimize::MaintenanceError),
+    Maintenance(#[from] crate::table::optimize::MaintenanceError),
     /// An I/O failure outside any stream (the async runtime, the metrics listener).
     #[error("{what}: {source}")]
     Io {
@@ -90,8 +90,8 @@ impl Error {
             Error::Discovery(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
             Error::Report(e) => report_class(e),
-            Error::Table(crate::tables::TableError::Sink(_)) => ErrorClass::Failed,
-            Error::Table(crate::tables::TableError::Report(e)) => report_class(e),
+            Error::Table(crate::table::properties::TableError::Sink(_)) => ErrorClass::Failed,
+            Error::Table(crate::table::properties::TableError::Report(e)) => report_class(e),
             Error::Table(_) => ErrorClass::Usage,
             Error::Reset(e) => reset_class(e),
             Error::StreamsFailed { class, .. } => *class,
@@ -102,8 +102,8 @@ impl Error {
     }
 }
 
-fn reset_class(e: &crate::reset::ResetError) -> ErrorClass {
-    use crate::reset::ResetError;
+fn reset_class(e: &crate::table::reset::ResetError) -> ErrorClass {
+    use crate::table::reset::ResetError;
     match e {
         ResetError::Guarded { .. } => ErrorClass::Guarded,
         ResetError::WorkerRunning { .. } => ErrorClass::Locked,

@@ -2,11 +2,11 @@
 //! discovered, decoded with schema inference, versioning and rescue, and appended to Delta
 //! Lake tables exactly once. `ARCHITECTURE.md` maps the modules to the stages.
 
-pub mod cdc;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod expr;
 pub mod flow;
 pub mod formats;
 pub mod location;
@@ -16,12 +16,10 @@ pub mod parse;
 pub mod pipeline;
 pub mod record;
 pub mod reports;
-pub mod reset;
 pub mod schema;
-pub mod snapshot;
 pub mod source;
 pub mod storage;
-pub mod tables;
+pub mod table;
 pub mod target;
 pub mod telemetry;
 pub mod testing;

@@ -12,7 +12,7 @@ use autoloader::storage::StorageSettings;
 use autoloader::{Error, ErrorClass};
 use clap::{CommandFactory, Parser};
 
-use cli::args::{Cli, Command};
+use cli::args::{Cli, Command, IngestArgs, RunArgs};
 
 /// The exit code of each kind of error (the table below, `--help` and the README).
 fn exit_code(class: ErrorClass) -> u8 {
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     // thread starts; `--once` runs keep glibc's defaults (see `memory::limit_arenas`).
     if matches!(
         cli.command,
-        Command::Ingest { once: false, .. } | Command::Run { once: false, .. }
+        Command::Ingest(IngestArgs { once: false, .. }) | Command::Run(RunArgs { once: false, .. })
     ) {
         autoloader::memory::limit_arenas();
     }

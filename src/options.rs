@@ -1020,9 +1020,6 @@ pub struct Settings {
     pub max_nesting_depth: usize,
     /// How a Delta table source is read (ignored by other sources).
     pub delta: DeltaReadSettings,
-    /// A snapshot flow (`[stream.snapshot]`, `-o snapshot.KEY=VALUE`): each snapshot of
-    /// the source read whole, stamped, into a history table.
-    pub snapshot: Option<crate::snapshot::SnapshotSpec>,
     /// Notification mode (`cloudFiles.useNotifications=true`): new files come from S3
     /// events in an SQS queue (`source/sqs.rs`).
     pub notifications: Option<NotificationSettings>,
@@ -1179,14 +1176,274 @@ pub fn resolve(
     raw: &[(String, String)],
     checkpoint: &Location,
 ) -> Result<(Settings, Vec<String>), OptionsError> {
+    let (g, mut warnings) = given(raw)?;
+    let get = |k: &str| g.get(k);
+    let bool_or = |k: &str, default: bool| g.bool_or(k, default);
+
+    let SchemaChoice {
+        format,
+        user_schema,
+        evolution_mode,
+        schema_hints,
+        rescued_data_column,
+    } = schema_choice(&g)?;
+    let FileSelection {
+        max_files_per_trigger,
+        max_bytes_per_trigger,
+        partition_columns,
+        sample_files,
+        sample_bytes,
+        path_glob_filter,
+        modified_after_ms,
+        modified_before_ms,
+    } = file_selection(&g)?;
+    let delta = delta_read_settings(&g)?;
+    let Readers {
+        fail_fast,
+        csv,
+        json,
+        text,
+        xml,
+    } = readers(&g, format)?;
+    let temporal = temporal(&g)?;
+    let infer_column_types = infer_column_types(&g, format)?;
+    let time_zone = match get("timeZone") {
+        None => Tz::UTC,
+        Some(v) => v.parse::<Tz>().map_err(|_| {
+            invalid(
+                "timeZone",
+                v,
+                "expected a zone name such as UTC or Asia/Seoul",
+            )
+        })?,
+    };
+    let max_record_bytes = get("cloudFiles.maxRecordBytes")
+        .map(|v| parse_bytes("cloudFiles.maxRecordBytes", v))
+        .transpose()?
+        .map_or(64 << 20, |b| usize::try_from(b).unwrap_or(usize::MAX));
+
+    let max_decompressed_bytes = get("cloudFiles.maxDecompressedBytes")
+        .map(|v| parse_bytes("cloudFiles.maxDecompressedBytes", v))
+        .transpose()?
+        .unwrap_or(64 << 30);
+    let clean_source = clean_source(&get, &mut warnings)?;
+    let settle_time = get("cloudFiles.settleTime")
+        .map(|v| parse_duration("cloudFiles.settleTime", v))
+        .transpose()?
+        .unwrap_or(std::time::Duration::from_secs(3));
+    // Off by default: a key that sorts before the ingested ones would wait for the next
+    // full listing, and a surprise delay is worse than a longer listing.
+    let incremental_listing = match get("cloudFiles.useIncrementalListing") {
+        None => IncrementalListing::Never,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => IncrementalListing::Auto,
+            "true" => IncrementalListing::Always,
+            "false" => IncrementalListing::Never,
+            _ => {
+                return Err(invalid(
+                    "cloudFiles.useIncrementalListing",
+                    v,
+                    "expected auto, true or false",
+                ));
+            }
+        },
+    };
+    let full_listing_interval = get("cloudFiles.fullListingInterval")
+        .map(|v| parse_duration("cloudFiles.fullListingInterval", v))
+        .transpose()?
+        .unwrap_or(std::time::Duration::from_secs(600));
+    let max_nesting_depth = match get("cloudFiles.maxNestingDepth") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| invalid("cloudFiles.maxNestingDepth", v, "expected 1 to 64"))?,
+        None => 32,
+    };
+    let schema_location = match get("cloudFiles.schemaLocation") {
+        Some(v) => Location::parse(v)
+            .map_err(|e| invalid("cloudFiles.schemaLocation", v, &e.to_string()))?,
+        None => checkpoint.clone(),
+    };
+    let backfill_interval = match get("cloudFiles.backfillInterval") {
+        None => None,
+        Some(v) => {
+            let d = parse_duration("cloudFiles.backfillInterval", v)?;
+            if d.is_zero() {
+                return Err(invalid(
+                    "cloudFiles.backfillInterval",
+                    v,
+                    "expected a positive duration",
+                ));
+            }
+            Some(d)
+        }
+    };
+    let notifications = notification_settings(&|k| get(k).map(str::to_string), backfill_interval)?;
+    let settings = Settings {
+        format,
+        schema_location,
+        infer_column_types,
+        schema_hints,
+        user_schema,
+        evolution_mode,
+        stop_on_schema_change: bool_or("cloudFiles.stopOnSchemaChange", false)?,
+        include_existing_files: bool_or("cloudFiles.includeExistingFiles", true)?,
+        max_files_per_trigger,
+        max_bytes_per_trigger,
+        partition_columns,
+        sample_files,
+        sample_bytes,
+        path_glob_filter,
+        modified_after_ms,
+        modified_before_ms,
+        recursive_file_lookup: bool_or("recursiveFileLookup", false)?,
+        ignore_corrupt_files: bool_or("ignoreCorruptFiles", false)?,
+        ignore_missing_files: bool_or("ignoreMissingFiles", false)?,
+        allow_overwrites: bool_or("cloudFiles.allowOverwrites", false)?,
+        rescued_data_column,
+        reader_case_sensitive: bool_or("readerCaseSensitive", true)?,
+        corrupt_record_column: get("columnNameOfCorruptRecord").map(str::to_string),
+        fail_fast,
+        multi_line: bool_or("multiLine", false)?,
+        csv,
+        json,
+        text,
+        xml,
+        temporal,
+        time_zone,
+        include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
+        max_record_bytes,
+        max_decompressed_bytes,
+        settle_time,
+        clean_source,
+        incremental_listing,
+        full_listing_interval,
+        max_nesting_depth,
+        delta,
+        notifications,
+        backfill_interval,
+        given: g
+            .0
+            .iter()
+            .map(|(k, v)| (*k, v.trim().to_string()))
+            .collect(),
+    };
+    Ok((settings, warnings))
+}
+
+/// Which files a batch takes, and how many: triggers, sampling, filters.
+struct FileSelection {
+    max_files_per_trigger: usize,
+    max_bytes_per_trigger: Option<u64>,
+    partition_columns: Option<Vec<String>>,
+    sample_files: usize,
+    sample_bytes: u64,
+    path_glob_filter: Option<GlobMatcher>,
+    modified_after_ms: Option<i64>,
+    modified_before_ms: Option<i64>,
+}
+
+fn file_selection(g: &Given) -> Result<FileSelection, OptionsError> {
+    let get = |k: &str| g.get(k);
+    let max_files_per_trigger = match get("cloudFiles.maxFilesPerTrigger") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                invalid(
+                    "cloudFiles.maxFilesPerTrigger",
+                    v,
+                    "expected a positive integer",
+                )
+            })?,
+        None => 1000,
+    };
+    let max_bytes_per_trigger = get("cloudFiles.maxBytesPerTrigger")
+        .map(|v| parse_bytes("cloudFiles.maxBytesPerTrigger", v))
+        .transpose()?;
+    let partition_columns = get("cloudFiles.partitionColumns").map(|v| {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    });
+    let sample_files = match get("cloudFiles.schemaInference.sampleSize.numFiles") {
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                invalid(
+                    "cloudFiles.schemaInference.sampleSize.numFiles",
+                    v,
+                    "expected a positive integer",
+                )
+            })?,
+        None => 1000,
+    };
+    let sample_bytes = get("cloudFiles.schemaInference.sampleSize.numBytes")
+        .map(|v| parse_bytes("cloudFiles.schemaInference.sampleSize.numBytes", v))
+        .transpose()?
+        .unwrap_or(50 << 30);
+    let path_glob_filter = get("pathGlobFilter")
+        .map(|v| {
+            GlobBuilder::new(v)
+                .literal_separator(true)
+                .build()
+                .map(|g| g.compile_matcher())
+                .map_err(|e| invalid("pathGlobFilter", v, &e.to_string()))
+        })
+        .transpose()?;
+    let modified_after_ms = get("modifiedAfter")
+        .map(|v| parse_instant("modifiedAfter", v))
+        .transpose()?;
+    let modified_before_ms = get("modifiedBefore")
+        .map(|v| parse_instant("modifiedBefore", v))
+        .transpose()?;
+    if let (Some(a), Some(b)) = (modified_after_ms, modified_before_ms)
+        && a >= b
+    {
+        return Err(OptionsError::Conflict(
+            "modifiedAfter must be earlier than modifiedBefore".into(),
+        ));
+    }
+    Ok(FileSelection {
+        max_files_per_trigger,
+        max_bytes_per_trigger,
+        partition_columns,
+        sample_files,
+        sample_bytes,
+        path_glob_filter,
+        modified_after_ms,
+        modified_before_ms,
+    })
+}
+
+/// The options given, by canonical key (a later entry wins).
+struct Given(BTreeMap<&'static str, String>);
+
+impl Given {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn bool_or(&self, key: &str, default: bool) -> Result<bool, OptionsError> {
+        self.get(key).map_or(Ok(default), |v| parse_bool(key, v))
+    }
+}
+
+/// Each key to its canonical spelling; an unknown or unsupported key is an error, or a
+/// warning under `cloudFiles.validateOptions=false`.
+fn given(raw: &[(String, String)]) -> Result<(Given, Vec<String>), OptionsError> {
     let mut map: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut refused = Vec::new();
-    let mut snapshot_pairs = Vec::new();
     for (key, value) in raw {
-        if let Some(k) = key.trim().strip_prefix(crate::snapshot::OPTION_PREFIX) {
-            snapshot_pairs.push((k.to_string(), value.clone()));
-            continue;
-        }
         match canonical(key) {
             Some(spec) if spec.support == Support::Supported => {
                 map.insert(spec.key, value.clone());
@@ -1215,11 +1472,21 @@ pub fn resolve(
         }
         warnings.push(format!("{err} (ignored: cloudFiles.validateOptions=false)"));
     }
-    let get = |k: &str| map.get(k).map(String::as_str);
-    let bool_or = |k: &str, default: bool| -> Result<bool, OptionsError> {
-        get(k).map_or(Ok(default), |v| parse_bool(k, v))
-    };
+    Ok((Given(map), warnings))
+}
 
+/// What decides the schema: the format, a user schema or hints, the evolution mode and
+/// the rescued-data column.
+struct SchemaChoice {
+    format: Option<Format>,
+    user_schema: Option<Schema>,
+    evolution_mode: EvolutionMode,
+    schema_hints: Option<String>,
+    rescued_data_column: Option<String>,
+}
+
+fn schema_choice(g: &Given) -> Result<SchemaChoice, OptionsError> {
+    let get = |k: &str| g.get(k);
     let format = match get("cloudFiles.format") {
         None => None,
         Some(v) => Some(Format::from_name(v).ok_or_else(|| {
@@ -1289,59 +1556,19 @@ pub fn resolve(
         None if matches!(format, Some(Format::Text | Format::BinaryFile)) => None,
         None => Some(RESCUED_DATA_COLUMN.to_string()),
     };
-    let max_files_per_trigger = match get("cloudFiles.maxFilesPerTrigger") {
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                invalid(
-                    "cloudFiles.maxFilesPerTrigger",
-                    v,
-                    "expected a positive integer",
-                )
-            })?,
-        None => 1000,
-    };
-    let max_bytes_per_trigger = get("cloudFiles.maxBytesPerTrigger")
-        .map(|v| parse_bytes("cloudFiles.maxBytesPerTrigger", v))
-        .transpose()?;
-    let partition_columns = get("cloudFiles.partitionColumns").map(|v| {
-        v.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect()
-    });
-    let sample_files = match get("cloudFiles.schemaInference.sampleSize.numFiles") {
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                invalid(
-                    "cloudFiles.schemaInference.sampleSize.numFiles",
-                    v,
-                    "expected a positive integer",
-                )
-            })?,
-        None => 1000,
-    };
-    let sample_bytes = get("cloudFiles.schemaInference.sampleSize.numBytes")
-        .map(|v| parse_bytes("cloudFiles.schemaInference.sampleSize.numBytes", v))
-        .transpose()?
-        .unwrap_or(50 << 30);
-    let path_glob_filter = get("pathGlobFilter")
-        .map(|v| {
-            GlobBuilder::new(v)
-                .literal_separator(true)
-                .build()
-                .map(|g| g.compile_matcher())
-                .map_err(|e| invalid("pathGlobFilter", v, &e.to_string()))
-        })
-        .transpose()?;
+    Ok(SchemaChoice {
+        format,
+        user_schema,
+        evolution_mode,
+        schema_hints,
+        rescued_data_column,
+    })
+}
+
+/// A Delta table source's options: where to start, and which commits to skip.
+fn delta_read_settings(g: &Given) -> Result<DeltaReadSettings, OptionsError> {
+    let get = |k: &str| g.get(k);
+    let bool_or = |k: &str, default: bool| g.bool_or(k, default);
     let starting = match (get("startingVersion"), get("startingTimestamp")) {
         (Some(_), Some(_)) => {
             return Err(OptionsError::Conflict(
@@ -1362,25 +1589,26 @@ pub fn resolve(
         )?)),
         (None, None) => None,
     };
-    let delta = DeltaReadSettings {
+    Ok(DeltaReadSettings {
         starting,
         skip_change_commits: bool_or("skipChangeCommits", false)?,
         ignore_deletes: bool_or("ignoreDeletes", false)?,
         created_by_run: false,
-    };
-    let modified_after_ms = get("modifiedAfter")
-        .map(|v| parse_instant("modifiedAfter", v))
-        .transpose()?;
-    let modified_before_ms = get("modifiedBefore")
-        .map(|v| parse_instant("modifiedBefore", v))
-        .transpose()?;
-    if let (Some(a), Some(b)) = (modified_after_ms, modified_before_ms)
-        && a >= b
-    {
-        return Err(OptionsError::Conflict(
-            "modifiedAfter must be earlier than modifiedBefore".into(),
-        ));
-    }
+    })
+}
+
+/// The per-format reader options, and how a malformed record is handled (`mode`).
+struct Readers {
+    fail_fast: bool,
+    csv: CsvSettings,
+    json: JsonSettings,
+    text: TextSettings,
+    xml: XmlSettings,
+}
+
+fn readers(g: &Given, format: Option<Format>) -> Result<Readers, OptionsError> {
+    let get = |k: &str| g.get(k);
+    let bool_or = |k: &str, default: bool| g.bool_or(k, default);
     let mode = get("mode").unwrap_or("PERMISSIVE");
     let fail_fast = match mode.to_ascii_uppercase().as_str() {
         "PERMISSIVE" => false,
@@ -1479,6 +1707,18 @@ pub fn resolve(
             return Err(invalid("valueTag", "", "expected a field name"));
         }
     }
+    Ok(Readers {
+        fail_fast,
+        csv,
+        json,
+        text,
+        xml,
+    })
+}
+
+/// `timestampFormat` and `dateFormat`; Spark's defaults read as the ISO parser does.
+fn temporal(g: &Given) -> Result<Temporal, OptionsError> {
+    let get = |k: &str| g.get(k);
     let pattern = |key: &str, spark_default: &str| -> Result<Option<Pattern>, OptionsError> {
         match get(key) {
             // Spark's default reads as the ISO parser does (which also takes a space for
@@ -1488,168 +1728,42 @@ pub fn resolve(
             Some(v) => Pattern::new(v).map(Some).map_err(|e| invalid(key, v, &e)),
         }
     };
-    let temporal = Temporal {
+    Ok(Temporal {
         timestamp: pattern("timestampFormat", SPARK_TIMESTAMP_FORMAT)?,
         date: pattern("dateFormat", SPARK_DATE_FORMAT)?,
-    };
-    let infer_column_types = match (get("cloudFiles.inferColumnTypes"), get("inferSchema")) {
-        (Some(a), Some(b)) => {
-            let (a, b) = (
-                parse_bool("cloudFiles.inferColumnTypes", a)?,
-                parse_bool("inferSchema", b)?,
-            );
-            if a != b {
-                return Err(OptionsError::Conflict(format!(
-                    "cloudFiles.inferColumnTypes={a} and inferSchema={b} disagree; \
-                     inferSchema is Spark's CSV spelling of the same setting: set one"
-                )));
-            }
-            a
-        }
-        (Some(v), None) => parse_bool("cloudFiles.inferColumnTypes", v)?,
-        (None, Some(v)) => {
-            if matches!(format, Some(Format::Json | Format::Parquet)) {
-                return Err(OptionsError::Conflict(
-                    "inferSchema is a CSV option; for JSON use cloudFiles.inferColumnTypes".into(),
-                ));
-            }
-            parse_bool("inferSchema", v)?
-        }
-        (None, None) => false,
-    };
-    let time_zone = match get("timeZone") {
-        None => Tz::UTC,
-        Some(v) => v.parse::<Tz>().map_err(|_| {
-            invalid(
-                "timeZone",
-                v,
-                "expected a zone name such as UTC or Asia/Seoul",
-            )
-        })?,
-    };
-    let max_record_bytes = get("cloudFiles.maxRecordBytes")
-        .map(|v| parse_bytes("cloudFiles.maxRecordBytes", v))
-        .transpose()?
-        .map_or(64 << 20, |b| usize::try_from(b).unwrap_or(usize::MAX));
+    })
+}
 
-    let max_decompressed_bytes = get("cloudFiles.maxDecompressedBytes")
-        .map(|v| parse_bytes("cloudFiles.maxDecompressedBytes", v))
-        .transpose()?
-        .unwrap_or(64 << 30);
-    let clean_source = clean_source(&get, &mut warnings)?;
-    let settle_time = get("cloudFiles.settleTime")
-        .map(|v| parse_duration("cloudFiles.settleTime", v))
-        .transpose()?
-        .unwrap_or(std::time::Duration::from_secs(3));
-    // Off by default: a key that sorts before the ingested ones would wait for the next
-    // full listing, and a surprise delay is worse than a longer listing.
-    let incremental_listing = match get("cloudFiles.useIncrementalListing") {
-        None => IncrementalListing::Never,
-        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "auto" => IncrementalListing::Auto,
-            "true" => IncrementalListing::Always,
-            "false" => IncrementalListing::Never,
-            _ => {
-                return Err(invalid(
-                    "cloudFiles.useIncrementalListing",
-                    v,
-                    "expected auto, true or false",
-                ));
+/// `cloudFiles.inferColumnTypes`, or Spark's CSV spelling `inferSchema`.
+fn infer_column_types(g: &Given, format: Option<Format>) -> Result<bool, OptionsError> {
+    Ok(
+        match (g.get("cloudFiles.inferColumnTypes"), g.get("inferSchema")) {
+            (Some(a), Some(b)) => {
+                let (a, b) = (
+                    parse_bool("cloudFiles.inferColumnTypes", a)?,
+                    parse_bool("inferSchema", b)?,
+                );
+                if a != b {
+                    return Err(OptionsError::Conflict(format!(
+                        "cloudFiles.inferColumnTypes={a} and inferSchema={b} disagree; \
+                     inferSchema is Spark's CSV spelling of the same setting: set one"
+                    )));
+                }
+                a
             }
+            (Some(v), None) => parse_bool("cloudFiles.inferColumnTypes", v)?,
+            (None, Some(v)) => {
+                if matches!(format, Some(Format::Json | Format::Parquet)) {
+                    return Err(OptionsError::Conflict(
+                        "inferSchema is a CSV option; for JSON use cloudFiles.inferColumnTypes"
+                            .into(),
+                    ));
+                }
+                parse_bool("inferSchema", v)?
+            }
+            (None, None) => false,
         },
-    };
-    let full_listing_interval = get("cloudFiles.fullListingInterval")
-        .map(|v| parse_duration("cloudFiles.fullListingInterval", v))
-        .transpose()?
-        .unwrap_or(std::time::Duration::from_secs(600));
-    let max_nesting_depth = match get("cloudFiles.maxNestingDepth") {
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=64).contains(n))
-            .ok_or_else(|| invalid("cloudFiles.maxNestingDepth", v, "expected 1 to 64"))?,
-        None => 32,
-    };
-    let schema_location = match get("cloudFiles.schemaLocation") {
-        Some(v) => Location::parse(v)
-            .map_err(|e| invalid("cloudFiles.schemaLocation", v, &e.to_string()))?,
-        None => checkpoint.clone(),
-    };
-    let backfill_interval = match get("cloudFiles.backfillInterval") {
-        None => None,
-        Some(v) => {
-            let d = parse_duration("cloudFiles.backfillInterval", v)?;
-            if d.is_zero() {
-                return Err(invalid(
-                    "cloudFiles.backfillInterval",
-                    v,
-                    "expected a positive duration",
-                ));
-            }
-            Some(d)
-        }
-    };
-    let notifications = notification_settings(&|k| get(k).map(str::to_string), backfill_interval)?;
-    let snapshot = crate::snapshot::SnapshotSpec::from_pairs(&snapshot_pairs)
-        .map_err(|e| OptionsError::Conflict(e.to_string()))?;
-    if notifications.is_some() && snapshot.is_some() {
-        return Err(OptionsError::Conflict(
-            "a snapshot flow compares whole units of the listing; cloudFiles.useNotifications \
-             takes single files from a queue: leave one of them out"
-                .into(),
-        ));
-    }
-    let settings = Settings {
-        format,
-        schema_location,
-        infer_column_types,
-        schema_hints,
-        user_schema,
-        evolution_mode,
-        stop_on_schema_change: bool_or("cloudFiles.stopOnSchemaChange", false)?,
-        include_existing_files: bool_or("cloudFiles.includeExistingFiles", true)?,
-        max_files_per_trigger,
-        max_bytes_per_trigger,
-        partition_columns,
-        sample_files,
-        sample_bytes,
-        path_glob_filter,
-        modified_after_ms,
-        modified_before_ms,
-        recursive_file_lookup: bool_or("recursiveFileLookup", false)?,
-        ignore_corrupt_files: bool_or("ignoreCorruptFiles", false)?,
-        ignore_missing_files: bool_or("ignoreMissingFiles", false)?,
-        allow_overwrites: bool_or("cloudFiles.allowOverwrites", false)?,
-        rescued_data_column,
-        reader_case_sensitive: bool_or("readerCaseSensitive", true)?,
-        corrupt_record_column: get("columnNameOfCorruptRecord").map(str::to_string),
-        fail_fast,
-        multi_line: bool_or("multiLine", false)?,
-        csv,
-        json,
-        text,
-        xml,
-        temporal,
-        time_zone,
-        include_metadata: bool_or("cloudFiles.includeMetadata", true)?,
-        max_record_bytes,
-        max_decompressed_bytes,
-        settle_time,
-        clean_source,
-        incremental_listing,
-        full_listing_interval,
-        max_nesting_depth,
-        delta,
-        snapshot,
-        notifications,
-        backfill_interval,
-        given: map
-            .iter()
-            .map(|(k, v)| (*k, v.trim().to_string()))
-            .collect(),
-    };
-    Ok((settings, warnings))
+    )
 }
 
 /// What `cloudFiles.cleanSource` does with a file once its rows are committed.

@@ -198,91 +198,10 @@ pub(crate) enum Command {
     /// Ingest new files from SOURCE (a local folder or an S3 prefix) into the Delta table
     /// at TABLE.
     #[command(after_help = EXIT_CODES)]
-    Ingest {
-        /// Landing folder to read: a local directory (every file below it) or
-        /// s3://BUCKET/PREFIX (credentials and endpoint from AWS_* variables); or a Delta
-        /// table, read incrementally (its appended rows, commit by commit).
-        #[arg(value_parser = location)]
-        source: Location,
-        /// What SOURCE holds: delta (a Delta table) or files [default: a folder holding
-        /// a _delta_log/ is a Delta table, anything else files].
-        #[arg(long, value_name = "FORMAT", value_parser = source_format)]
-        source_format: Option<autoloader::source::SourceFormat>,
-        /// Delta table location (created on first commit): a local directory or
-        /// s3://BUCKET/PATH.
-        #[arg(value_parser = location)]
-        table: Location,
-        /// Take every file present now, in batches, then exit (Auto Loader's AvailableNow).
-        /// Without it, keep watching and ingest files as they land until SIGINT or SIGTERM.
-        #[arg(long)]
-        once: bool,
-        /// Watch mode: list the source at least this often, in seconds (file events wake
-        /// it sooner).
-        #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
-        poll_interval: f64,
-        /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true; APPLY
-        /// CHANGES and snapshot flows take -o cdc.KEY=VALUE and -o snapshot.KEY=VALUE
-        /// (`autoloader options` lists every key)
-        #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
-        options: Vec<String>,
-        #[command(flatten)]
-        flow: FlowArgs,
-        /// Where the stream keeps its progress [default: TABLE/_autoloader].
-        #[arg(long, value_name = "DIR", value_parser = location)]
-        checkpoint: Option<Location>,
-        /// The stream's name in events, alerts and metrics: letters, digits, _ or -
-        /// [default: the table folder's name].
-        #[arg(long, value_name = "NAME", value_parser = stream_name)]
-        name: Option<String>,
-        /// Print the summary as one JSON object on stdout instead of the summary line
-        /// (on failure too: "status": "failed", the error and the exit code).
-        #[arg(long)]
-        json: bool,
-        /// List the files a run would ingest (and why others are not taken) and the
-        /// schema it would read them with, then exit; nothing is written.
-        #[arg(long)]
-        dry_run: bool,
-        /// Notification mode: run as one of several competing workers on this stream, in
-        /// a worker slot of its own: `auto` (the first free slot; identical processes),
-        /// or a slot number (or a name ending in one, a StatefulSet pod's).
-        #[arg(long, value_name = "auto|SLOT")]
-        worker: Option<autoloader::checkpoint::claims::Worker>,
-        #[command(flatten)]
-        reporting: Reporting,
-    },
+    Ingest(IngestArgs),
     /// Run every stream of a TOML config file concurrently (see schemas/config.schema.json).
     #[command(after_help = EXIT_CODES)]
-    Run {
-        /// The config file (streams.toml).
-        config: PathBuf,
-        /// Ingest what has landed, then exit.
-        #[arg(long)]
-        once: bool,
-        /// Run only this stream.
-        #[arg(long, value_name = "NAME")]
-        stream: Option<String>,
-        /// Watch mode: list each source at least this often, in seconds.
-        #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
-        poll_interval: f64,
-        /// Check the file and every stream's options, locations and webhooks, then exit
-        /// without running anything (0: valid; 2: the error).
-        #[arg(long, conflicts_with = "list")]
-        check: bool,
-        /// Print each stream (name, source, table, checkpoint) and exit without running;
-        /// the file is checked as by --check.
-        #[arg(long)]
-        list: bool,
-        /// One JSON object per stream on stdout instead of the summary lines (and with
-        /// --list, instead of the table).
-        #[arg(long)]
-        json: bool,
-        /// Run this ONCE flow again although it completed (its rows land again);
-        /// repeatable.
-        #[arg(long, value_name = "NAME")]
-        rerun_once: Vec<String>,
-        #[command(flatten)]
-        reporting: Reporting,
-    },
+    Run(RunArgs),
     /// Print a stream's events (schema changes, rescued data, batches, failures); for a
     /// table, its streams' events merged by time.
     Events {
@@ -429,6 +348,95 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+}
+
+/// `ingest`'s arguments.
+#[derive(Args)]
+pub(crate) struct IngestArgs {
+    /// Landing folder to read: a local directory (every file below it) or
+    /// s3://BUCKET/PREFIX (credentials and endpoint from AWS_* variables); or a Delta
+    /// table, read incrementally (its appended rows, commit by commit).
+    #[arg(value_parser = location)]
+    pub(crate) source: Location,
+    /// What SOURCE holds: delta (a Delta table) or files [default: a folder holding
+    /// a _delta_log/ is a Delta table, anything else files].
+    #[arg(long, value_name = "FORMAT", value_parser = source_format)]
+    pub(crate) source_format: Option<autoloader::source::SourceFormat>,
+    /// Delta table location (created on first commit): a local directory or
+    /// s3://BUCKET/PATH.
+    #[arg(value_parser = location)]
+    pub(crate) table: Location,
+    /// Take every file present now, in batches, then exit (Auto Loader's AvailableNow).
+    /// Without it, keep watching and ingest files as they land until SIGINT or SIGTERM.
+    #[arg(long)]
+    pub(crate) once: bool,
+    /// Watch mode: list the source at least this often, in seconds (file events wake
+    /// it sooner).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
+    pub(crate) poll_interval: f64,
+    /// Auto Loader option, repeatable: -o cloudFiles.inferColumnTypes=true; APPLY
+    /// CHANGES and snapshot flows take -o cdc.KEY=VALUE and -o snapshot.KEY=VALUE
+    /// (`autoloader options` lists every key)
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub(crate) options: Vec<String>,
+    #[command(flatten)]
+    pub(crate) flow: FlowArgs,
+    /// Where the stream keeps its progress [default: TABLE/_autoloader].
+    #[arg(long, value_name = "DIR", value_parser = location)]
+    pub(crate) checkpoint: Option<Location>,
+    /// The stream's name in events, alerts and metrics: letters, digits, _ or -
+    /// [default: the table folder's name].
+    #[arg(long, value_name = "NAME", value_parser = stream_name)]
+    pub(crate) name: Option<String>,
+    /// Print the summary as one JSON object on stdout instead of the summary line
+    /// (on failure too: "status": "failed", the error and the exit code).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// List the files a run would ingest (and why others are not taken) and the
+    /// schema it would read them with, then exit; nothing is written.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Notification mode: run as one of several competing workers on this stream, in
+    /// a worker slot of its own: `auto` (the first free slot; identical processes),
+    /// or a slot number (or a name ending in one, a StatefulSet pod's).
+    #[arg(long, value_name = "auto|SLOT")]
+    pub(crate) worker: Option<autoloader::checkpoint::claims::Worker>,
+    #[command(flatten)]
+    pub(crate) reporting: Reporting,
+}
+
+/// `run`'s arguments.
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// The config file (streams.toml).
+    pub(crate) config: PathBuf,
+    /// Ingest what has landed, then exit.
+    #[arg(long)]
+    pub(crate) once: bool,
+    /// Run only this stream.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) stream: Option<String>,
+    /// Watch mode: list each source at least this often, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
+    pub(crate) poll_interval: f64,
+    /// Check the file and every stream's options, locations and webhooks, then exit
+    /// without running anything (0: valid; 2: the error).
+    #[arg(long, conflicts_with = "list")]
+    pub(crate) check: bool,
+    /// Print each stream (name, source, table, checkpoint) and exit without running;
+    /// the file is checked as by --check.
+    #[arg(long)]
+    pub(crate) list: bool,
+    /// One JSON object per stream on stdout instead of the summary lines (and with
+    /// --list, instead of the table).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Run this ONCE flow again although it completed (its rows land again);
+    /// repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) rerun_once: Vec<String>,
+    #[command(flatten)]
+    pub(crate) reporting: Reporting,
 }
 
 #[derive(Subcommand)]

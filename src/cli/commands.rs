@@ -16,7 +16,9 @@ use autoloader::telemetry::events::{EventKind, kind};
 use autoloader::telemetry::metrics::Registry;
 use autoloader::{Error, ErrorClass, Location};
 
-use super::args::{Cli, Command, Reporting, SchemaCommand, StreamChoice, TableCommand};
+use super::args::{
+    Cli, Command, IngestArgs, Reporting, RunArgs, SchemaCommand, StreamChoice, TableCommand,
+};
 use super::render::{
     StreamReport, TerminalProgress, describe_settings, files, human_bytes, list_streams, plural,
     print_drift, print_dry_run, print_json, print_reset_plan, print_review, print_status,
@@ -43,280 +45,19 @@ pub(crate) fn run_mode(once: bool, poll_interval: f64) -> RunMode {
 
 pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
     match cli.command {
-        Command::Ingest {
-            source,
-            source_format,
-            table,
-            once,
-            poll_interval,
-            options: raw,
-            flow,
-            checkpoint,
-            name,
-            json,
-            dry_run,
-            worker,
-            reporting,
-        } => {
-            let name = name.unwrap_or_else(|| IngestRequest::default_name(&table));
-            let result = (|| {
-                let checkpoint =
-                    checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
-                let mut spec = StreamSpec::new(name.clone(), source, table, checkpoint);
-                spec.source_format = source_format.unwrap_or_default();
-                spec.options = raw
-                    .iter()
-                    .map(|o| options::split_key_value(o))
-                    .collect::<Result<Vec<_>, _>>()?;
-                spec.flow = flow.spec()?;
-                spec.worker = worker;
-                let (req, warnings) = spec.build(state)?;
-                for w in warnings {
-                    tracing::warn!("{w}");
-                }
-                let alerts = reporting.alert_settings(&[])?;
-                if dry_run {
-                    let plan = runtime()?.block_on(pipeline::dry_run(&req))?;
-                    if json {
-                        print_json(&plan, false);
-                    } else {
-                        print_dry_run(&plan);
-                    }
-                    // A definition the run would refuse: the same exit 2.
-                    return match plan.definition.refusal(&req) {
-                        Some(e) => Err(e.into()),
-                        None => Ok(None),
-                    };
-                }
-                let progress = TerminalProgress::new(!cli.quiet && std::io::stderr().is_terminal());
-                let stop = StopFlag::new();
-                runtime()?.block_on(async {
-                    listen_for_signals(stop.clone());
-                    let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
-                    let hooks = Hooks {
-                        alerts,
-                        metrics: registry.as_ref().map(|r| r.stream(&req.name)),
-                    };
-                    let mode = run_mode(once, poll_interval);
-                    Ok::<_, Error>(Some(
-                        pipeline::run_stream(&req, &progress, &stop, mode, &hooks).await?,
-                    ))
-                })
-            })();
-            match (&result, json) {
-                (Ok(None), _) => {}
-                (Ok(Some(summary)), true) => {
-                    print_json(&StreamReport::done(&name, summary), false);
-                }
-                (Ok(Some(summary)), false) => println!("{}", summary_line(summary)),
-                (Err(e), true) => print_json(&StreamReport::failed(&name, e), false),
-                (Err(_), false) => {}
-            }
-            result.map(|_| ())
-        }
-        Command::Run {
-            config,
-            once,
-            stream,
-            poll_interval,
-            check,
-            list,
-            json,
-            rerun_once,
-            reporting,
-        } => {
-            let mut streams = load_config(&config, stream.as_deref(), state, &reporting)?;
-            for name in &rerun_once {
-                let flow = streams
-                    .iter_mut()
-                    .find(|(s, _)| &s.name == name)
-                    .and_then(|(s, _)| s.request.once.as_mut())
-                    .ok_or_else(|| {
-                        OptionsError::Conflict(format!(
-                            "--rerun-once {name}: {} has no ONCE flow (once = true) named {name}",
-                            config.display()
-                        ))
-                    })?;
-                flow.rerun = true;
-            }
-            if list {
-                list_streams(&streams, json);
-                Ok(())
-            } else if check {
-                let names: Vec<&str> = streams.iter().map(|(s, _)| s.name.as_str()).collect();
-                println!(
-                    "{}: valid, {} {}: {}",
-                    config.display(),
-                    names.len(),
-                    plural(names.len() as u64, "stream"),
-                    names.join(", ")
-                );
-                check_definitions(&streams, json)
-            } else {
-                run_config(streams, &reporting, run_mode(once, poll_interval), json)
-            }
-        }
+        Command::Ingest(args) => ingest(args, cli.quiet, state),
+        Command::Run(args) => run_config_file(args, state),
         Command::Completions { .. } | Command::Man { .. } => {
             unreachable!("main handles them before any runtime starts")
         }
         Command::Events {
-            which:
-                StreamChoice {
-                    table,
-                    checkpoint,
-                    stream,
-                },
+            which,
             types,
             since,
             json,
-        } => {
-            let mut kinds = Vec::new();
-            for t in &types {
-                let Some(k) = EventKind::known(t) else {
-                    let names: Vec<&str> = kind::ALL.iter().map(EventKind::as_str).collect();
-                    return Err(OptionsError::Conflict(format!(
-                        "unknown event type {t}; types: {}",
-                        names.join(", ")
-                    ))
-                    .into());
-                };
-                kinds.push(k);
-            }
-            let found = reports::checkpoints(
-                table.as_ref(),
-                checkpoint.as_ref(),
-                stream.as_deref(),
-                state,
-            )?;
-            let events =
-                reports::filtered_events(&found, state, &kinds, parse_since(since.as_deref())?)?;
-            for e in events {
-                if json {
-                    print_json(&e, false);
-                } else {
-                    // Several streams: say whose each event is.
-                    let whose = if found.len() > 1 {
-                        format!("[{}] ", e.stream)
-                    } else {
-                        String::new()
-                    };
-                    println!(
-                        "{}  {:<7}  {whose}{:<24}  {}",
-                        e.time,
-                        format!("{:?}", e.severity).to_lowercase(),
-                        e.kind,
-                        e.describe()
-                    );
-                }
-            }
-            Ok(())
-        }
-        Command::Status {
-            which:
-                StreamChoice {
-                    table,
-                    checkpoint,
-                    stream,
-                },
-            json,
-        } => {
-            let found = reports::checkpoints(
-                table.as_ref(),
-                checkpoint.as_ref(),
-                stream.as_deref(),
-                state,
-            )?;
-            let rt = runtime()?;
-            let mut all = Vec::new();
-            for c in &found {
-                all.push(rt.block_on(reports::status(c, state))?);
-            }
-            if json && all.len() == 1 {
-                print_json(&all[0], true);
-            } else if json {
-                print_json(&all, true);
-            } else {
-                for (i, st) in all.iter().enumerate() {
-                    if i > 0 {
-                        println!();
-                    }
-                    print_status(st);
-                }
-            }
-            Ok(())
-        }
-        Command::Schema {
-            command:
-                SchemaCommand::History {
-                    location,
-                    stream,
-                    json,
-                },
-        } => {
-            let location = reports::schema_location(&location, stream.as_deref(), state)?;
-            let history = reports::schema_history(&location, state)?;
-            if json {
-                print_json(&history, true);
-            } else {
-                for h in history {
-                    let added = if h.added.is_empty() {
-                        String::new()
-                    } else {
-                        format!("  added: {}", h.added.join(", "))
-                    };
-                    println!(
-                        "_schemas/{:<3} {}  {:<9} {} columns{added}",
-                        h.version, h.created_at, h.reason, h.columns
-                    );
-                }
-            }
-            Ok(())
-        }
-        Command::Schema {
-            command:
-                SchemaCommand::Diff {
-                    location,
-                    a,
-                    b,
-                    stream,
-                    json,
-                },
-        } => {
-            let location = reports::schema_location(&location, stream.as_deref(), state)?;
-            let diff = reports::schema_diff(&location, state, a, b)?;
-            if json {
-                print_json(&diff, true);
-            } else {
-                for c in &diff.added {
-                    println!("+ {c}");
-                }
-                for c in &diff.removed {
-                    println!("- {c}");
-                }
-                for c in &diff.changed {
-                    println!("~ {c}");
-                }
-            }
-            Ok(())
-        }
-        Command::Schema {
-            command:
-                SchemaCommand::Show {
-                    location,
-                    version,
-                    stream,
-                    json,
-                },
-        } => {
-            let location = reports::schema_location(&location, stream.as_deref(), state)?;
-            let shown = reports::schema_show(&location, state, version)?;
-            if json {
-                print_json(&shown, true);
-            } else {
-                println!("{}", shown.columns.join(",\n"));
-            }
-            Ok(())
-        }
+        } => events(which, &types, since.as_deref(), json, state),
+        Command::Status { which, json } => status(which, json, state),
+        Command::Schema { command } => schema(command, state),
         Command::Drift { table, since, json } => {
             let since = parse_since(since.as_deref())?;
             let report = runtime()?.block_on(reports::drift(&table, state, since))?;
@@ -341,7 +82,7 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
                 tables,
                 config,
                 all,
-                options: autoloader::reset::ResetOptions {
+                options: autoloader::table::reset::ResetOptions {
                     checkpoints_only,
                     keep_schema,
                     skip_guarded: all,
@@ -359,104 +100,26 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
             min_files,
             condition,
             json,
-        } => {
-            use autoloader::target::optimize;
-            let settings = optimize::OptimizeSettings::new(
-                target_size.as_deref(),
-                min_files,
-                condition.as_deref(),
-            )?;
-            check_s3(state, [&table])?;
-            let report = runtime()?.block_on(optimize::optimize(&table, state, &settings))?;
-            if json {
-                print_json(&report, false);
-            } else if let Some(version) = report.version {
-                println!(
-                    "{}: {} -> {} ({} small {} of {} {} rewritten into {}; {} -> {}) in \
-                     version {version}, {:.1} s",
-                    report.table,
-                    files(report.files_before),
-                    files(report.files_after),
-                    report.files_removed,
-                    plural(report.files_removed as u64, "file"),
-                    report.partitions_optimized,
-                    plural(report.partitions_optimized as u64, "partition"),
-                    files(report.files_added),
-                    human_bytes(report.bytes_removed as f64),
-                    human_bytes(report.bytes_added as f64),
-                    report.seconds
-                );
-            } else {
-                println!(
-                    "{}: {}, nothing to compact ({} with fewer small files than \
-                     --min-files); nothing committed",
-                    report.table,
-                    files(report.files_before),
-                    match report.partitions_skipped {
-                        0 => "no partition".to_string(),
-                        n => format!("{n} {}", plural(n as u64, "partition")),
-                    }
-                );
-            }
-            Ok(())
-        }
+        } => optimize(
+            &table,
+            target_size.as_deref(),
+            min_files,
+            condition.as_deref(),
+            json,
+            state,
+        ),
         Command::Vacuum {
             table,
             retain,
             dry_run,
             force,
             json,
-        } => {
-            use autoloader::target::vacuum;
-            let settings = vacuum::VacuumSettings::new(retain.as_deref(), dry_run, force)?;
-            check_s3(state, [&table])?;
-            let report = runtime()?.block_on(vacuum::vacuum(&table, state, &settings))?;
-            if json {
-                print_json(&report, false);
-            } else {
-                for f in &report.files {
-                    println!("{f}");
-                }
-                let verb = if report.dry_run {
-                    "would delete"
-                } else {
-                    "deleted"
-                };
-                println!(
-                    "{}: {verb} {} files (retention {}h)",
-                    report.table,
-                    report.files.len(),
-                    report.retain_hours
-                );
-            }
-            Ok(())
-        }
-        Command::Options { json } => {
-            print!("{}", options::describe(json));
-            print!(
-                "{}",
-                describe_settings(
-                    "cdc.",
-                    "APPLY CHANGES (-o cdc.KEY=VALUE, or [stream.cdc] in a config file)",
-                    autoloader::cdc::SETTINGS,
-                    json
-                )
-            );
-            print!(
-                "{}",
-                describe_settings(
-                    "snapshot.",
-                    "Snapshot flows (-o snapshot.KEY=VALUE, or [stream.snapshot] in a config file)",
-                    autoloader::snapshot::SETTINGS,
-                    json
-                )
-            );
-            Ok(())
-        }
+        } => vacuum(&table, retain.as_deref(), dry_run, force, json, state),
+        Command::Options { json } => list_options(json),
         Command::Table {
             command: TableCommand::Show { table, json },
         } => {
-            let info = runtime()?.block_on(autoloader::tables::show(&table, state))?;
+            let info = runtime()?.block_on(autoloader::table::properties::show(&table, state))?;
             if json {
                 print_json(&info, true);
             } else {
@@ -469,9 +132,9 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
         } => {
             let pairs = properties
                 .iter()
-                .map(|p| autoloader::tables::parse_property(p))
+                .map(|p| autoloader::table::properties::parse_property(p))
                 .collect::<Result<Vec<_>, _>>()?;
-            match runtime()?.block_on(autoloader::tables::set(&table, state, &pairs))? {
+            match runtime()?.block_on(autoloader::table::properties::set(&table, state, &pairs))? {
                 Some(version) => println!("{table}: properties set in version {version}"),
                 None => println!("{table}: already has these properties; nothing committed"),
             }
@@ -480,11 +143,391 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
     }
 }
 
+/// `events`: a stream's events, or its table's streams' merged by time.
+fn events(
+    which: StreamChoice,
+    types: &[String],
+    since: Option<&str>,
+    json: bool,
+    state: &StorageSettings,
+) -> Result<(), Error> {
+    let StreamChoice {
+        table,
+        checkpoint,
+        stream,
+    } = which;
+    let mut kinds = Vec::new();
+    for t in types {
+        let Some(k) = EventKind::known(t) else {
+            let names: Vec<&str> = kind::ALL.iter().map(EventKind::as_str).collect();
+            return Err(OptionsError::Conflict(format!(
+                "unknown event type {t}; types: {}",
+                names.join(", ")
+            ))
+            .into());
+        };
+        kinds.push(k);
+    }
+    let found = reports::checkpoints(
+        table.as_ref(),
+        checkpoint.as_ref(),
+        stream.as_deref(),
+        state,
+    )?;
+    let events = reports::filtered_events(&found, state, &kinds, parse_since(since.as_deref())?)?;
+    for e in events {
+        if json {
+            print_json(&e, false);
+        } else {
+            // Several streams: say whose each event is.
+            let whose = if found.len() > 1 {
+                format!("[{}] ", e.stream)
+            } else {
+                String::new()
+            };
+            println!(
+                "{}  {:<7}  {whose}{:<24}  {}",
+                e.time,
+                format!("{:?}", e.severity).to_lowercase(),
+                e.kind,
+                e.describe()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `status`: where each stream of a table stands.
+fn status(which: StreamChoice, json: bool, state: &StorageSettings) -> Result<(), Error> {
+    let StreamChoice {
+        table,
+        checkpoint,
+        stream,
+    } = which;
+    let found = reports::checkpoints(
+        table.as_ref(),
+        checkpoint.as_ref(),
+        stream.as_deref(),
+        state,
+    )?;
+    let rt = runtime()?;
+    let mut all = Vec::new();
+    for c in &found {
+        all.push(rt.block_on(reports::status(c, state))?);
+    }
+    if json && all.len() == 1 {
+        print_json(&all[0], true);
+    } else if json {
+        print_json(&all, true);
+    } else {
+        for (i, st) in all.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print_status(st);
+        }
+    }
+    Ok(())
+}
+
+/// `schema history`, `schema diff`, `schema show`.
+fn schema(command: SchemaCommand, state: &StorageSettings) -> Result<(), Error> {
+    match command {
+        SchemaCommand::History {
+            location,
+            stream,
+            json,
+        } => {
+            let location = reports::schema_location(&location, stream.as_deref(), state)?;
+            let history = reports::schema_history(&location, state)?;
+            if json {
+                print_json(&history, true);
+            } else {
+                for h in history {
+                    let added = if h.added.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  added: {}", h.added.join(", "))
+                    };
+                    println!(
+                        "_schemas/{:<3} {}  {:<9} {} columns{added}",
+                        h.version, h.created_at, h.reason, h.columns
+                    );
+                }
+            }
+            Ok(())
+        }
+        SchemaCommand::Diff {
+            location,
+            a,
+            b,
+            stream,
+            json,
+        } => {
+            let location = reports::schema_location(&location, stream.as_deref(), state)?;
+            let diff = reports::schema_diff(&location, state, a, b)?;
+            if json {
+                print_json(&diff, true);
+            } else {
+                for c in &diff.added {
+                    println!("+ {c}");
+                }
+                for c in &diff.removed {
+                    println!("- {c}");
+                }
+                for c in &diff.changed {
+                    println!("~ {c}");
+                }
+            }
+            Ok(())
+        }
+        SchemaCommand::Show {
+            location,
+            version,
+            stream,
+            json,
+        } => {
+            let location = reports::schema_location(&location, stream.as_deref(), state)?;
+            let shown = reports::schema_show(&location, state, version)?;
+            if json {
+                print_json(&shown, true);
+            } else {
+                println!("{}", shown.columns.join(",\n"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `optimize`: compacts a table's small files.
+fn optimize(
+    table: &Location,
+    target_size: Option<&str>,
+    min_files: Option<usize>,
+    condition: Option<&str>,
+    json: bool,
+    state: &StorageSettings,
+) -> Result<(), Error> {
+    use autoloader::table::optimize;
+    let settings = optimize::OptimizeSettings::new(target_size, min_files, condition)?;
+    check_s3(state, [table])?;
+    let report = runtime()?.block_on(optimize::optimize(&table, state, &settings))?;
+    if json {
+        print_json(&report, false);
+    } else if let Some(version) = report.version {
+        println!(
+            "{}: {} -> {} ({} small {} of {} {} rewritten into {}; {} -> {}) in \
+             version {version}, {:.1} s",
+            report.table,
+            files(report.files_before),
+            files(report.files_after),
+            report.files_removed,
+            plural(report.files_removed as u64, "file"),
+            report.partitions_optimized,
+            plural(report.partitions_optimized as u64, "partition"),
+            files(report.files_added),
+            human_bytes(report.bytes_removed as f64),
+            human_bytes(report.bytes_added as f64),
+            report.seconds
+        );
+    } else {
+        println!(
+            "{}: {}, nothing to compact ({} with fewer small files than \
+             --min-files); nothing committed",
+            report.table,
+            files(report.files_before),
+            match report.partitions_skipped {
+                0 => "no partition".to_string(),
+                n => format!("{n} {}", plural(n as u64, "partition")),
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `vacuum`: deletes the files no version within the retention references.
+fn vacuum(
+    table: &Location,
+    retain: Option<&str>,
+    dry_run: bool,
+    force: bool,
+    json: bool,
+    state: &StorageSettings,
+) -> Result<(), Error> {
+    use autoloader::table::vacuum;
+    let settings = vacuum::VacuumSettings::new(retain, dry_run, force)?;
+    check_s3(state, [table])?;
+    let report = runtime()?.block_on(vacuum::vacuum(&table, state, &settings))?;
+    if json {
+        print_json(&report, false);
+    } else {
+        for f in &report.files {
+            println!("{f}");
+        }
+        let verb = if report.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        };
+        println!(
+            "{}: {verb} {} files (retention {}h)",
+            report.table,
+            report.files.len(),
+            report.retain_hours
+        );
+    }
+    Ok(())
+}
+
+/// `options`: every option key, with the `cdc.*` and `snapshot.*` settings.
+fn list_options(json: bool) -> Result<(), Error> {
+    print!("{}", options::describe(json));
+    print!(
+        "{}",
+        describe_settings(
+            "cdc.",
+            "APPLY CHANGES (-o cdc.KEY=VALUE, or [stream.cdc] in a config file)",
+            autoloader::flow::cdc::SETTINGS,
+            json
+        )
+    );
+    print!(
+        "{}",
+        describe_settings(
+            "snapshot.",
+            "Snapshot flows (-o snapshot.KEY=VALUE, or [stream.snapshot] in a config file)",
+            autoloader::flow::snapshot::SETTINGS,
+            json
+        )
+    );
+    Ok(())
+}
+
+/// `ingest`: builds one stream from the flags, then runs it, dry-runs it, or reports why
+/// it could not.
+fn ingest(args: IngestArgs, quiet: bool, state: &StorageSettings) -> Result<(), Error> {
+    let IngestArgs {
+        source,
+        source_format,
+        table,
+        once,
+        poll_interval,
+        options: raw,
+        flow,
+        checkpoint,
+        name,
+        json,
+        dry_run,
+        worker,
+        reporting,
+    } = args;
+    let name = name.unwrap_or_else(|| IngestRequest::default_name(&table));
+    let result = (|| {
+        let checkpoint =
+            checkpoint.unwrap_or_else(|| IngestRequest::default_checkpoint(&table, None));
+        let mut spec = StreamSpec::new(name.clone(), source, table, checkpoint);
+        spec.source_format = source_format.unwrap_or_default();
+        spec.options = raw
+            .iter()
+            .map(|o| options::split_key_value(o))
+            .collect::<Result<Vec<_>, _>>()?;
+        spec.flow = flow.spec()?;
+        spec.worker = worker;
+        let (req, warnings) = spec.build(state)?;
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        let alerts = reporting.alert_settings(&[])?;
+        if dry_run {
+            let plan = runtime()?.block_on(pipeline::dry_run(&req))?;
+            if json {
+                print_json(&plan, false);
+            } else {
+                print_dry_run(&plan);
+            }
+            // A definition the run would refuse: the same exit 2.
+            return match plan.definition.refusal(&req) {
+                Some(e) => Err(e.into()),
+                None => Ok(None),
+            };
+        }
+        let progress = TerminalProgress::new(!quiet && std::io::stderr().is_terminal());
+        let stop = StopFlag::new();
+        runtime()?.block_on(async {
+            listen_for_signals(stop.clone());
+            let registry = start_metrics(reporting.metrics_addr.as_deref()).await?;
+            let hooks = Hooks {
+                alerts,
+                metrics: registry.as_ref().map(|r| r.stream(&req.name)),
+            };
+            let mode = run_mode(once, poll_interval);
+            Ok::<_, Error>(Some(
+                pipeline::run_stream(&req, &progress, &stop, mode, &hooks).await?,
+            ))
+        })
+    })();
+    match (&result, json) {
+        (Ok(None), _) => {}
+        (Ok(Some(summary)), true) => {
+            print_json(&StreamReport::done(&name, summary), false);
+        }
+        (Ok(Some(summary)), false) => println!("{}", summary_line(summary)),
+        (Err(e), true) => print_json(&StreamReport::failed(&name, e), false),
+        (Err(_), false) => {}
+    }
+    result.map(|_| ())
+}
+
+/// `run CONFIG`: every stream of a config file, or `--list` / `--check` of it.
+fn run_config_file(args: RunArgs, state: &StorageSettings) -> Result<(), Error> {
+    let RunArgs {
+        config,
+        once,
+        stream,
+        poll_interval,
+        check,
+        list,
+        json,
+        rerun_once,
+        reporting,
+    } = args;
+    let mut streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+    for name in &rerun_once {
+        let flow = streams
+            .iter_mut()
+            .find(|(s, _)| &s.name == name)
+            .and_then(|(s, _)| s.request.once.as_mut())
+            .ok_or_else(|| {
+                OptionsError::Conflict(format!(
+                    "--rerun-once {name}: {} has no ONCE flow (once = true) named {name}",
+                    config.display()
+                ))
+            })?;
+        flow.rerun = true;
+    }
+    if list {
+        list_streams(&streams, json);
+        Ok(())
+    } else if check {
+        let names: Vec<&str> = streams.iter().map(|(s, _)| s.name.as_str()).collect();
+        println!(
+            "{}: valid, {} {}: {}",
+            config.display(),
+            names.len(),
+            plural(names.len() as u64, "stream"),
+            names.join(", ")
+        );
+        check_definitions(&streams, json)
+    } else {
+        run_config(streams, &reporting, run_mode(once, poll_interval), json)
+    }
+}
+
 pub(crate) struct ResetArgs {
     pub(crate) tables: Vec<Location>,
     pub(crate) config: Option<PathBuf>,
     pub(crate) all: bool,
-    pub(crate) options: autoloader::reset::ResetOptions,
+    pub(crate) options: autoloader::table::reset::ResetOptions,
     pub(crate) dry_run: bool,
     pub(crate) yes: bool,
     pub(crate) json: bool,
@@ -492,7 +535,7 @@ pub(crate) struct ResetArgs {
 
 /// `autoloader reset`: the precheck (guard, locks), the plan, the confirmation, the reset.
 pub(crate) fn reset(args: ResetArgs, state: &StorageSettings) -> Result<(), Error> {
-    use autoloader::reset;
+    use autoloader::table::reset;
     let streams: Vec<IngestRequest> = match &args.config {
         Some(path) => autoloader::config::load(path, None, state)?
             .into_iter()

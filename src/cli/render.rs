@@ -23,7 +23,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize, pretty: bool) {
 /// `skip_guarded` (`--all`): a guarded table is skipped; otherwise its plan is shown as
 /// refused (a dry run's).
 pub(crate) fn print_reset_plan(
-    plan: &autoloader::reset::TablePlan,
+    plan: &autoloader::table::reset::TablePlan,
     dry_run: bool,
     skip_guarded: bool,
 ) {
@@ -378,7 +378,7 @@ pub(crate) fn print_dry_run(plan: &pipeline::DryRun) {
 }
 
 /// `table show`, as text.
-pub(crate) fn print_table(info: &autoloader::tables::TableInfo) {
+pub(crate) fn print_table(info: &autoloader::table::properties::TableInfo) {
     println!("table     {}", info.location);
     println!("version   {}", info.version);
     println!("files     {}", info.files);

@@ -1,6 +1,22 @@
 //! One planned batch, from read to mark: read the files, evolve or reject new columns and
 //! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
 
+use crate::pipeline::DecodeError;
+use crate::pipeline::IngestError;
+use crate::pipeline::IngestRequest;
+use crate::pipeline::Progress;
+use crate::pipeline::RELOAD_EVERY_VERSIONS;
+use crate::pipeline::Summary;
+use crate::pipeline::read::ReadOutcome;
+use crate::pipeline::read::read_files;
+use crate::pipeline::read::source_file;
+use crate::pipeline::schema::ActiveSchema;
+use crate::pipeline::schema::infer::infer_parallel;
+use crate::pipeline::schema::infer::skippable;
+use crate::pipeline::schema::one_pass::OnePassInference;
+use crate::pipeline::schema::one_pass::settle_first_version;
+use crate::pipeline::schema::trailing_columns;
+use crate::pipeline::shared_table::align_to_current_table;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -21,13 +37,6 @@ use crate::target::Target;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
 use crate::testing::failpoint;
-
-use super::active_schema::*;
-use super::infer::*;
-use super::one_pass::*;
-use super::read::*;
-use super::shared_table::*;
-use super::*;
 
 pub(crate) struct RunContext<'a> {
     pub(crate) req: &'a IngestRequest,
@@ -63,7 +72,7 @@ pub(crate) async fn execute(
 
 /// A snapshot flow's stamp for a batch: the plan's creation time, and its unit and files.
 fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::Stamp> {
-    let spec = ctx.req.settings.snapshot.as_ref()?;
+    let spec = ctx.req.snapshot.as_ref()?;
     let unit = plan.files.first().map_or("", |f| spec.unit_of(&f.key));
     Some(crate::record::Stamp {
         ingested_at_ms: plan.created_at_ms,
@@ -108,7 +117,7 @@ pub(crate) async fn execute_counted(
         if in_batch * 2 < sampled {
             let spec = state.one_pass.take().expect("checked above");
             let (v, _) = settle_first_version(ctx, sink, spec, HashMap::new()).await?;
-            *state = ActiveSchema::new(v, settings);
+            *state = ActiveSchema::new(v, ctx.req);
         }
     }
     let mut attempt = Attempt {
@@ -386,7 +395,7 @@ async fn settle_after_read(
         info!(
             "The whole sample's schema differs from the provisional one; reading the batch again."
         );
-        *state = ActiveSchema::new(v, &ctx.req.settings);
+        *state = ActiveSchema::new(v, ctx.req);
         return Ok(false);
     }
     state.version = v;
@@ -536,7 +545,7 @@ fn evolve(
         .metrics
         .schema_version
         .store(next, Ordering::Relaxed);
-    *state = ActiveSchema::new(v, settings);
+    *state = ActiveSchema::new(v, ctx.req);
     if settings.stop_on_schema_change {
         return Err(IngestError::SchemaChanged {
             version: next,

@@ -16,10 +16,10 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{IngestError, IngestRequest};
-use crate::cdc::ColumnSelection;
 use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
 use crate::flow::Columns;
+use crate::flow::cdc::ColumnSelection;
 use crate::flow::definition::{self, DefinitionChange, FlowDefinition};
 use crate::schema::Schema;
 use crate::telemetry::Telemetry;
@@ -73,7 +73,7 @@ impl IngestRequest {
         if let Some(format) = format {
             d.set("format", format);
         }
-        let flow = match (&self.cdc, &self.settings.snapshot) {
+        let flow = match (&self.cdc, &self.snapshot) {
             (None, None) => "append",
             (Some(_), None) => "apply changes",
             (None, Some(_)) => "snapshot",
@@ -110,13 +110,13 @@ impl IngestRequest {
                 d.set("cdc.format", envelope.name());
             }
         }
-        if let Some(s) = &self.settings.snapshot {
+        if let Some(s) = &self.snapshot {
             d.set(
                 "snapshot.unit",
                 match s.unit {
-                    crate::snapshot::Unit::File => "file",
-                    crate::snapshot::Unit::Folder => "folder",
-                    crate::snapshot::Unit::Partition => "partition",
+                    crate::flow::snapshot::Unit::File => "file",
+                    crate::flow::snapshot::Unit::Folder => "folder",
+                    crate::flow::snapshot::Unit::Partition => "partition",
                 },
             );
             d.set("snapshot.ingest_time_column", &s.ingest_time_column);

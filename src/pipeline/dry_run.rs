@@ -17,9 +17,9 @@ use crate::schema::store::SchemaStore;
 use crate::source::{FileRef, filtered_by};
 use crate::target::DeltaAppend;
 
-use super::first_version::{draft_first_version, inference_sample};
-use super::infer::infer_parallel;
 use super::plan::{new_files, split_batches};
+use super::schema::first_version::{draft_first_version, inference_sample};
+use super::schema::infer::infer_parallel;
 use super::shared_table::{align_to_current_table, table_columns};
 use super::{IngestError, IngestRequest};
 
@@ -247,7 +247,7 @@ async fn dry_schema(
     }
     // Binding the flow checks it against this schema, as a run would (exit 2 if it does
     // not fit).
-    let layout = super::active_schema::layout_for(&version, settings);
+    let layout = super::schema::layout_for(&version, req);
     let table = req.table_schema(&layout)?;
     let left_out = layout
         .arrow_schema()

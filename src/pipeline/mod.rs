@@ -7,7 +7,6 @@
 //! small batch streams its Arrow batches to one writer, so it stays one Parquet file. Either
 //! way memory stays bounded by a few batches, and all files land in one commit.
 
-mod active_schema;
 mod adopt;
 mod batch;
 mod clean;
@@ -17,15 +16,14 @@ pub mod definition;
 /// between passes.
 pub(crate) const CLEAN_BUDGET: u64 = 500;
 mod dry_run;
-mod first_version;
 mod generation;
-mod infer;
 mod once;
-mod one_pass;
 mod own_output;
 mod plan;
+mod pool;
 mod precheck;
 mod read;
+mod schema;
 mod shared_table;
 mod snapshots;
 mod spec;
@@ -33,7 +31,6 @@ mod stream;
 mod supervisor;
 mod unsettled;
 pub mod watch;
-mod workers;
 
 pub use crate::telemetry::Hooks;
 pub use dry_run::{DryFile, DryRun, DrySchema, dry_run};
@@ -156,14 +153,17 @@ pub struct IngestRequest {
     /// Delta table properties declared for the table (`[[table]]`), applied each run.
     pub table_properties: Vec<(String, String)>,
     /// The table's `optimize` section (`[[table]]`): auto compaction and how often.
-    pub auto_compact: Option<crate::target::optimize::AutoCompact>,
+    pub auto_compact: Option<crate::table::optimize::AutoCompact>,
     /// Which columns and rows reach the table (default: all).
     pub flow: FlowSpec,
     /// Streams of the same run whose table this stream reads (a Delta source): with
     /// `--once` it starts after they finish, so one run carries bronze into silver.
     pub upstream: Vec<String>,
     /// APPLY CHANGES settings: the batches are applied to the table by key, not appended.
-    pub cdc: Option<crate::cdc::CdcSpec>,
+    pub cdc: Option<crate::flow::cdc::CdcSpec>,
+    /// A snapshot flow (`[stream.snapshot]`, `-o snapshot.KEY=VALUE`): each unit of the
+    /// listing is a whole snapshot of the source, compared with the last one.
+    pub snapshot: Option<crate::flow::snapshot::SnapshotSpec>,
     /// `once = true`: a ONCE flow (`once.rs`), run to completion once.
     pub once: Option<OnceFlow>,
     /// `--worker`: one of several competing workers on this stream, in a slot of its own

@@ -1,14 +1,13 @@
 //! Planning: splitting new files into batches, the files a plan records, and whether an
 //! unfinished plan can still be replayed exactly.
 
+use crate::pipeline::IngestRequest;
 use tracing::warn;
 
 use crate::checkpoint::{CheckpointError, Plan, SeenFiles};
 use crate::formats::{self};
 use crate::options::Settings;
 use crate::source::{FileLocation, FileRef};
-
-use super::*;
 
 /// The first local file of a plan whose size or modification time differs from the plan
 /// (a vanished file is left to `ignoreMissingFiles`).

@@ -23,7 +23,7 @@ pub async fn precheck(req: &IngestRequest) -> Result<(), IngestError> {
     let store = SchemaStore::open(&req.settings.schema_location, &req.storage)?;
     match store.latest()? {
         Some(version) => {
-            let layout = super::active_schema::layout_for(&version, &req.settings);
+            let layout = super::schema::layout_for(&version, req);
             req.table_schema(&layout).map(|_| ())
         }
         // A first run: what inference would write (a checkpoint holding no schema yet is

@@ -1,6 +1,8 @@
 //! Reading a batch's files on every core into the table's writers, within a memory budget
 //! for decoded rows.
 
+use crate::pipeline::IngestError;
+use crate::pipeline::batch::RunContext;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -14,9 +16,7 @@ use crate::source::{self as discovery, FileLocation, FileRef, Source};
 use crate::target::{BatchWriter, BatchWriters, SinkError, Target};
 use crate::testing::{failpoint, read_delay};
 
-use super::batch::*;
-use super::workers::{self, PoolStop, worker_count};
-use super::*;
+use super::pool::{self, PoolStop, worker_count};
 
 pub(crate) enum Msg {
     /// Decoded rows for the shared writer, with their share of [`IN_FLIGHT_MIB`].
@@ -145,7 +145,7 @@ pub(crate) async fn read_files(
         });
     }
     let worker_stop = stop.clone();
-    let handles = workers::spawn(
+    let handles = pool::spawn(
         files.len(),
         states,
         &stop,

@@ -1,5 +1,5 @@
 //! Planning a snapshot flow: which units of the source hold a new snapshot now, and one
-//! batch per snapshot (`crate::snapshot` has the settings and the stamps).
+//! batch per snapshot (`crate::flow::snapshot` has the settings and the stamps).
 
 use std::collections::HashSet;
 
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use sha2::Digest;
 
-use crate::snapshot::{SnapshotSpec, Unit};
+use crate::flow::snapshot::{SnapshotSpec, Unit};
 use crate::source::FileRef;
 
 /// What a listing holds for a snapshot flow.

@@ -3,9 +3,10 @@
 //! Every front-end builds through [`StreamSpec::build`], so the options, the CDC settings,
 //! the source and its format are resolved one way, whichever way the user wrote them.
 
-use crate::cdc::{CdcError, CdcSpec};
 use crate::checkpoint::claims::Worker;
 use crate::flow::FlowSpec;
+use crate::flow::cdc::{CdcError, CdcSpec};
+use crate::flow::snapshot::SnapshotSpec;
 use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::source::{DiscoveryError, Source, SourceFormat};
@@ -86,8 +87,19 @@ impl StreamSpec {
         storage: &StorageSettings,
     ) -> Result<(IngestRequest, Vec<String>), SpecError> {
         let (pairs, cdc_pairs) = CdcSpec::split_options(self.options);
+        let (pairs, snapshot_pairs) = SnapshotSpec::split_options(pairs);
         let (mut settings, warnings) = options::resolve(&pairs, &self.checkpoint)?;
-        let cdc = CdcSpec::from_pairs_for(&cdc_pairs, settings.snapshot.as_ref())?;
+        let snapshot = SnapshotSpec::from_pairs(&snapshot_pairs)
+            .map_err(|e| OptionsError::Conflict(e.to_string()))?;
+        if settings.notifications.is_some() && snapshot.is_some() {
+            return Err(OptionsError::Conflict(
+                "a snapshot flow compares whole units of the listing; cloudFiles.useNotifications \
+                 takes single files from a queue: leave one of them out"
+                    .into(),
+            )
+            .into());
+        }
+        let cdc = CdcSpec::from_pairs_for(&cdc_pairs, snapshot.as_ref())?;
         let locations = [
             &self.source,
             &self.table,
@@ -117,6 +129,7 @@ impl StreamSpec {
             flow: self.flow,
             upstream: self.upstream,
             cdc,
+            snapshot,
             once: self.once.then(OnceFlow::default),
             worker: self.worker,
         };

@@ -1,5 +1,27 @@
 //! One stream, open: recovery, discovery, replay of unfinished plans, then new batches.
 
+use crate::pipeline::ALERT_DRAIN;
+use crate::pipeline::IngestError;
+use crate::pipeline::IngestRequest;
+use crate::pipeline::Progress;
+use crate::pipeline::StopFlag;
+use crate::pipeline::Summary;
+use crate::pipeline::batch::RunContext;
+use crate::pipeline::batch::execute;
+use crate::pipeline::own_output;
+use crate::pipeline::plan::as_i64;
+use crate::pipeline::plan::changed_since_planned;
+use crate::pipeline::plan::new_files;
+use crate::pipeline::plan::split_batches;
+use crate::pipeline::schema::ActiveSchema;
+use crate::pipeline::schema::first_version::announce_first_version;
+use crate::pipeline::schema::first_version::create_first_version;
+use crate::pipeline::schema::first_version::inference_sample;
+use crate::pipeline::schema::first_version::reconcile;
+use crate::pipeline::schema::first_version::resolve_format;
+use crate::pipeline::schema::layout_for;
+use crate::pipeline::schema::one_pass::provisional_first_version;
+use crate::pipeline::shared_table::align_to_current_table;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -24,14 +46,6 @@ use crate::target::{CdcTarget, DeltaAppend, Target};
 use crate::telemetry::events::{Severity, kind};
 use crate::telemetry::{Hooks, Telemetry};
 use crate::testing::failpoint;
-
-use super::active_schema::*;
-use super::batch::*;
-use super::first_version::*;
-use super::one_pass::*;
-use super::plan::*;
-use super::shared_table::*;
-use super::*;
 
 /// One stream, open: its locked checkpoint, its table, and (once files have been seen)
 /// its format and schema.
@@ -79,7 +93,7 @@ pub struct StreamRun<'a> {
 /// evolved again and its batches recorded under the old version.
 fn newer_shared_schema(
     store: &SchemaStore,
-    settings: &crate::options::Settings,
+    req: &IngestRequest,
     state: &mut ActiveSchema,
 ) -> Result<(), IngestError> {
     if state.one_pass.is_some() {
@@ -94,7 +108,7 @@ fn newer_shared_schema(
             to = latest.version,
             "Another worker evolved the schema; reading the next batch with its version."
         );
-        *state = ActiveSchema::new(latest, settings);
+        *state = ActiveSchema::new(latest, req);
     }
     Ok(())
 }
@@ -192,10 +206,9 @@ fn check_clean_source(
         return refuse("a Delta table source is read, never cleaned");
     }
     if req
-        .settings
         .snapshot
         .as_ref()
-        .is_some_and(|s| s.unit != crate::snapshot::Unit::File)
+        .is_some_and(|s| s.unit != crate::flow::snapshot::Unit::File)
     {
         return refuse(
             "a folder or partition snapshot with files cleaned away would be read again as a \
@@ -267,7 +280,7 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
-        if settings.snapshot.is_some() && req.source.reads_delta() {
+        if req.snapshot.is_some() && req.source.reads_delta() {
             return Err(IngestError::Config(
                 "a snapshot flow reads files that are replaced; a Delta table source is read \
                  commit by commit: leave out [stream.snapshot]"
@@ -474,8 +487,7 @@ impl<'a> StreamRun<'a> {
     pub async fn discover(&mut self) -> Result<Vec<FileRef>, IngestError> {
         // Only an object store is listed incrementally; a local walk needs no high-water mark.
         // A snapshot flow compares whole units with their last snapshot: full listings.
-        let incremental =
-            self.req.source.lists_incrementally() && self.req.settings.snapshot.is_none();
+        let incremental = self.req.source.lists_incrementally() && self.req.snapshot.is_none();
         let (high_water, listing) = if incremental {
             (
                 self.checkpoint.highest_key()?,
@@ -505,7 +517,7 @@ impl<'a> StreamRun<'a> {
         self.save_source_position()?;
         let listed_files = listed.len();
         let seen = self.checkpoint.seen_files()?;
-        if let Some(spec) = &self.req.settings.snapshot {
+        if let Some(spec) = &self.req.snapshot {
             return self.discover_snapshots(spec, &listed, &seen);
         }
         let (new, overwritten) = new_files(listed, &seen, &self.req.settings)?;
@@ -533,7 +545,7 @@ impl<'a> StreamRun<'a> {
         &mut self,
         keys: &[String],
     ) -> Result<Option<Vec<FileRef>>, IngestError> {
-        if self.req.settings.snapshot.is_some() {
+        if self.req.snapshot.is_some() {
             return Ok(None);
         }
         let Some(listed) = self.source.stat(&self.req.settings, keys) else {
@@ -638,7 +650,7 @@ impl<'a> StreamRun<'a> {
     /// A snapshot flow's listing: the files of the units holding a new snapshot.
     fn discover_snapshots(
         &mut self,
-        spec: &crate::snapshot::SnapshotSpec,
+        spec: &crate::flow::snapshot::SnapshotSpec,
         listed: &[FileRef],
         seen: &crate::checkpoint::SeenFiles,
     ) -> Result<Vec<FileRef>, IngestError> {
@@ -677,7 +689,10 @@ impl<'a> StreamRun<'a> {
 
     /// Raises `snapshot_overdue` (an event and an alert) when no snapshot was taken for
     /// longer than `expected_interval`, once per missed interval.
-    fn check_overdue(&mut self, spec: &crate::snapshot::SnapshotSpec) -> Result<(), IngestError> {
+    fn check_overdue(
+        &mut self,
+        spec: &crate::flow::snapshot::SnapshotSpec,
+    ) -> Result<(), IngestError> {
         let Some(interval) = spec.expected_interval else {
             return Ok(());
         };
@@ -977,7 +992,7 @@ impl<'a> StreamRun<'a> {
             .metrics
             .schema_version
             .store(version.version, Ordering::Relaxed);
-        let layout = layout_for(&version, settings);
+        let layout = layout_for(&version, self.req);
         let existed = self.sink.exists();
         let created = self
             .sink
@@ -993,7 +1008,7 @@ impl<'a> StreamRun<'a> {
         } else {
             self.share_table_types(version, format).await?
         };
-        let state = ActiveSchema::new(version, settings);
+        let state = ActiveSchema::new(version, self.req);
         self.opts = Some(opts);
         self.schema = Some(state);
         Ok(true)
@@ -1087,7 +1102,7 @@ impl<'a> StreamRun<'a> {
                 return Ok(());
             }
             if self.claims.is_some() {
-                newer_shared_schema(&self.store, &self.req.settings, state)?;
+                newer_shared_schema(&self.store, self.req, state)?;
             }
             // Competing workers: the plan's candidates this slot's batch claimed (a replay
             // claims them again and finds the same ones).
@@ -1156,7 +1171,7 @@ impl<'a> StreamRun<'a> {
         }
         let first = self.checkpoint.next_batch()?;
         let suspects = self.checkpoint.suspects()?;
-        let batches = match &self.req.settings.snapshot {
+        let batches = match &self.req.snapshot {
             Some(spec) => super::snapshots::batches(spec, &files),
             None => split_batches(&files, &self.req.settings, &suspects),
         };
@@ -1166,7 +1181,7 @@ impl<'a> StreamRun<'a> {
                 return Ok(());
             }
             if self.claims.is_some() {
-                newer_shared_schema(&self.store, &self.req.settings, state)?;
+                newer_shared_schema(&self.store, self.req, state)?;
             }
             let plan = Plan {
                 batch,
@@ -1214,7 +1229,7 @@ impl<'a> StreamRun<'a> {
                 &mut self.summary,
             )
             .await?;
-            if let Some(spec) = &self.req.settings.snapshot {
+            if let Some(spec) = &self.req.snapshot {
                 self.snapshots_taken
                     .insert(spec.unit_of(&plan.files[0].key).to_string());
                 self.checkpoint
@@ -1275,7 +1290,7 @@ impl<'a> StreamRun<'a> {
     /// CDC from snapshots: later than the last snapshot's, even if the clock went back.
     fn plan_time(&self) -> Result<i64, IngestError> {
         let now = now_ms();
-        if self.req.settings.snapshot.is_none() {
+        if self.req.snapshot.is_none() {
             return Ok(now);
         }
         let last = self
@@ -1297,7 +1312,7 @@ impl<'a> StreamRun<'a> {
 }
 
 /// Warns, once per table and process, that a table without auto compaction holds `files`
-/// data files (more than [`crate::target::optimize::MANY_FILES`]).
+/// data files (more than [`crate::table::optimize::MANY_FILES`]).
 fn warn_many_files(table: &crate::location::Location, files: usize) {
     static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut warned = WARNED
@@ -1329,7 +1344,7 @@ fn maybe_compact(
     running: &mut Option<tokio::task::JoinHandle<()>>,
     batches_at_compaction: &mut u64,
 ) {
-    use crate::target::optimize;
+    use crate::table::optimize;
     if req.cdc.is_some() || !exists {
         return;
     }

@@ -19,7 +19,7 @@ pub(crate) fn split(
     now_ms: i64,
 ) -> (Vec<FileRef>, Vec<FileRef>) {
     // A snapshot unit is taken whole once settled (`snapshots.rs`); objects are complete.
-    if req.source.complete_when_listed() || req.settings.snapshot.is_some() {
+    if req.source.complete_when_listed() || req.snapshot.is_some() {
         return (files, Vec::new());
     }
     let settle = i64::try_from(req.settings.settle_time.as_millis()).unwrap_or(i64::MAX);

@@ -298,7 +298,7 @@ async fn watch_loop(
         .as_ref()
         .and_then(|r| start_watcher(r, tx, lost.clone()));
     // A snapshot flow compares whole listings: it is listed every poll, events or not.
-    let mut by_events = watcher.is_some() && req.settings.snapshot.is_none();
+    let mut by_events = watcher.is_some() && req.snapshot.is_none();
     let backfill = req
         .settings
         .backfill_interval

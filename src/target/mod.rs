@@ -10,9 +10,7 @@ use futures::future::BoxFuture;
 
 pub mod cdc;
 pub mod delta;
-pub mod optimize;
 pub mod rewrite;
-pub mod vacuum;
 
 pub use cdc::CdcTarget;
 pub use delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};

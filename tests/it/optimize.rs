@@ -546,7 +546,7 @@ fn a_compaction_that_loses_the_race_to_the_stream_retries_quietly() {
             "AUTOLOADER_FAILPOINT",
             format!(
                 "{}=sleep(1500)",
-                autoloader::target::optimize::OPTIMIZE_ATTEMPT
+                autoloader::table::optimize::OPTIMIZE_ATTEMPT
             ),
         )
         .output()

@@ -517,7 +517,7 @@ fn options_command_prints_the_parser_table() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let keyed = autoloader::cdc::SETTINGS.len() + autoloader::snapshot::SETTINGS.len();
+    let keyed = autoloader::flow::cdc::SETTINGS.len() + autoloader::flow::snapshot::SETTINGS.len();
     assert_eq!(rows.len(), autoloader::options::OPTIONS.len() + keyed);
     let bad = rows.iter().find(|r| r["key"] == "badRecordsPath").unwrap();
     assert_eq!(bad["supported"], false);
@@ -525,8 +525,8 @@ fn options_command_prints_the_parser_table() {
     // The CDC and snapshot keys, from the tables their parsers check (issue 36.14), with
     // what a change to each does to a flow that ran.
     for (prefix, table) in [
-        ("cdc.", autoloader::cdc::SETTINGS),
-        ("snapshot.", autoloader::snapshot::SETTINGS),
+        ("cdc.", autoloader::flow::cdc::SETTINGS),
+        ("snapshot.", autoloader::flow::snapshot::SETTINGS),
     ] {
         for (key, default, meaning) in table {
             let key = format!("{prefix}{key}");

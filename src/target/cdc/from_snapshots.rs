@@ -22,8 +22,8 @@ use sha2::Digest;
 use tracing::{info, warn};
 
 use super::{CdcTarget, FastMap, data_err};
-use crate::cdc::keys::RowEncoder;
-use crate::cdc::{END_AT, SNAPSHOT_DELETE};
+use crate::flow::cdc::keys::RowEncoder;
+use crate::flow::cdc::{END_AT, SNAPSHOT_DELETE};
 use crate::target::delta::SinkError;
 
 /// A row's compared values, hashed (the index holds this, not the values).
@@ -102,7 +102,7 @@ impl CdcTarget {
                     && c != crate::record::METADATA_COLUMN
             })
             .collect();
-        let err = |e: crate::cdc::CdcError| data_err(&loc, e.to_string());
+        let err = |e: crate::flow::cdc::CdcError| data_err(&loc, e.to_string());
         let keys = RowEncoder::new(&self.spec.keys, &schema).map_err(err)?;
         let values = if compared.is_empty() {
             None
@@ -288,7 +288,7 @@ fn with_columns(part: &RecordBatch, needed: &[String], snapshot: &Schema) -> Rec
 fn changes_of(
     snapshot: &RecordBatch,
     keys: &[String],
-    stamps: &crate::cdc::FromSnapshots,
+    stamps: &crate::flow::cdc::FromSnapshots,
     unchanged: &[bool],
     absent: &[Vec<ArrayRef>],
 ) -> Result<Vec<RecordBatch>, String> {
@@ -376,7 +376,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let stamps = crate::cdc::FromSnapshots {
+        let stamps = crate::flow::cdc::FromSnapshots {
             ingest_time_column: "_ingested_at".into(),
             snapshot_id_column: "_snapshot_id".into(),
         };

@@ -21,10 +21,10 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{CdcTarget, column, data_err, widen};
-use crate::cdc::keys::RowEncoder;
-use crate::cdc::place::RecordPlaces;
-use crate::cdc::scd2::{self, Record, Values};
-use crate::cdc::{END_AT, START_AT};
+use crate::flow::cdc::keys::RowEncoder;
+use crate::flow::cdc::place::RecordPlaces;
+use crate::flow::cdc::scd2::{self, Record, Values};
+use crate::flow::cdc::{END_AT, START_AT};
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, SinkError};
 
@@ -387,7 +387,7 @@ struct RecordValues {
 
 impl RecordValues {
     fn new(
-        spec: &crate::cdc::CdcSpec,
+        spec: &crate::flow::cdc::CdcSpec,
         columns: &[&Field],
         all: &RecordBatch,
     ) -> Result<Self, String> {

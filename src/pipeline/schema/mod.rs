@@ -1,15 +1,19 @@
 //! The schema a stream reads batches with: the current `_schemas/N` and the table layout it
 //! gives (data columns, then rescued data, partition columns and `_metadata`).
 
+pub(super) mod first_version;
+pub(super) mod infer;
+pub(super) mod one_pass;
+
+use crate::pipeline::schema::one_pass::OnePassInference;
 use std::sync::Arc;
 
 use tracing::info;
 
 use crate::options::Settings;
+use crate::pipeline::IngestRequest;
 use crate::record::{METADATA_COLUMN, TableLayout};
 use crate::schema::store::SchemaVersion;
-
-use super::one_pass::*;
 
 /// The schema version batches are read with, and its table layout.
 pub(crate) struct ActiveSchema {
@@ -20,8 +24,8 @@ pub(crate) struct ActiveSchema {
 }
 
 impl ActiveSchema {
-    pub(crate) fn new(version: SchemaVersion, settings: &Settings) -> Self {
-        let layout = Arc::new(layout_for(&version, settings));
+    pub(crate) fn new(version: SchemaVersion, req: &IngestRequest) -> Self {
+        let layout = Arc::new(layout_for(&version, req));
         ActiveSchema {
             version,
             layout,
@@ -43,7 +47,8 @@ pub(crate) fn trailing_columns(settings: &Settings) -> Vec<&str> {
 }
 
 /// The table layout of a schema version.
-pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> TableLayout {
+pub(crate) fn layout_for(version: &SchemaVersion, req: &IngestRequest) -> TableLayout {
+    let settings = &req.settings;
     let include_metadata =
         settings.include_metadata && version.data.field(METADATA_COLUMN).is_none();
     if settings.include_metadata && !include_metadata {
@@ -62,12 +67,9 @@ pub(crate) fn layout_for(version: &SchemaVersion, settings: &Settings) -> TableL
             .clone()
             .filter(|c| version.data.field(c).is_some()),
         include_metadata,
-        stamps: settings
-            .snapshot
-            .as_ref()
-            .map(|s| crate::record::StampColumns {
-                ingested_at: s.ingest_time_column.clone(),
-                snapshot_id: s.snapshot_id_column.clone(),
-            }),
+        stamps: req.snapshot.as_ref().map(|s| crate::record::StampColumns {
+            ingested_at: s.ingest_time_column.clone(),
+            snapshot_id: s.snapshot_id_column.clone(),
+        }),
     }
 }

@@ -197,7 +197,7 @@ impl CdcSpec {
     /// the conditions and `format` do not apply.
     pub fn from_pairs_for(
         pairs: &[(String, String)],
-        snapshot: Option<&crate::snapshot::SnapshotSpec>,
+        snapshot: Option<&crate::flow::snapshot::SnapshotSpec>,
     ) -> Result<Option<CdcSpec>, CdcError> {
         if pairs.is_empty() {
             return Ok(None);
@@ -532,7 +532,7 @@ impl CdcSpec {
             ("apply_as_truncates", &self.apply_as_truncates),
         ] {
             if let Some(text) = text {
-                crate::flow::predicate::Condition::parse(text)
+                crate::expr::Condition::parse(text)
                     .and_then(|c| c.bind(schema, zone))
                     .map_err(|e| invalid(what, e.to_string()))?;
             }
@@ -556,7 +556,7 @@ impl CdcSpec {
         let make = |text: &Option<String>| {
             text.clone().map(|text| -> RowCondition {
                 std::sync::Arc::new(move |batch: &arrow_array::RecordBatch| {
-                    let bound = crate::flow::predicate::Condition::parse(&text)
+                    let bound = crate::expr::Condition::parse(&text)
                         .and_then(|c| c.bind(&batch.schema(), zone))
                         .map_err(|e| e.to_string())?;
                     let holds = bound.evaluate(batch).map_err(|e| e.to_string())?;
@@ -580,7 +580,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_flow_is_sequenced_by_its_ingest_time_and_takes_no_conditions() {
-        let snapshot = crate::snapshot::SnapshotSpec::from_pairs(&pairs(&[("unit", "file")]))
+        let snapshot = crate::flow::snapshot::SnapshotSpec::from_pairs(&pairs(&[("unit", "file")]))
             .unwrap()
             .unwrap();
         let spec = CdcSpec::from_pairs_for(&pairs(&[("keys", "id")]), Some(&snapshot))

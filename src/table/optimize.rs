@@ -34,10 +34,10 @@ use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use super::delta::{DeltaAppend, SinkError, cleanup_only_at_checkpoints};
-use crate::flow::predicate::{Condition, PredicateError};
+use crate::expr::{Condition, PredicateError};
 use crate::location::Location;
 use crate::storage::StorageSettings;
+use crate::target::delta::{DeltaAppend, SinkError, cleanup_only_at_checkpoints};
 
 /// The default target file size (Delta's OPTIMIZE default, and our writer's roll size).
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
@@ -336,7 +336,7 @@ pub async fn compact(
     let store = table.log_store().object_store(None);
     let mut writer = RecordBatchWriter::for_table(table)
         .map_err(|e| failed(e.to_string()))?
-        .with_writer_properties(super::delta::writer_properties())
+        .with_writer_properties(crate::target::delta::writer_properties())
         .with_target_file_size(settings.target_size);
     let target_schema = writer.arrow_schema();
     let mut adds: Vec<Add> = Vec::new();
@@ -604,7 +604,7 @@ fn conform(
 
 /// `--where` over the partition values of each partition.
 struct PartitionSelector {
-    predicate: crate::flow::predicate::Predicate,
+    predicate: crate::expr::Predicate,
     schema: SchemaRef,
 }
 

@@ -1,6 +1,18 @@
 //! One-pass inference: for a large first run, a provisional schema from the sample's first
 //! files, confirmed or corrected by what the first batch observes while it is read.
 
+use crate::pipeline::IngestError;
+use crate::pipeline::IngestRequest;
+use crate::pipeline::batch::RunContext;
+use crate::pipeline::schema::ActiveSchema;
+use crate::pipeline::schema::first_version::announce_first_version;
+use crate::pipeline::schema::first_version::draft_first_version;
+use crate::pipeline::schema::first_version::log_inferred;
+use crate::pipeline::schema::first_version::write_first_version;
+use crate::pipeline::schema::infer::infer_files;
+use crate::pipeline::schema::infer::infer_parallel;
+use crate::pipeline::schema::layout_for;
+use crate::pipeline::shared_table::align_to_current_table;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -15,13 +27,6 @@ use crate::schema::store::SchemaVersion;
 use crate::source::FileRef;
 use crate::target::Target;
 use crate::testing::failpoint;
-
-use super::active_schema::*;
-use super::batch::*;
-use super::first_version::*;
-use super::infer::*;
-use super::shared_table::*;
-use super::*;
 
 /// From this much sampled data on, the first schema version is inferred in one pass with
 /// the first batch (see [`OnePassInference`]); below it, reading the sample twice costs little.
@@ -86,7 +91,7 @@ pub(crate) async fn settle_first_version(
     align_to_current_table(&mut draft.data, sink, ctx.req, ctx.opts.format).await?;
     log_inferred(&draft, spec.started);
     ctx.req
-        .table_schema_read_from(&layout_for(&draft, &ctx.req.settings), &spec.sample)?;
+        .table_schema_read_from(&layout_for(&draft, ctx.req), &spec.sample)?;
     let v = write_first_version(ctx.store, draft)?;
     failpoint::hit("after-schema-write");
     announce_first_version(ctx.telemetry, &v);
@@ -94,7 +99,7 @@ pub(crate) async fn settle_first_version(
         .metrics
         .schema_version
         .store(v.version, Ordering::Relaxed);
-    let layout = layout_for(&v, &ctx.req.settings);
+    let layout = layout_for(&v, ctx.req);
     let created = sink
         .ensure_created(&ctx.req.table_schema(&layout)?, ctx.checkpoint.stream_id())
         .await?;
@@ -155,7 +160,7 @@ pub(crate) async fn provisional_first_version(
         sampled_files = sample.len(),
         "Inferred a provisional schema from the first files; the first batch confirms it as it is read."
     );
-    let mut state = ActiveSchema::new(draft, settings);
+    let mut state = ActiveSchema::new(draft, req);
     state.one_pass = Some(OnePassInference {
         sample: sample.to_vec(),
         started,

@@ -2,6 +2,12 @@
 //! from the user's schema or inference, and bringing a stored version up to date with this
 //! run's hints and options.
 
+use crate::pipeline::IngestError;
+use crate::pipeline::IngestRequest;
+use crate::pipeline::schema::infer::infer_parallel;
+use crate::pipeline::schema::layout_for;
+use crate::pipeline::schema::trailing_columns;
+use crate::pipeline::shared_table::align_to_current_table;
 use std::time::Instant;
 
 use serde_json::json;
@@ -20,11 +26,6 @@ use crate::source::{self as discovery, FileRef};
 use crate::target::Target;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
-
-use super::active_schema::*;
-use super::infer::*;
-use super::shared_table::*;
-use super::*;
 
 /// The stream's format: the option, else what the checkpoint recorded, else the one the
 /// files' extensions agree on. `None` when there is nothing to ingest and nothing known.
@@ -98,7 +99,7 @@ pub(crate) async fn create_first_version(
     }
     // A flow or CDC setting that does not fit the schema is refused before `_schemas/0`
     // is written, so fixing it (a hint, the condition) starts from nothing.
-    req.table_schema_read_from(&layout_for(&draft, &req.settings), sample)?;
+    req.table_schema_read_from(&layout_for(&draft, req), sample)?;
     write_first_version(store, draft)
 }
 

@@ -106,11 +106,11 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
              generations that `autoloader reset` writes); they are not set by hand",
         ));
     }
-    if key.eq_ignore_ascii_case(crate::target::optimize::AUTO_COMPACT_PROPERTY) {
+    if key.eq_ignore_ascii_case(crate::table::optimize::AUTO_COMPACT_PROPERTY) {
         // Read by autoloader's streams (auto compaction), written as Delta names it.
         return match value.trim().to_ascii_lowercase().as_str() {
             v @ ("true" | "false") => Ok((
-                crate::target::optimize::AUTO_COMPACT_PROPERTY.to_string(),
+                crate::table::optimize::AUTO_COMPACT_PROPERTY.to_string(),
                 v.to_string(),
             )),
             _ => Err(refuse("delta.autoOptimize.autoCompact is true or false")),
@@ -144,10 +144,13 @@ pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
         ));
     }
     let value = value.trim();
-    if key.eq_ignore_ascii_case(crate::reset::RESET_ALLOWED) {
+    if key.eq_ignore_ascii_case(crate::table::reset::RESET_ALLOWED) {
         // A typo here would lift the guard it was meant to set.
         return match value.to_ascii_lowercase().as_str() {
-            v @ ("true" | "false") => Ok((crate::reset::RESET_ALLOWED.to_string(), v.to_string())),
+            v @ ("true" | "false") => Ok((
+                crate::table::reset::RESET_ALLOWED.to_string(),
+                v.to_string(),
+            )),
             _ => Err(refuse("pipelines.reset.allowed is true or false")),
         };
     }

@@ -1,6 +1,10 @@
 //! Schema inference over a set of files on every core; per-file results merge in the
 //! files' order.
 
+use crate::pipeline::Arc;
+use crate::pipeline::IngestError;
+use crate::pipeline::IngestRequest;
+use crate::pipeline::read::source_file;
 use tracing::warn;
 
 use crate::formats::{self, DecodeError, DecodeOptions};
@@ -8,9 +12,7 @@ use crate::options::Settings;
 use crate::schema::infer::SchemaInferrer;
 use crate::source::FileRef;
 
-use super::read::*;
-use super::workers::{self, PoolStop, worker_count};
-use super::*;
+use crate::pipeline::pool::{self, PoolStop, worker_count};
 
 /// Infers over the sample on all cores; per-file results merge in sample order.
 pub(crate) async fn infer_parallel(
@@ -40,7 +42,7 @@ pub(crate) async fn infer_files(
     let shared_files = Arc::new(files.to_vec());
     // Each worker keeps the results of the files it took.
     let workers = (0..worker_count(files.len())).map(|_| Vec::new()).collect();
-    let handles = workers::spawn(
+    let handles = pool::spawn(
         files.len(),
         workers,
         &PoolStop::default(),

@@ -1,0 +1,374 @@
+//! A flow: which of a stream's columns reach its table (`columns` or `except_columns`)
+//! and which rows (`where`), as a `SELECT ... WHERE ...` over the decoded batch.
+//!
+//! The condition binds against the stream's whole decoded schema (a column left out of
+//! the table can still be filtered on); the projection keeps the trailing columns
+//! (rescued data, corrupt record, partition columns, `_metadata`) whatever is listed, so
+//! rescued values are never dropped by a projection. A row the condition leaves out is
+//! counted (`filteredRows` in the summary and the commit), never silently dropped.
+
+use std::sync::Arc;
+
+use arrow_array::{BooleanArray, RecordBatch};
+use arrow_schema::SchemaRef;
+use chrono_tz::Tz;
+
+use crate::expr::{self as predicate, Condition, Predicate, PredicateError};
+
+/// Which columns of the stream reach the table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Columns {
+    /// Every column (the default).
+    #[default]
+    All,
+    /// These, in the stream's order, plus the trailing ones. A column the schema gains
+    /// later does not reach the table.
+    Only(Vec<String>),
+    /// Every column but these. A column the schema gains later reaches the table.
+    Except(Vec<String>),
+}
+
+/// A stream's projection and filter, checked for syntax when the config or flags are read
+/// and bound to the schema once the stream's schema is known.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowSpec {
+    pub columns: Columns,
+    pub condition: Option<Condition>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error(transparent)]
+    Predicate(#[from] PredicateError),
+    #[error("{key}: {message}")]
+    Columns { key: &'static str, message: String },
+}
+
+impl FlowSpec {
+    /// The spec from what a user wrote: `columns` and `except_columns` exclude each other,
+    /// and `where` must parse.
+    pub fn new(
+        columns: Option<Vec<String>>,
+        except_columns: Option<Vec<String>>,
+        condition: Option<&str>,
+    ) -> Result<FlowSpec, FlowError> {
+        let columns = match (columns, except_columns) {
+            (Some(_), Some(_)) => {
+                return Err(FlowError::Columns {
+                    key: "columns",
+                    message: "give columns or except_columns, not both".into(),
+                });
+            }
+            (Some(c), None) => Columns::Only(checked_names("columns", c)?),
+            (None, Some(c)) => Columns::Except(checked_names("except_columns", c)?),
+            (None, None) => Columns::All,
+        };
+        let condition = condition.map(Condition::parse).transpose()?;
+        Ok(FlowSpec { columns, condition })
+    }
+
+    /// Whether the flow keeps every row and column (nothing to bind or apply).
+    pub fn is_everything(&self) -> bool {
+        self.columns == Columns::All && self.condition.is_none()
+    }
+
+    /// Binds the flow to a decoded schema whose last columns are `trailing` (always
+    /// kept; the first of them may be the rescued data, named by [`BoundFlow::rescued`]).
+    /// Names match exactly, else by a unique case-insensitive match.
+    pub fn bind(
+        &self,
+        decoded: &SchemaRef,
+        trailing: &[String],
+        zone: Tz,
+    ) -> Result<BoundFlow, FlowError> {
+        let predicate = self
+            .condition
+            .as_ref()
+            .map(|c| c.bind(decoded, zone))
+            .transpose()?;
+        let names: Vec<&str> = decoded.fields().iter().map(|f| f.name().as_str()).collect();
+        let is_trailing = |i: usize| trailing.iter().any(|t| t == names[i]);
+        let projection: Option<Vec<usize>> = match &self.columns {
+            Columns::All => None,
+            Columns::Only(listed) => {
+                let chosen = resolve("columns", listed, &names)?;
+                Some(
+                    (0..names.len())
+                        .filter(|i| chosen.contains(i) || is_trailing(*i))
+                        .collect(),
+                )
+            }
+            Columns::Except(listed) => {
+                let left_out = resolve("except_columns", listed, &names)?;
+                if let Some(i) = left_out.iter().find(|i| is_trailing(**i)) {
+                    return Err(FlowError::Columns {
+                        key: "except_columns",
+                        message: format!(
+                            "{} cannot be left out: it holds rescued values, partition \
+                             values or lineage, which would be lost",
+                            names[*i]
+                        ),
+                    });
+                }
+                Some((0..names.len()).filter(|i| !left_out.contains(i)).collect())
+            }
+        };
+        let schema = match &projection {
+            Some(indices) => {
+                Arc::new(decoded.project(indices).map_err(|e| FlowError::Columns {
+                    key: "columns",
+                    message: e.to_string(),
+                })?)
+            }
+            None => Arc::clone(decoded),
+        };
+        Ok(BoundFlow {
+            predicate,
+            projection,
+            schema,
+            rescued: None,
+        })
+    }
+
+    /// The table's columns for a decoded schema (what a table created for it holds).
+    pub fn table_schema(
+        &self,
+        decoded: &SchemaRef,
+        trailing: &[String],
+        zone: Tz,
+    ) -> Result<SchemaRef, FlowError> {
+        if self.is_everything() {
+            return Ok(Arc::clone(decoded));
+        }
+        Ok(self.bind(decoded, trailing, zone)?.schema)
+    }
+}
+
+/// Names given once each, none empty.
+fn checked_names(key: &'static str, names: Vec<String>) -> Result<Vec<String>, FlowError> {
+    if names.is_empty() {
+        return Err(FlowError::Columns {
+            key,
+            message: "the list is empty".into(),
+        });
+    }
+    for (i, n) in names.iter().enumerate() {
+        if n.trim().is_empty() {
+            return Err(FlowError::Columns {
+                key,
+                message: "a column name is empty".into(),
+            });
+        }
+        if names[..i].contains(n) {
+            return Err(FlowError::Columns {
+                key,
+                message: format!("{n} is listed twice"),
+            });
+        }
+    }
+    Ok(names)
+}
+
+/// The indices of `listed` among `names`; an unknown name is an error naming the closest.
+fn resolve(key: &'static str, listed: &[String], names: &[&str]) -> Result<Vec<usize>, FlowError> {
+    listed
+        .iter()
+        .map(|l| {
+            names
+                .iter()
+                .position(|n| n == l)
+                .or_else(|| {
+                    let folded: Vec<usize> = (0..names.len())
+                        .filter(|i| names[*i].eq_ignore_ascii_case(l))
+                        .collect();
+                    (folded.len() == 1).then(|| folded[0])
+                })
+                .ok_or_else(|| FlowError::Columns {
+                    key,
+                    message: predicate::unknown_column(l, names),
+                })
+        })
+        .collect()
+}
+
+/// A flow bound to one decoded schema: apply it to each batch of that schema.
+#[derive(Debug, Clone)]
+pub struct BoundFlow {
+    predicate: Option<Predicate>,
+    projection: Option<Vec<usize>>,
+    schema: SchemaRef,
+    /// The decoded schema's rescued-data column, whose filtered rows are counted apart.
+    rescued: Option<usize>,
+}
+
+/// What [`BoundFlow::apply`] left out of a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filtered {
+    pub rows: u64,
+    /// Of those, rows that had rescued data.
+    pub rescued_rows: u64,
+}
+
+impl BoundFlow {
+    /// Counts filtered rows that had rescued data in column `name` of the decoded schema
+    /// (they leave the rescued count, and are reported, not lost unseen).
+    pub fn rescued(mut self, name: Option<&str>, decoded: &SchemaRef) -> Self {
+        self.rescued = name.and_then(|n| decoded.index_of(n).ok());
+        self
+    }
+
+    /// The columns of the batches [`BoundFlow::apply`] returns: the table's.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The rows the condition keeps, projected; what it left out; and which input rows
+    /// it kept, when not all (for the kept rows' record numbers).
+    pub fn apply(
+        &self,
+        batch: RecordBatch,
+    ) -> Result<(RecordBatch, Filtered, Option<BooleanArray>), FlowError> {
+        let (batch, filtered, kept_rows) = match &self.predicate {
+            Some(p) => {
+                let keep = p.evaluate(&batch)?;
+                let kept = keep.true_count();
+                if kept == batch.num_rows() {
+                    (batch, Filtered::default(), None)
+                } else {
+                    let rescued_rows = self.rescued.map_or(0, |i| {
+                        let rescued = batch.column(i);
+                        (0..batch.num_rows())
+                            .filter(|r| !keep.value(*r) && rescued.is_valid(*r))
+                            .count() as u64
+                    });
+                    let out = arrow_select::filter::filter_record_batch(&batch, &keep).map_err(
+                        |source| PredicateError::Evaluate {
+                            text: p.text().to_string(),
+                            source,
+                        },
+                    )?;
+                    let filtered = Filtered {
+                        rows: (batch.num_rows() - kept) as u64,
+                        rescued_rows,
+                    };
+                    (out, filtered, Some(keep))
+                }
+            }
+            None => (batch, Filtered::default(), None),
+        };
+        let batch = match &self.projection {
+            Some(indices) => batch.project(indices).map_err(|e| FlowError::Columns {
+                key: "columns",
+                message: e.to_string(),
+            })?,
+            None => batch,
+        };
+        Ok((batch, filtered, kept_rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Array, Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    fn decoded() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("order_id", DataType::Int64, true),
+            Field::new("region", DataType::Utf8, true),
+            Field::new("note", DataType::Utf8, true),
+            Field::new("_rescued_data", DataType::Utf8, true),
+        ]))
+    }
+
+    fn trailing() -> Vec<String> {
+        vec!["_rescued_data".to_string()]
+    }
+
+    fn names(schema: &SchemaRef) -> Vec<&str> {
+        schema.fields().iter().map(|f| f.name().as_str()).collect()
+    }
+
+    fn spec(
+        columns: Option<&[&str]>,
+        except: Option<&[&str]>,
+        cond: Option<&str>,
+    ) -> Result<FlowSpec, FlowError> {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        FlowSpec::new(columns.map(list), except.map(list), cond)
+    }
+
+    #[test]
+    fn columns_keep_the_trailing_ones() {
+        let flow = spec(Some(&["region", "order_id"]), None, None).unwrap();
+        let schema = flow.table_schema(&decoded(), &trailing(), Tz::UTC).unwrap();
+        // The stream's order, and the rescued data stays.
+        assert_eq!(names(&schema), ["order_id", "region", "_rescued_data"]);
+        let flow = spec(None, Some(&["note"]), None).unwrap();
+        let schema = flow.table_schema(&decoded(), &trailing(), Tz::UTC).unwrap();
+        assert_eq!(names(&schema), ["order_id", "region", "_rescued_data"]);
+    }
+
+    #[test]
+    fn bad_column_lists_are_errors() {
+        let both = spec(Some(&["a"]), Some(&["b"]), None).unwrap_err();
+        assert_eq!(
+            both.to_string(),
+            "columns: give columns or except_columns, not both"
+        );
+        let twice = spec(Some(&["a", "a"]), None, None).unwrap_err();
+        assert!(twice.to_string().contains("a is listed twice"));
+        let unknown = spec(Some(&["regon"]), None, None).unwrap();
+        let e = unknown.bind(&decoded(), &trailing(), Tz::UTC).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "columns: no column regon; did you mean region?"
+        );
+        let rescue = spec(None, Some(&["_rescued_data"]), None).unwrap();
+        let e = rescue.bind(&decoded(), &trailing(), Tz::UTC).unwrap_err();
+        assert!(
+            e.to_string().contains("_rescued_data cannot be left out"),
+            "{e}"
+        );
+        assert!(
+            spec(None, None, Some("region = ")).is_err(),
+            "where parses up front"
+        );
+    }
+
+    #[test]
+    fn apply_filters_then_projects_and_counts() {
+        // The condition reads a column the projection leaves out.
+        let flow = spec(None, Some(&["note"]), Some("note != 'skip'")).unwrap();
+        let bound = flow
+            .bind(&decoded(), &trailing(), Tz::UTC)
+            .unwrap()
+            .rescued(Some("_rescued_data"), &decoded());
+        let batch = RecordBatch::try_new(
+            decoded(),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+                Arc::new(StringArray::from(vec!["eu", "us", "eu"])),
+                Arc::new(StringArray::from(vec![Some("keep"), Some("skip"), None])),
+                Arc::new(StringArray::from(vec![None, Some("{}"), None])),
+            ],
+        )
+        .unwrap();
+        let (out, filtered, kept) = bound.apply(batch).unwrap();
+        let kept = kept.expect("rows were left out");
+        let kept: Vec<bool> = (0..3).map(|i| kept.is_valid(i) && kept.value(i)).collect();
+        assert_eq!(kept, [true, false, false]);
+        let expected = Filtered {
+            rows: 2,
+            rescued_rows: 1,
+        };
+        assert_eq!(
+            filtered, expected,
+            "the null note is unknown, so filtered too"
+        );
+        assert_eq!(out.schema(), *bound.schema());
+        let ids = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(ids.values(), &[1]);
+    }
+}
