@@ -178,3 +178,14 @@ impl DiscoveryError {
         }
     }
 }
+
+impl From<crate::pipeline::SpecError> for Error {
+    fn from(e: crate::pipeline::SpecError) -> Error {
+        match e {
+            crate::pipeline::SpecError::Options(e) => e.into(),
+            crate::pipeline::SpecError::Cdc(e) => e.into(),
+            crate::pipeline::SpecError::Storage(e) => e.into(),
+            crate::pipeline::SpecError::Source(e) => e.into(),
+        }
+    }
+}

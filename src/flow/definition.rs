@@ -388,6 +388,36 @@ pub fn markdown_table() -> String {
     out
 }
 
+/// A changed definition that needs a full refresh: every change, and the way out.
+#[derive(Debug, thiserror::Error)]
+pub struct NeedsRefresh {
+    pub stream: String,
+    pub table: String,
+    pub since_batch: u64,
+    pub changes: Vec<DefinitionChange>,
+}
+
+impl std::fmt::Display for NeedsRefresh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "stream {}: the flow's definition changed in a way its checkpoint cannot carry on \
+             from (recorded since batch {}); nothing was read or written:",
+            self.stream, self.since_batch
+        )?;
+        for c in &self.changes {
+            writeln!(f, "  - {c}: {}", on_change_label(c.on_change))?;
+        }
+        write!(
+            f,
+            "Run it with the recorded values again, or start the table over under the new \
+             definition with a full refresh: `autoloader reset {}` (refused while the table's \
+             pipelines.reset.allowed is false), then run again.",
+            self.table
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 
 pub mod cdc;
 pub mod definition;
+pub mod once;
 pub mod select;
 pub mod snapshot;
 

@@ -3,17 +3,17 @@
 
 use crate::pipeline::DecodeError;
 use crate::pipeline::IngestError;
-use crate::pipeline::IngestRequest;
 use crate::pipeline::Progress;
 use crate::pipeline::RELOAD_EVERY_VERSIONS;
 use crate::pipeline::Summary;
 use crate::pipeline::read::ReadOutcome;
 use crate::pipeline::read::read_files;
 use crate::pipeline::read::source_file;
+use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::ActiveSchema;
+use crate::pipeline::schema::OnePassInference;
 use crate::pipeline::schema::infer::infer_parallel;
 use crate::pipeline::schema::infer::skippable;
-use crate::pipeline::schema::one_pass::OnePassInference;
 use crate::pipeline::schema::one_pass::settle_first_version;
 use crate::pipeline::schema::trailing_columns;
 use crate::pipeline::shared_table::align_to_current_table;
@@ -24,29 +24,18 @@ use std::time::Instant;
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
+use crate::checkpoint::{CommitSummary, Plan};
 use crate::clock::now_ms;
-use crate::formats::{DecodeOptions, FileStats, SourceFile};
+use crate::formats::{FileStats, SourceFile};
 use crate::options::EvolutionMode;
 use crate::record::RescueKind;
 use crate::schema::evolution::{self, Outcome};
 use crate::schema::infer::SchemaInferrer;
-use crate::schema::store::{SchemaStore, VersionInfo};
+use crate::schema::store::VersionInfo;
 use crate::source::FileRef;
 use crate::target::Target;
-use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
 use crate::testing::failpoint;
-
-pub(crate) struct RunContext<'a> {
-    pub(crate) req: &'a IngestRequest,
-    pub(crate) telemetry: &'a Telemetry,
-    pub(crate) opts: &'a DecodeOptions,
-    pub(crate) app_id: &'a str,
-    pub(crate) checkpoint: &'a Checkpoint,
-    pub(crate) store: &'a SchemaStore,
-    pub(crate) progress: &'a dyn Progress,
-}
 
 /// Reads, writes and commits one planned batch, then marks it done. `rerun` holds the
 /// deaths counted against a plan run again (see [`MAX_CRASHED_ATTEMPTS`]): once its files

@@ -21,21 +21,9 @@ use super::{IngestError, IngestRequest, Progress, StopFlag, Summary, run_once};
 use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
 use crate::flow::definition::{self, FlowDefinition};
+use crate::flow::once::{OnceFlow, app_id};
 use crate::target::DeltaAppend;
 use crate::telemetry::Hooks;
-
-/// What makes a stream a ONCE flow, from its config. Its definition is the stream's
-/// (`IngestRequest::definition`): a change means the data would differ.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OnceFlow {
-    /// `--rerun-once NAME`: run it again even though it completed.
-    pub rerun: bool,
-}
-
-/// The Delta `txn` app id recording a ONCE flow's completion.
-pub fn app_id(name: &str) -> String {
-    format!("autoloader-once-{name}")
-}
 
 /// Where a ONCE flow stands, from its table.
 #[derive(Debug, PartialEq)]
@@ -168,18 +156,4 @@ pub async fn run(
     summary.once = Some("ran to completion".into());
     summary.table_version = Some(version);
     Ok(summary)
-}
-
-/// The commits a fresh checkpoint of stream `name` is rebuilt from: those after its last
-/// ONCE rerun record (earlier ones are the run it replaces).
-pub(super) fn since_rerun(name: &str, commits: Vec<(u64, Value)>) -> Vec<(u64, Value)> {
-    let rerun = |c: &Value| {
-        c.get("once").is_some_and(|o| {
-            o.get("name").and_then(Value::as_str) == Some(name) && o.get("rerun").is_some()
-        })
-    };
-    match commits.iter().rposition(|(_, c)| rerun(c)) {
-        Some(at) => commits.into_iter().skip(at + 1).collect(),
-        None => commits,
-    }
 }

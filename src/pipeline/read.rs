@@ -2,7 +2,7 @@
 //! for decoded rows.
 
 use crate::pipeline::IngestError;
-use crate::pipeline::batch::RunContext;
+use crate::pipeline::run_context::RunContext;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -51,17 +51,6 @@ pub enum SpecError {
     Source(#[from] DiscoveryError),
 }
 
-impl From<SpecError> for crate::Error {
-    fn from(e: SpecError) -> crate::Error {
-        match e {
-            SpecError::Options(e) => e.into(),
-            SpecError::Cdc(e) => e.into(),
-            SpecError::Storage(e) => e.into(),
-            SpecError::Source(e) => e.into(),
-        }
-    }
-}
-
 impl StreamSpec {
     /// A stream with the defaults: everything flows, one process, not ONCE.
     pub fn new(name: String, source: Location, table: Location, checkpoint: Location) -> Self {

@@ -6,13 +6,13 @@ use crate::pipeline::IngestRequest;
 use crate::pipeline::Progress;
 use crate::pipeline::StopFlag;
 use crate::pipeline::Summary;
-use crate::pipeline::batch::RunContext;
 use crate::pipeline::batch::execute;
 use crate::pipeline::own_output;
 use crate::pipeline::plan::as_i64;
 use crate::pipeline::plan::changed_since_planned;
 use crate::pipeline::plan::new_files;
 use crate::pipeline::plan::split_batches;
+use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::ActiveSchema;
 use crate::pipeline::schema::first_version::announce_first_version;
 use crate::pipeline::schema::first_version::create_first_version;
@@ -343,7 +343,8 @@ impl<'a> StreamRun<'a> {
         }
         let latest = store.latest()?;
         if checkpoint.is_fresh()? && sink.exists() {
-            let mut commits = super::once::since_rerun(&req.name, sink.autoloader_commits().await?);
+            let mut commits =
+                crate::flow::once::since_rerun(&req.name, sink.autoloader_commits().await?);
             let mut identity = latest.as_ref().map(|v| v.info.stream_id.clone());
             if slot.is_some() {
                 // A worker slot rebuilds from its own commits only: the table's others are

@@ -2,9 +2,11 @@
 //! its own checkpoint, schema location and Delta app id, and stops between batches when
 //! the shared stop flag is set.
 
+use crate::pipeline::Progress;
+use crate::pipeline::run_once;
 use std::time::Duration;
 
-use super::{IngestError, IngestRequest, NoProgress, StopFlag, Summary, run_once};
+use super::{IngestError, IngestRequest, NoProgress, StopFlag, Summary};
 use crate::pipeline::watch::{WatchTiming, run_watch};
 use crate::telemetry::Hooks;
 

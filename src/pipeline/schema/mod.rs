@@ -1,75 +1,10 @@
-//! The schema a stream reads batches with: the current `_schemas/N` and the table layout it
-//! gives (data columns, then rescued data, partition columns and `_metadata`).
+//! The stream's schema steps: the first version (`first_version`), inference on every
+//! core (`infer`), one-pass inference for a large first run (`one_pass`), and the version
+//! batches are read with (`active`).
 
+mod active;
 pub(super) mod first_version;
 pub(super) mod infer;
 pub(super) mod one_pass;
 
-use crate::pipeline::schema::one_pass::OnePassInference;
-use std::sync::Arc;
-
-use tracing::info;
-
-use crate::options::Settings;
-use crate::pipeline::IngestRequest;
-use crate::record::{METADATA_COLUMN, TableLayout};
-use crate::schema::store::SchemaVersion;
-
-/// The schema version batches are read with, and its table layout.
-pub(crate) struct ActiveSchema {
-    pub(crate) version: SchemaVersion,
-    pub(crate) layout: Arc<TableLayout>,
-    /// Set while `version` is a provisional first version, not yet written.
-    pub(crate) one_pass: Option<OnePassInference>,
-}
-
-impl ActiveSchema {
-    pub(crate) fn new(version: SchemaVersion, req: &IngestRequest) -> Self {
-        let layout = Arc::new(layout_for(&version, req));
-        ActiveSchema {
-            version,
-            layout,
-            one_pass: None,
-        }
-    }
-}
-
-/// Columns that stay last in the data schema (rescued data, corrupt record).
-pub(crate) fn trailing_columns(settings: &Settings) -> Vec<&str> {
-    [
-        &settings.rescued_data_column,
-        &settings.corrupt_record_column,
-    ]
-    .into_iter()
-    .flatten()
-    .map(String::as_str)
-    .collect()
-}
-
-/// The table layout of a schema version.
-pub(crate) fn layout_for(version: &SchemaVersion, req: &IngestRequest) -> TableLayout {
-    let settings = &req.settings;
-    let include_metadata =
-        settings.include_metadata && version.data.field(METADATA_COLUMN).is_none();
-    if settings.include_metadata && !include_metadata {
-        // Documented, and what a Delta source's rows (their landing file's lineage) need.
-        info!("The data has its own _metadata column; it wins over the lineage column.");
-    }
-    TableLayout {
-        data: version.data.clone(),
-        partition: version.partition.clone(),
-        rescued: settings
-            .rescued_data_column
-            .clone()
-            .filter(|c| version.data.field(c).is_some()),
-        corrupt: settings
-            .corrupt_record_column
-            .clone()
-            .filter(|c| version.data.field(c).is_some()),
-        include_metadata,
-        stamps: req.snapshot.as_ref().map(|s| crate::record::StampColumns {
-            ingested_at: s.ingest_time_column.clone(),
-            snapshot_id: s.snapshot_id_column.clone(),
-        }),
-    }
-}
+pub(crate) use active::{ActiveSchema, OnePassInference, layout_for, trailing_columns};

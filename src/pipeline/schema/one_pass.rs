@@ -3,8 +3,9 @@
 
 use crate::pipeline::IngestError;
 use crate::pipeline::IngestRequest;
-use crate::pipeline::batch::RunContext;
+use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::ActiveSchema;
+use crate::pipeline::schema::OnePassInference;
 use crate::pipeline::schema::first_version::announce_first_version;
 use crate::pipeline::schema::first_version::draft_first_version;
 use crate::pipeline::schema::first_version::log_inferred;
@@ -30,24 +31,9 @@ use crate::testing::failpoint;
 
 /// From this much sampled data on, the first schema version is inferred in one pass with
 /// the first batch (see [`OnePassInference`]); below it, reading the sample twice costs little.
-pub(crate) const SPECULATE_MIN_BYTES: u64 = 64 << 20;
+pub(crate) const ONE_PASS_MIN_BYTES: u64 = 64 << 20;
 /// How much of the sample (its first files) the provisional schema is inferred from.
-pub(crate) const SPECULATE_PREFIX_BYTES: u64 = 32 << 20;
-
-/// A first schema version inferred from the sample's first files only, to be confirmed
-/// or corrected by the types the first batch observes while it is read.
-///
-/// Auto Loader infers from the whole sample (up to 1,000 files / 50 GB) before it reads
-/// a row, so a first run reads its data twice. Here the first batch is read with the
-/// provisional schema while every record's types are observed, exactly as inference
-/// would; then the schema is settled from the whole sample (files outside the batch, or
-/// not read to the end, are inferred on their own), merged in sample order, and written
-/// as `_schemas/0`. The same schema as inferring first, so: if it matches the provisional
-/// one the batch is committed as read, otherwise the batch is read again with it.
-pub(crate) struct OnePassInference {
-    pub(crate) sample: Vec<FileRef>,
-    pub(crate) started: Instant,
-}
+pub(crate) const ONE_PASS_PREFIX_BYTES: u64 = 32 << 20;
 
 /// Settles a provisional first version: merges what the batch observed (`observed`, by
 /// file key) with inference of the sample's other files, in sample order; writes it as
@@ -131,7 +117,7 @@ pub(crate) async fn provisional_first_version(
     // A table other streams created has types of its own to read as: infer first then.
     if settings.user_schema.is_some()
         || !one_pass_format
-        || bytes < SPECULATE_MIN_BYTES
+        || bytes < ONE_PASS_MIN_BYTES
         || table_exists
     {
         return Ok(None);
@@ -141,7 +127,7 @@ pub(crate) async fn provisional_first_version(
     let prefix: Vec<FileRef> = sample
         .iter()
         .take_while(|f| {
-            let take = prefix_bytes < SPECULATE_PREFIX_BYTES;
+            let take = prefix_bytes < ONE_PASS_PREFIX_BYTES;
             prefix_bytes += f.size;
             take
         })
