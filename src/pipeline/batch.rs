@@ -3,7 +3,6 @@
 
 use crate::pipeline::DecodeError;
 use crate::pipeline::IngestError;
-use crate::pipeline::Progress;
 use crate::pipeline::RELOAD_EVERY_VERSIONS;
 use crate::pipeline::Summary;
 use crate::pipeline::read::ReadOutcome;

@@ -2,7 +2,6 @@
 //! its own checkpoint, schema location and Delta app id, and stops between batches when
 //! the shared stop flag is set.
 
-use crate::pipeline::Progress;
 use crate::pipeline::run_once;
 use std::time::Duration;
 

@@ -2,9 +2,8 @@
 
 use crate::reports::ReportError;
 use crate::reports::StreamCheckpoint;
+use crate::reports::is_checkpoint;
 
-use crate::checkpoint::Checkpoint;
-use crate::location::Location;
 use crate::storage::StorageSettings;
 use crate::telemetry::events::{self, Event, EventKind};
 
@@ -47,13 +46,4 @@ pub fn filtered_events(
             })
         })
         .collect())
-}
-
-/// A stream's checkpoint is at `location`: its own, or (competing workers) its slots'.
-pub(super) fn is_checkpoint(
-    location: &Location,
-    state: &StorageSettings,
-) -> Result<bool, ReportError> {
-    Ok(Checkpoint::exists(location, state)?
-        || !crate::checkpoint::claims::slots(location, state)?.is_empty())
 }

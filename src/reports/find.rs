@@ -1,7 +1,7 @@
 //! Finding a table's streams: the checkpoints under it, or one named as such.
 
+use crate::checkpoint::Checkpoint;
 use crate::reports::ReportError;
-use crate::reports::is_checkpoint;
 
 use crate::location::Location;
 use crate::pipeline::IngestRequest;
@@ -185,4 +185,13 @@ pub fn schema_location(
         Err(ReportError::NoCheckpoint { .. }) => Err(ReportError::NoSchemas(here.describe())),
         Err(e) => Err(e),
     }
+}
+
+/// A stream's checkpoint is at `location`: its own, or (competing workers) its slots'.
+pub(super) fn is_checkpoint(
+    location: &Location,
+    state: &StorageSettings,
+) -> Result<bool, ReportError> {
+    Ok(Checkpoint::exists(location, state)?
+        || !crate::checkpoint::claims::slots(location, state)?.is_empty())
 }

@@ -29,7 +29,6 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use deltalake::protocol::{DeltaOperation, MergePredicate};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
@@ -52,25 +51,15 @@ use state_cache::{MAX_CACHED_KEYS, StateCache, StateRow};
 mod from_snapshots;
 mod scd2;
 mod state_cache;
+mod table;
+
+use state_cache::TRUNCATE_KEY;
+pub use table::CdcTarget;
+use table::{column, data_err, merge_operation, widen};
 
 /// The table property that says how long a tombstone is kept (Databricks' name).
 pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
 const TOMBSTONE_GC_DEFAULT_SECS: i64 = 2 * 24 * 3600;
-
-/// A CDC flow's target and state.
-pub struct CdcTarget {
-    target: DeltaAppend,
-    state: DeltaAppend,
-    spec: CdcSpec,
-    deletes: Option<RowCondition>,
-    truncates: Option<RowCondition>,
-    /// What the last batch did (none when only its state was committed, after a restart).
-    last: Option<ChangeCounts>,
-    /// The SCD 1 state as the last batch of this run committed it.
-    cache: Option<StateCache>,
-    /// Batches this run applied.
-    applied: u64,
-}
 
 /// The state log's columns: a key's entry (`key`, `seq` as comparable bytes), and the
 /// batch that wrote it.
@@ -86,16 +75,6 @@ fn state_schema() -> SchemaRef {
 
 /// The add-action tag of the state's compacted files.
 const COMPACTED_TAG: &str = "autoloader.cdcCompacted";
-
-/// The truncate mark's key: no real key encodes to no bytes.
-const TRUNCATE_KEY: &[u8] = b"";
-
-fn data_err(location: &str, reason: impl Into<String>) -> SinkError {
-    SinkError::Incompatible {
-        location: location.to_string(),
-        reason: reason.into(),
-    }
-}
 
 impl CdcTarget {
     /// The CDC flow into `target`, its state in `checkpoint`.
@@ -892,28 +871,6 @@ impl CdcTarget {
     }
 }
 
-/// The `MERGE` operation a batch's target commit records: matched by the keys, updated
-/// when matched, inserted when not (what a reader of the table's history expects).
-fn merge_operation(keys: &[String]) -> DeltaOperation {
-    DeltaOperation::Merge {
-        predicate: None,
-        merge_predicate: Some(format!(
-            "target.{} = source.{}",
-            keys.join(" AND target."),
-            keys.join(" AND source.")
-        )),
-        matched_predicates: vec![MergePredicate {
-            action_type: "update".into(),
-            predicate: None,
-        }],
-        not_matched_predicates: vec![MergePredicate {
-            action_type: "insert".into(),
-            predicate: None,
-        }],
-        not_matched_by_source_predicates: Vec::new(),
-    }
-}
-
 /// A state entry with the batch that wrote it: of a key's entries in the log, the one of
 /// the latest batch is its state.
 #[derive(Debug, Clone)]
@@ -1016,12 +973,6 @@ impl<'a> LogIndex<'a> {
         let r = at.1 as usize;
         (c.seq.value(r), c.deleted.value(r), c.at_ms.value(r))
     }
-}
-
-fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<T>())
-        .ok_or_else(|| format!("the CDC state has no column {name} of its type (a state written by an older version?)"))
 }
 
 /// Row groups of the state log read at once: the log is read beside the target's rewrite,
@@ -1274,17 +1225,6 @@ fn state_removes(
         .into_iter()
         .map(|f| deltalake::kernel::Action::Remove(f.remove_action(true)))
         .collect())
-}
-
-/// The table's columns, then the selected change columns it lacks (evolution).
-fn widen(table: &SchemaRef, selected: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<_> = table.fields().iter().cloned().collect();
-    for f in selected.fields() {
-        if table.field_with_name(f.name()).is_err() {
-            fields.push(f.clone());
-        }
-    }
-    Arc::new(Schema::new(fields))
 }
 
 impl Target for CdcTarget {

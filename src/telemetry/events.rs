@@ -64,7 +64,7 @@ macro_rules! event_kinds {
 
         /// Event types (the `type` field), as constants for the call sites.
         pub mod kind {
-            use super::EventKind;
+            use crate::telemetry::events::EventKind;
 
             $(pub const $constant: EventKind = EventKind::$variant;)*
             /// Every known type, in the order of the JSON Schema's enum (and of

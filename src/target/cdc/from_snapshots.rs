@@ -21,7 +21,8 @@ use parquet::arrow::ProjectionMask;
 use sha2::Digest;
 use tracing::{info, warn};
 
-use super::{CdcTarget, FastMap, data_err};
+use super::table::{CdcTarget, data_err};
+use crate::flow::cdc::FastMap;
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::{END_AT, SNAPSHOT_DELETE};
 use crate::target::delta::SinkError;

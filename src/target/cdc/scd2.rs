@@ -20,7 +20,7 @@ use futures::TryStreamExt;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::{CdcTarget, column, data_err, widen};
+use super::table::{CdcTarget, column, data_err, widen};
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd2::{self, Record, Values};
@@ -236,7 +236,7 @@ impl CdcTarget {
                 "recordsStale": stale, "sequenceTies": ties,
                 "filesRewritten": taken.removes.len(), "filesRead": taken.files_read,
             });
-            let operation = super::merge_operation(&self.spec.keys);
+            let operation = super::table::merge_operation(&self.spec.keys);
             let v = self
                 .target
                 .commit_with(

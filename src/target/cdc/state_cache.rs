@@ -17,7 +17,11 @@ use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use super::{FastMap, FastSet, StateEntry};
+use crate::flow::cdc::scd1::StateEntry;
+use crate::flow::cdc::{FastMap, FastSet};
+
+/// The truncate mark's key: no real key encodes to no bytes.
+pub(super) const TRUNCATE_KEY: &[u8] = b"";
 
 /// The most keys whose state is kept (about 110 bytes each for short keys in a B-tree,
 /// which grows a node at a time where a hash map would double: 220 MB).
@@ -114,7 +118,7 @@ impl StateCache {
     /// An entry of the log, kept unless its key has one of a later batch (the mark's, when
     /// `key` is the truncate key).
     pub fn insert(&mut self, key: &[u8], seq: &[u8], deleted: bool, at_ms: i64, batch: i64) {
-        if key == super::TRUNCATE_KEY {
+        if key == TRUNCATE_KEY {
             if batch > self.mark_batch {
                 self.mark = Some(seq.to_vec());
                 self.mark_at_ms = at_ms;
@@ -180,15 +184,10 @@ impl StateCache {
             .entries
             .iter()
             .map(|(k, e)| (k.as_slice(), e.seq.as_slice(), e.deleted, e.at_ms, e.batch));
-        let mark = self.mark.as_deref().map(|m| {
-            (
-                super::TRUNCATE_KEY,
-                m,
-                false,
-                self.mark_at_ms,
-                self.mark_batch,
-            )
-        });
+        let mark = self
+            .mark
+            .as_deref()
+            .map(|m| (TRUNCATE_KEY, m, false, self.mark_at_ms, self.mark_batch));
         entries.chain(mark)
     }
 
@@ -215,7 +214,7 @@ impl StateCache {
             self.insert(key, &e.seq, e.deleted, e.at_ms, batch);
         }
         if let Some((m, at_ms)) = mark {
-            self.insert(super::TRUNCATE_KEY, m, false, at_ms, batch);
+            self.insert(TRUNCATE_KEY, m, false, at_ms, batch);
         }
         self.version = version;
     }
@@ -240,7 +239,7 @@ mod tests {
         c.insert(&[1], &[5], false, 1, 2);
         c.insert(&[1], &[4], true, 1, 1); // an older batch's entry, read later, loses
         c.insert(&long, &long, true, 2, 1);
-        c.insert(super::super::TRUNCATE_KEY, &[2], false, 0, 1);
+        c.insert(super::TRUNCATE_KEY, &[2], false, 0, 1);
         assert_eq!(c.len(), 2);
         assert_eq!(c.mark(), Some(&[2u8][..]));
         assert!(!c.is_at(None), "nothing is current before a commit");
@@ -275,10 +274,7 @@ mod tests {
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0], (&[1u8][..], &[6u8][..], true, 7, 3));
         assert_eq!(rows[1], (&long[..], &long[..], true, 2, 1));
-        assert_eq!(
-            rows[2],
-            (super::super::TRUNCATE_KEY, &mark[..], false, 9, 3)
-        );
+        assert_eq!(rows[2], (super::TRUNCATE_KEY, &mark[..], false, 9, 3));
         // What a compaction drops is dropped here too; the mark stays.
         c.retain(|_, _, at_ms| at_ms > 5);
         let rows: Vec<StateRow> = c.rows().collect();

@@ -1,0 +1,73 @@
+//! The CDC target's parts, which its batch steps (`scd2.rs`, `from_snapshots.rs`) share.
+
+use super::state_cache::StateCache;
+use crate::flow::cdc::{CdcSpec, RowCondition};
+use crate::target::ChangeCounts;
+use crate::target::delta::{DeltaAppend, SinkError};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{Schema, SchemaRef};
+use deltalake::protocol::{DeltaOperation, MergePredicate};
+use std::sync::Arc;
+
+/// A CDC flow's target and state.
+pub struct CdcTarget {
+    pub(super) target: DeltaAppend,
+    pub(super) state: DeltaAppend,
+    pub(super) spec: CdcSpec,
+    pub(super) deletes: Option<RowCondition>,
+    pub(super) truncates: Option<RowCondition>,
+    /// What the last batch did (none when only its state was committed, after a restart).
+    pub(super) last: Option<ChangeCounts>,
+    /// The SCD 1 state as the last batch of this run committed it.
+    pub(super) cache: Option<StateCache>,
+    /// Batches this run applied.
+    pub(super) applied: u64,
+}
+
+/// A CDC table's data error, naming its location.
+pub(super) fn data_err(location: &str, reason: impl Into<String>) -> SinkError {
+    SinkError::Incompatible {
+        location: location.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A column of the state log, of its type.
+pub(super) fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| format!("the CDC state has no column {name} of its type (a state written by an older version?)"))
+}
+
+/// The table's columns, then the selected change columns it lacks (evolution).
+pub(super) fn widen(table: &SchemaRef, selected: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<_> = table.fields().iter().cloned().collect();
+    for f in selected.fields() {
+        if table.field_with_name(f.name()).is_err() {
+            fields.push(f.clone());
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The `MERGE` operation a batch's target commit records: matched by the keys, updated
+/// when matched, inserted when not (what a reader of the table's history expects).
+pub(super) fn merge_operation(keys: &[String]) -> DeltaOperation {
+    DeltaOperation::Merge {
+        predicate: None,
+        merge_predicate: Some(format!(
+            "target.{} = source.{}",
+            keys.join(" AND target."),
+            keys.join(" AND source.")
+        )),
+        matched_predicates: vec![MergePredicate {
+            action_type: "update".into(),
+            predicate: None,
+        }],
+        not_matched_predicates: vec![MergePredicate {
+            action_type: "insert".into(),
+            predicate: None,
+        }],
+        not_matched_by_source_predicates: Vec::new(),
+    }
+}
