@@ -3,6 +3,7 @@
 //! ingested is cleaned: one replaced since (another size or modification time) is left,
 //! so a file not yet ingested is never touched.
 
+use crate::source::Cleaned;
 use std::path::Path;
 
 use object_store::path::Path as ObjectPath;
@@ -11,17 +12,6 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use super::{DiscoveryError, FileRef};
 use crate::location::Location;
 use crate::options::CleanAction;
-
-/// What cleaning a file found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cleaned {
-    /// Deleted, or moved to the destination.
-    Done,
-    /// Not there any more (cleaned before a restart, or removed by someone else).
-    Gone,
-    /// Another file is there now (replaced since it was ingested): left alone.
-    Replaced,
-}
 
 fn io_err(path: &Path, source: std::io::Error) -> DiscoveryError {
     DiscoveryError::Clean {
@@ -42,7 +32,7 @@ pub(super) fn local(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Cleaned::Gone),
         Err(e) => return Err(io_err(&path, e)),
     };
-    if meta.len() != file.size || super::local::mtime_ms(&meta) != file.mtime_ms {
+    if meta.len() != file.size || super::mtime_ms(&meta) != file.mtime_ms {
         return Ok(Cleaned::Replaced);
     }
     match action {

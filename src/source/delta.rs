@@ -9,6 +9,7 @@
 //! kept in the stream's checkpoint through [`FileSource::position`]; the files themselves
 //! are planned, deduplicated and committed exactly once as any source's are.
 
+use std::sync::Arc;
 use std::sync::Mutex;
 
 use deltalake::DeltaTable;
@@ -19,7 +20,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use tracing::info;
 
-use super::{DiscoveryError, FileLocation, FileRef, FileSource, Overlap, Source};
+use super::{DiscoveryError, FileLocation, FileRef, FileSource, Overlap};
 use crate::location::Location;
 use crate::options::{DeltaReadSettings, StartingPoint};
 use crate::storage::StorageSettings;
@@ -56,7 +57,7 @@ struct State {
 pub struct DeltaTableSource {
     location: Location,
     /// The table's folder as a plain source: keys are located and described through it.
-    files: Source,
+    files: Arc<dyn FileSource>,
     s3: Vec<(String, String)>,
     read: DeltaReadSettings,
     state: Mutex<State>,
@@ -72,7 +73,7 @@ enum CommitEffect {
 impl DeltaTableSource {
     pub fn open(
         location: &Location,
-        files: Source,
+        files: Arc<dyn FileSource>,
         storage: &StorageSettings,
         read: &DeltaReadSettings,
     ) -> DeltaTableSource {

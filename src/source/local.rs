@@ -1,6 +1,7 @@
 //! A local folder: every file below it, walked recursively; links are not followed. A
 //! single file is a source too (a ONCE flow's backfill file): its folder, listing only it.
 
+use crate::source::mtime_ms;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
@@ -121,7 +122,7 @@ impl FileSource for LocalFolder {
         &'a self,
         file: &'a FileRef,
         action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<super::clean::Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<super::Cleaned, DiscoveryError>> {
         Box::pin(async move { super::clean::local(&self.root, file, action) })
     }
 
@@ -148,13 +149,6 @@ fn list_one(root: &Path, name: &str) -> Vec<FileRef> {
         size: meta.len(),
         mtime_ms: mtime_ms(&meta),
     }]
-}
-
-pub(super) fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {

@@ -165,7 +165,7 @@ impl FileSource for S3Prefix {
         &'a self,
         file: &'a FileRef,
         action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<super::clean::Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<super::Cleaned, DiscoveryError>> {
         Box::pin(super::clean::s3(
             self.store.as_ref(),
             &self.bucket,

@@ -15,6 +15,8 @@
 //! A message is deleted only after its file is durably owned, so a crash never loses a
 //! file; a redelivered message finds its file in the index and is deleted then.
 
+use crate::source::LeftMessage;
+use crate::source::QueueTally;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -47,57 +49,6 @@ const DRAIN_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 const SQS_ATTEMPTS: u32 = 8;
 /// Concurrent object `HEAD`s while resolving events.
 const HEADS_IN_FLIGHT: usize = 16;
-
-/// What became of the messages received since the last [`FileSource::queue_tally`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueueTally {
-    /// Messages received (a redelivery counts again).
-    pub received: u64,
-    /// Deleted once a plan owned their files.
-    pub planned: u64,
-    /// Deleted: their files were already ingested, planned, or left out by the stream.
-    pub already_taken: u64,
-    /// Deleted: `s3:TestEvent`.
-    pub test_events: u64,
-    /// Deleted: another bucket, outside the prefix, or a hidden or temporary name.
-    pub outside_source: u64,
-    /// Deleted: the name does not match `pathGlobFilter`.
-    pub filtered: u64,
-    /// Deleted: older than `cloudFiles.maxFileAge` by the event's time.
-    pub too_old: u64,
-    /// Deleted: not an `ObjectCreated` event.
-    pub not_created: u64,
-    /// Left in the queue (its redrive policy moves them to the dead-letter queue).
-    pub left: Vec<LeftMessage>,
-}
-
-impl QueueTally {
-    /// Messages deleted without a plan of their own.
-    pub fn skipped(&self) -> u64 {
-        self.already_taken
-            + self.test_events
-            + self.outside_source
-            + self.filtered
-            + self.too_old
-            + self.not_created
-    }
-
-    pub fn is_empty(&self) -> bool {
-        *self == QueueTally::default()
-    }
-}
-
-/// A message not deleted, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeftMessage {
-    pub message_id: String,
-    /// How often the queue has handed it out (`ApproximateReceiveCount`).
-    pub receive_count: u64,
-    /// `unparseable` or `missing_object`.
-    pub reason: &'static str,
-    /// What is wrong, naming the object when there is one.
-    pub detail: String,
-}
 
 /// One received message, held until its files are owned.
 #[derive(Debug)]
@@ -643,7 +594,7 @@ impl FileSource for SqsNotifications {
         &'a self,
         file: &'a FileRef,
         action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<super::clean::Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<super::Cleaned, DiscoveryError>> {
         self.prefix.clean(file, action)
     }
 
