@@ -5,7 +5,7 @@
 //! other union a struct of its non-null branches (`member0`, `member1`, ...), `uuid` a
 //! STRING, `decimal`, `date` and `timestamp-millis`/`-micros` (a UTC TIMESTAMP) as they
 //! are. Each batch is then made one of the stream's layout as Parquet's is
-//! ([`super::parquet::conform`]): a value that does not fit is rescued.
+//! ([`super::conform::conform`]): a value that does not fit is rescued.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -257,7 +257,7 @@ fn spark_field(f: &ArrowField) -> ArrowField {
     let data_type = match f.data_type() {
         ArrowType::Union(fields, _) => {
             return ArrowField::new(f.name(), spark_union(fields), true).with_metadata(
-                [(super::parquet::UNION_STRUCT.to_string(), "true".to_string())].into(),
+                [(super::conform::UNION_STRUCT.to_string(), "true".to_string())].into(),
             );
         }
         ArrowType::Struct(fields) => ArrowType::Struct(spark_fields(fields)),

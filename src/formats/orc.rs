@@ -3,7 +3,7 @@
 //! (orc-rust), so memory holds one stripe's streams and one batch whatever the file size.
 //! Types as Spark reads ORC: `timestamp` (and `timestamp with local time zone`) a UTC
 //! TIMESTAMP in microseconds, `char`/`varchar` STRING, the rest as they are. Each batch is
-//! then made one of the stream's layout as Parquet's is ([`super::parquet::conform`]): a
+//! then made one of the stream's layout as Parquet's is ([`super::conform::conform`]): a
 //! value that does not fit is rescued.
 
 use std::cell::Cell;

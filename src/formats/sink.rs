@@ -66,10 +66,10 @@ impl<'a> Sink<'a> {
     }
 
     /// A batch in the file's own columns as a batch of the layout (see
-    /// [`super::parquet::conform`]), its rows counted.
+    /// [`super::conform::conform`]), its rows counted.
     pub(crate) fn conform(&mut self, batch: &RecordBatch) -> Result<RecordBatch, DecodeError> {
         let out =
-            super::parquet::conform(batch, self.file, self.opts, self.layout, &mut self.stats)?;
+            super::conform::conform(batch, self.file, self.opts, self.layout, &mut self.stats)?;
         self.stats.rows += batch.num_rows() as u64;
         Ok(out)
     }
