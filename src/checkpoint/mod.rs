@@ -42,6 +42,21 @@ pub use record::{
     Checkpoint, CheckpointError, CommitSummary, IngestedFile, Plan, RecordFigures, SOURCE_POSITION,
 };
 
+/// The checkpoint a stream of `table` keeps when none is given: `TABLE/_autoloader`, or
+/// `TABLE/_autoloader/NAME` for one of several streams into the table.
+pub fn default_location(table: &Location, stream: Option<&str>) -> Location {
+    let base = table.join("_autoloader");
+    match stream {
+        Some(name) => base.join(name),
+        None => base,
+    }
+}
+
+/// A stream's name when none is given: its table folder's.
+pub fn default_stream_name(table: &Location) -> String {
+    table.file_name().unwrap_or_else(|| "stream".to_string())
+}
+
 /// Where a checkpoint's local files live: the folder itself, or for an `s3://` checkpoint
 /// a cache folder named after it under [`StorageSettings::cache_root`].
 pub fn local_dir(location: &Location, state: &StorageSettings) -> PathBuf {

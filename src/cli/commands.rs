@@ -536,10 +536,10 @@ pub(crate) struct ResetArgs {
 /// `autoloader reset`: the precheck (guard, locks), the plan, the confirmation, the reset.
 pub(crate) fn reset(args: ResetArgs, state: &StorageSettings) -> Result<(), Error> {
     use autoloader::table::reset;
-    let streams: Vec<IngestRequest> = match &args.config {
+    let streams: Vec<reset::ConfiguredFlow> = match &args.config {
         Some(path) => autoloader::config::load(path, None, state)?
             .into_iter()
-            .map(|s| s.request)
+            .map(|s| s.request.as_configured_flow())
             .collect(),
         None => Vec::new(),
     };

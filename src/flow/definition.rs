@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -416,6 +417,32 @@ impl std::fmt::Display for NeedsRefresh {
             self.table
         )
     }
+}
+
+/// Checkpoint metadata: the [`RecordedDefinition`], as JSON.
+pub const META_KEY: &str = "flowDefinition";
+/// A copy of the record in the checkpoint's local folder, for `status` and `run --check`
+/// while a running stream holds the store's lock. Only the store's record is trusted.
+pub const MIRROR_FILE: &str = "flow-definition.json";
+
+/// A flow's definition as its checkpoint holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedDefinition {
+    pub definition: FlowDefinition,
+    /// The first batch planned under it; rows of earlier batches were written under an
+    /// earlier definition.
+    pub since_batch: u64,
+    pub recorded_at_ms: i64,
+    /// Whether a table commit carries it yet (the first one made under it does).
+    #[serde(default)]
+    pub in_table: bool,
+}
+
+/// The copy of a checkpoint's record kept in its local folder (see [`MIRROR_FILE`]).
+pub fn mirrored(local_dir: &Path) -> Option<RecordedDefinition> {
+    let text = std::fs::read_to_string(local_dir.join(MIRROR_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 #[cfg(test)]

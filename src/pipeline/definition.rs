@@ -9,10 +9,14 @@
 //! checkpoint with no plan and no file yet is not bound by it, so a flow never refuses
 //! itself over a run that landed nothing.
 
+use crate::pipeline::definition::definition::META_KEY;
+use crate::pipeline::definition::definition::MIRROR_FILE;
 use crate::pipeline::definition::definition::NeedsRefresh;
+use crate::pipeline::definition::definition::RecordedDefinition;
+use crate::pipeline::definition::definition::mirrored;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -25,26 +29,6 @@ use crate::flow::definition::{self, DefinitionChange, FlowDefinition};
 use crate::schema::Schema;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
-
-/// Checkpoint metadata: the [`RecordedDefinition`], as JSON.
-const META_KEY: &str = "flowDefinition";
-/// A copy of the record in the checkpoint's local folder, for `status` and `run --check`
-/// while a running stream holds the store's lock. Only the store's record is trusted.
-pub const MIRROR_FILE: &str = "flow-definition.json";
-
-/// A flow's definition as its checkpoint holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecordedDefinition {
-    pub definition: FlowDefinition,
-    /// The first batch planned under it; rows of earlier batches were written under an
-    /// earlier definition.
-    pub since_batch: u64,
-    pub recorded_at_ms: i64,
-    /// Whether a table commit carries it yet (the first one made under it does).
-    #[serde(default)]
-    pub in_table: bool,
-}
 
 impl IngestRequest {
     /// What this request defines the flow as. `detected_format`: the format the stream's
@@ -155,12 +139,6 @@ pub(crate) fn recorded(checkpoint: &Checkpoint) -> Result<Option<RecordedDefinit
             checkpoint.describe()
         ))
     })
-}
-
-/// The copy of a checkpoint's record kept in its local folder (see [`MIRROR_FILE`]).
-pub fn mirrored(local_dir: &Path) -> Option<RecordedDefinition> {
-    let text = std::fs::read_to_string(local_dir.join(MIRROR_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 /// Records `rec` in the checkpoint (then its local copy, which may lag a kill behind).

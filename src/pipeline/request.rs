@@ -139,11 +139,7 @@ impl IngestRequest {
     /// (Delta readers ignore `_` folders), or `TABLE/_autoloader/NAME` for a named stream
     /// of a config file, so several streams can share the table.
     pub fn default_checkpoint(table: &Location, stream: Option<&str>) -> Location {
-        let base = table.join("_autoloader");
-        match stream {
-            Some(name) => base.join(name),
-            None => base,
-        }
+        crate::checkpoint::default_location(table, stream)
     }
 
     /// The columns a table written with `layout` holds: the layout's, projected by the
@@ -201,7 +197,19 @@ impl IngestRequest {
 
     /// The name of the stream of `table` when none is given: the table's folder name.
     pub fn default_name(table: &Location) -> String {
-        table.file_name().unwrap_or_else(|| "stream".to_string())
+        crate::checkpoint::default_stream_name(table)
+    }
+
+    /// What `reset` needs of this stream.
+    pub fn as_configured_flow(&self) -> crate::table::reset::ConfiguredFlow {
+        crate::table::reset::ConfiguredFlow {
+            name: self.name.clone(),
+            table: self.table.clone(),
+            checkpoint: self.checkpoint.clone(),
+            source: self.source.clone(),
+            settings: self.settings.clone(),
+            once: self.once.is_some(),
+        }
     }
 }
 

@@ -4,7 +4,6 @@ use crate::checkpoint::Checkpoint;
 use crate::reports::ReportError;
 
 use crate::location::Location;
-use crate::pipeline::IngestRequest;
 use crate::schema::store::{SCHEMAS_DIR, SchemaStore};
 use crate::storage::StorageSettings;
 use crate::storage::object_dir::RemoteDir;
@@ -63,9 +62,10 @@ pub fn checkpoints(
         return Ok(found);
     };
     // `ingest`'s stream answers to its `--name` and to the table folder's name.
-    let root = IngestRequest::default_checkpoint(target, None);
-    let is_root_named =
-        |s: &StreamCheckpoint| s.location == root && IngestRequest::default_name(target) == name;
+    let root = crate::checkpoint::default_location(target, None);
+    let is_root_named = |s: &StreamCheckpoint| {
+        s.location == root && crate::checkpoint::default_stream_name(target) == name
+    };
     match found
         .iter()
         .find(|s| s.name.as_deref() == Some(name) || is_root_named(s))
@@ -119,12 +119,13 @@ fn table_streams(
     table: &Location,
     state: &StorageSettings,
 ) -> Result<Vec<StreamCheckpoint>, ReportError> {
-    let root = IngestRequest::default_checkpoint(table, None);
+    let root = crate::checkpoint::default_location(table, None);
     let mut out = Vec::new();
     if is_checkpoint(&root, state)? {
         out.push(StreamCheckpoint {
             name: Some(
-                started_as(&root, state).unwrap_or_else(|| IngestRequest::default_name(table)),
+                started_as(&root, state)
+                    .unwrap_or_else(|| crate::checkpoint::default_stream_name(table)),
             ),
             location: root.clone(),
         });

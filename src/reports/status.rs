@@ -45,7 +45,7 @@ pub struct Status {
     pub workers: Vec<WorkerStatus>,
     /// The flow's definition as its checkpoint recorded it, and since which batch.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub definition: Option<crate::pipeline::definition::RecordedDefinition>,
+    pub definition: Option<crate::flow::definition::RecordedDefinition>,
 }
 
 /// One worker slot of a stream (`CHECKPOINT/workers/K/`).
@@ -308,7 +308,11 @@ pub async fn status(
     match Checkpoint::open_to_read(checkpoint, state) {
         Ok(c) => {
             st.stream_id = Some(c.stream_id().to_string());
-            st.definition = crate::pipeline::definition::recorded(&c).ok().flatten();
+            st.definition = c
+                .meta(crate::flow::definition::META_KEY)
+                .ok()
+                .flatten()
+                .and_then(|t| serde_json::from_str(&t).ok());
             let commits = c.commits()?;
             st.batches = commits.len() as u64;
             for (_, s) in &commits {
@@ -356,7 +360,7 @@ pub async fn status(
         }
         Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
             st.running = Some(holder);
-            st.definition = crate::pipeline::definition::mirrored(&local);
+            st.definition = crate::flow::definition::mirrored(&local);
             if let Some(l) = live::read(&local) {
                 st.live_at = Some(l.updated_at);
                 st.files_ingested = Some(l.files_ingested);

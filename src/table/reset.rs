@@ -23,9 +23,10 @@ use tracing::{info, warn};
 
 use crate::checkpoint::{Checkpoint, CheckpointError};
 use crate::location::Location;
-use crate::pipeline::IngestRequest;
+use crate::options::Settings;
 use crate::reports::{self, ReportError};
 use crate::source::DiscoveryError;
+use crate::source::Source;
 use crate::storage::StorageSettings;
 use crate::target::{DeltaAppend, SinkError};
 use crate::testing::failpoint;
@@ -169,12 +170,25 @@ async fn open_table(
         })
 }
 
+/// A flow of the config: what a reset needs of it.
+#[derive(Debug, Clone)]
+pub struct ConfiguredFlow {
+    pub name: String,
+    pub table: Location,
+    pub checkpoint: Location,
+    /// Listed when the plan is made: how many files a full refresh reads again.
+    pub source: Source,
+    pub settings: Settings,
+    /// A ONCE flow (it runs again after a full refresh).
+    pub once: bool,
+}
+
 /// The precheck: opens every table, refuses a guarded one (or marks it skipped), finds and
 /// locks the flows writing into each (`streams`: the config's; and the checkpoints under
 /// `TABLE/_autoloader`). Nothing is changed.
 pub async fn prepare(
     tables: &[Location],
-    streams: &[IngestRequest],
+    streams: &[ConfiguredFlow],
     options: ResetOptions,
     storage: &StorageSettings,
 ) -> Result<Prepared, ResetError> {
@@ -224,7 +238,7 @@ pub async fn prepare(
                 req.checkpoint.clone(),
                 req.settings.schema_location.clone(),
                 Some(source_files),
-                req.once.is_some(),
+                req.once,
             ));
         }
         let found = match reports::checkpoints(Some(&table), None, None, storage) {
