@@ -319,77 +319,7 @@ pub fn load(
         if out.iter().any(|o| o.name == s.name) {
             return Err(invalid(format!("two streams are named \"{}\"", s.name)));
         }
-        let location = |field: &str, text: &str| {
-            Location::parse(text)
-                .map(|l| l.relative_to(&base))
-                .map_err(|e| invalid(format!("stream \"{}\": {field}: {e}", s.name)))
-        };
-        let table = location("table", &s.table)?;
-        let checkpoint = match &s.checkpoint {
-            Some(c) => location("checkpoint", c)?,
-            None => IngestRequest::default_checkpoint(&table, Some(&s.name)),
-        };
-        let mut raw: Vec<(String, String)> = parsed
-            .defaults
-            .options
-            .iter()
-            .map(|(k, v)| (k.clone(), option_text(v)))
-            .collect();
-        raw.extend(s.options.iter().map(|(k, v)| (k.clone(), option_text(v))));
-        raw.extend(s.snapshot.iter().flatten().map(|(k, v)| {
-            (
-                format!("{}{k}", crate::flow::snapshot::OPTION_PREFIX),
-                option_text(v),
-            )
-        }));
-        // A relative schema location (or move destination) is relative to the config
-        // file too.
-        for (k, v) in &mut raw {
-            for key in [
-                "cloudFiles.schemaLocation",
-                "cloudFiles.cleanSource.moveDestination",
-            ] {
-                if k.eq_ignore_ascii_case(key) {
-                    *v = location(key, v)?.to_string();
-                }
-            }
-        }
-        raw.extend(s.cdc.iter().flatten().map(|(k, v)| {
-            (
-                format!("{}{k}", crate::flow::cdc::OPTION_PREFIX),
-                cdc_text(v),
-            )
-        }));
-        let source_format = match &s.source_format {
-            None => SourceFormat::Detect,
-            Some(f) => SourceFormat::from_name(f).ok_or_else(|| {
-                invalid(format!(
-                    "stream \"{}\": source_format = \"{f}\": expected \"delta\" or \"files\"",
-                    s.name
-                ))
-            })?,
-        };
-        let source_location = location("source", &s.source)?;
-        // The streams of this config whose table this stream reads.
-        let upstream: Vec<String> = tables_written
-            .iter()
-            .filter(|(name, table)| *name != s.name && *table == source_location.normalized())
-            .map(|(name, _)| (*name).to_string())
-            .collect();
-        let flow = FlowSpec::new(
-            s.columns.clone(),
-            s.except_columns.clone(),
-            s.condition.as_deref(),
-        )
-        .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
-        let spec = StreamSpec {
-            source_format,
-            options: raw,
-            flow,
-            upstream,
-            once: s.once,
-            ..StreamSpec::new(s.name.clone(), source_location, table, checkpoint)
-        };
+        let spec = stream_spec(s, &parsed.defaults, &base, &tables_written, &invalid)?;
         let (request, warnings) = spec.build(state).map_err(|e| match e {
             SpecError::Options(source) => ConfigError::Options {
                 path: path.into(),
@@ -413,6 +343,110 @@ pub fn load(
                 .collect(),
         });
     }
+    check_shared_places(&out, &invalid)?;
+    if let Some(name) = only {
+        out.retain(|s| s.name == name);
+        if out.is_empty() {
+            let names: Vec<&str> = parsed.stream.iter().map(|s| s.name.as_str()).collect();
+            return Err(invalid(format!(
+                "no stream named \"{name}\" (streams: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    check_feeds(&out, &invalid)?;
+    apply_tables(&parsed.table, &mut out, &base, only, &invalid)?;
+    share_first_writes(&mut out);
+    Ok(out)
+}
+
+/// A message naming the config file.
+type Invalid<'a> = dyn Fn(String) -> ConfigError + 'a;
+
+/// One `[[stream]]` as a `StreamSpec`: locations relative to the config file's folder,
+/// `[defaults]` options under the stream's, `[stream.snapshot]` and `[stream.cdc]` under
+/// their prefixes.
+fn stream_spec(
+    s: &StreamConfig,
+    defaults: &Defaults,
+    base: &Path,
+    tables_written: &[(&str, Location)],
+    invalid: &Invalid<'_>,
+) -> Result<StreamSpec, ConfigError> {
+    let location = |field: &str, text: &str| {
+        Location::parse(text)
+            .map(|l| l.relative_to(&base))
+            .map_err(|e| invalid(format!("stream \"{}\": {field}: {e}", s.name)))
+    };
+    let table = location("table", &s.table)?;
+    let checkpoint = match &s.checkpoint {
+        Some(c) => location("checkpoint", c)?,
+        None => IngestRequest::default_checkpoint(&table, Some(&s.name)),
+    };
+    let mut raw: Vec<(String, String)> = defaults
+        .options
+        .iter()
+        .map(|(k, v)| (k.clone(), option_text(v)))
+        .collect();
+    raw.extend(s.options.iter().map(|(k, v)| (k.clone(), option_text(v))));
+    raw.extend(s.snapshot.iter().flatten().map(|(k, v)| {
+        (
+            format!("{}{k}", crate::flow::snapshot::OPTION_PREFIX),
+            option_text(v),
+        )
+    }));
+    // A relative schema location (or move destination) is relative to the config
+    // file too.
+    for (k, v) in &mut raw {
+        for key in [
+            "cloudFiles.schemaLocation",
+            "cloudFiles.cleanSource.moveDestination",
+        ] {
+            if k.eq_ignore_ascii_case(key) {
+                *v = location(key, v)?.to_string();
+            }
+        }
+    }
+    raw.extend(s.cdc.iter().flatten().map(|(k, v)| {
+        (
+            format!("{}{k}", crate::flow::cdc::OPTION_PREFIX),
+            cdc_text(v),
+        )
+    }));
+    let source_format = match &s.source_format {
+        None => SourceFormat::Detect,
+        Some(f) => SourceFormat::from_name(f).ok_or_else(|| {
+            invalid(format!(
+                "stream \"{}\": source_format = \"{f}\": expected \"delta\" or \"files\"",
+                s.name
+            ))
+        })?,
+    };
+    let source_location = location("source", &s.source)?;
+    // The streams of this config whose table this stream reads.
+    let upstream: Vec<String> = tables_written
+        .iter()
+        .filter(|(name, table)| *name != s.name && *table == source_location.normalized())
+        .map(|(name, _)| (*name).to_string())
+        .collect();
+    let flow = FlowSpec::new(
+        s.columns.clone(),
+        s.except_columns.clone(),
+        s.condition.as_deref(),
+    )
+    .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+    Ok(StreamSpec {
+        source_format,
+        options: raw,
+        flow,
+        upstream,
+        once: s.once,
+        ..StreamSpec::new(s.name.clone(), source_location, table, checkpoint)
+    })
+}
+
+/// Each stream needs its own checkpoint and schema location.
+fn check_shared_places(out: &[NamedStream], invalid: &Invalid<'_>) -> Result<(), ConfigError> {
     for (i, a) in out.iter().enumerate() {
         for b in &out[i + 1..] {
             if a.request.checkpoint.normalized() == b.request.checkpoint.normalized() {
@@ -431,18 +465,13 @@ pub fn load(
             }
         }
     }
-    if let Some(name) = only {
-        out.retain(|s| s.name == name);
-        if out.is_empty() {
-            let names: Vec<&str> = parsed.stream.iter().map(|s| s.name.as_str()).collect();
-            return Err(invalid(format!(
-                "no stream named \"{name}\" (streams: {})",
-                names.join(", ")
-            )));
-        }
-    }
-    // Streams reading each other's tables would wait for each other forever with --once.
-    for start in &out {
+    Ok(())
+}
+
+/// Streams reading each other's tables would wait for each other forever with `--once`;
+/// a CDC target has one writer (its rows are keyed, and another writer's would not be).
+fn check_feeds(out: &[NamedStream], invalid: &Invalid<'_>) -> Result<(), ConfigError> {
+    for start in out {
         let mut seen: Vec<&str> = vec![start.name.as_str()];
         let mut frontier: Vec<&str> = start.request.upstream.iter().map(String::as_str).collect();
         while let Some(name) = frontier.pop() {
@@ -463,8 +492,6 @@ pub fn load(
             }
         }
     }
-    // A CDC target has one writer: its rows are keyed, and another writer's rows would
-    // not be.
     for (i, a) in out.iter().enumerate() {
         for b in &out[i + 1..] {
             if a.request.table.normalized() == b.request.table.normalized()
@@ -482,8 +509,18 @@ pub fn load(
             }
         }
     }
-    // Declared table properties go with every stream of their table.
-    for t in &parsed.table {
+    Ok(())
+}
+
+/// Declared `[[table]]` properties and compaction go with every stream of their table.
+fn apply_tables(
+    declared: &[TableConfig],
+    out: &mut [NamedStream],
+    base: &Path,
+    only: Option<&str>,
+    invalid: &Invalid<'_>,
+) -> Result<(), ConfigError> {
+    for t in declared {
         let table = Location::parse(&t.path)
             .map(|l| l.relative_to(&base).normalized())
             .map_err(|e| invalid(format!("table {}: {e}", t.path)))?;
@@ -523,8 +560,12 @@ pub fn load(
             w.request.auto_compact = auto_compact;
         }
     }
-    // Streams sharing a table: the first declared writes the table's first schema, so its
-    // types do not depend on which stream was faster.
+    Ok(())
+}
+
+/// Streams sharing a table: the first declared writes the table's first schema, so its
+/// types do not depend on which stream was faster.
+fn share_first_writes(out: &mut [NamedStream]) {
     let tables: Vec<Location> = out.iter().map(|s| s.request.table.normalized()).collect();
     for (first, table) in tables.iter().enumerate() {
         if tables[..first].contains(table) {
@@ -539,7 +580,6 @@ pub fn load(
             }
         }
     }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::location::LocationError;
 use crate::options::OptionsError;
 use crate::pipeline::IngestError;
 use crate::reports::ReportError;
-use crate::source::DiscoveryError;
+use crate::source::SourceError;
 use crate::storage::StorageError;
 use crate::telemetry::alerts::AlertError;
 
@@ -49,7 +49,7 @@ pub enum Error {
     #[error(transparent)]
     Reset(#[from] crate::table::reset::ResetError),
     #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
+    Source(#[from] SourceError),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
@@ -87,10 +87,10 @@ impl Error {
             | Error::Storage(_)
             | Error::Cdc(_) => ErrorClass::Usage,
             Error::Ingest(e) => e.class(),
-            Error::Discovery(e) => e.class(),
+            Error::Source(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
             Error::Report(e) => report_class(e),
-            Error::Table(crate::table::properties::TableError::Sink(_)) => ErrorClass::Failed,
+            Error::Table(crate::table::properties::TableError::Target(_)) => ErrorClass::Failed,
             Error::Table(crate::table::properties::TableError::Report(e)) => report_class(e),
             Error::Table(_) => ErrorClass::Usage,
             Error::Reset(e) => reset_class(e),
@@ -110,8 +110,8 @@ fn reset_class(e: &crate::table::reset::ResetError) -> ErrorClass {
         ResetError::NotATable { .. } | ResetError::Usage(_) => ErrorClass::Usage,
         ResetError::Checkpoint(e) => e.class(),
         ResetError::Report(e) => report_class(e),
-        ResetError::Discovery(e) => e.class(),
-        ResetError::Sink(_) => ErrorClass::Failed,
+        ResetError::Source(e) => e.class(),
+        ResetError::Target(_) => ErrorClass::Failed,
     }
 }
 
@@ -143,9 +143,9 @@ impl IngestError {
             | IngestError::Flow(_) => ErrorClass::Usage,
             IngestError::SchemaChanged { .. } => ErrorClass::SchemaChanged,
             IngestError::Checkpoint(e) => e.class(),
-            IngestError::Discovery(e) => e.class(),
+            IngestError::Source(e) => e.class(),
             IngestError::Schema(_)
-            | IngestError::Sink(_)
+            | IngestError::Target(_)
             | IngestError::Decode(_)
             | IngestError::NewColumnsRejected { .. }
             | IngestError::Internal(_) => ErrorClass::Failed,
@@ -162,19 +162,17 @@ impl CheckpointError {
     }
 }
 
-impl DiscoveryError {
+impl SourceError {
     pub fn class(&self) -> ErrorClass {
         match self {
             // A source that is not there, or an S3 setting that cannot work, is a wrong
             // argument: nothing was done (ingest and run agree).
-            DiscoveryError::NotADirectory { .. } | DiscoveryError::InvalidS3 { .. } => {
-                ErrorClass::Usage
-            }
-            DiscoveryError::Usage(_) => ErrorClass::Usage,
-            DiscoveryError::List { .. }
-            | DiscoveryError::Clean { .. }
-            | DiscoveryError::ObjectStore { .. }
-            | DiscoveryError::DeltaSource { .. } => ErrorClass::Failed,
+            SourceError::NotADirectory { .. } | SourceError::InvalidS3 { .. } => ErrorClass::Usage,
+            SourceError::Usage(_) => ErrorClass::Usage,
+            SourceError::List { .. }
+            | SourceError::Clean { .. }
+            | SourceError::ObjectStore { .. }
+            | SourceError::DeltaSource { .. } => ErrorClass::Failed,
         }
     }
 }

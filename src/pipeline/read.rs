@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use crate::flow::{BoundFlow, Filtered, FlowError};
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
 use crate::record::{FileMeta, Records, RowsOrigin, TableLayout};
-use crate::source::{self as discovery, FileLocation, FileRef, Source};
-use crate::target::{BatchWriter, BatchWriters, SinkError, Target};
+use crate::source::{self, FileLocation, FileRef, Source};
+use crate::target::{BatchWriter, BatchWriters, Target, TargetError};
 use crate::testing::{failpoint, read_delay};
 
 use super::pool::{self, PoolStop, worker_count};
@@ -34,7 +34,7 @@ pub(crate) enum Msg {
         error: DecodeError,
     },
     /// A decoding thread's own writer failed (a full disk): the batch cannot be written.
-    WriteFailed(SinkError),
+    WriteFailed(TargetError),
     /// The flow could not be evaluated over a decoded batch (a bug: it was bound to it).
     FlowFailed(FlowError),
 }
@@ -69,7 +69,7 @@ pub(crate) fn source_file(
             name: file.name().to_string(),
             size: file.size,
             mtime_ms: file.mtime_ms,
-            partition_values: discovery::partition_values(key, partition_columns),
+            partition_values: source::partition_values(key, partition_columns),
             stamp: stamp.cloned(),
         }),
     }
@@ -242,7 +242,7 @@ pub(crate) async fn read_files(
     );
     let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
     let mut failure: Option<(usize, DecodeError)> = None;
-    let mut write_failure: Option<SinkError> = None;
+    let mut write_failure: Option<TargetError> = None;
     let mut flow_failure: Option<FlowError> = None;
     let mut written_batches = 0u64;
     while let Some(msg) = rx.recv().await {

@@ -12,9 +12,9 @@ use crate::pipeline::OnceFlow;
 use crate::record::TableLayout;
 use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;
-use crate::source::{DiscoveryError, Source};
+use crate::source::{Source, SourceError};
 use crate::storage::StorageSettings;
-use crate::target::SinkError;
+use crate::target::TargetError;
 use arrow_schema::SchemaRef;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +28,11 @@ pub enum IngestError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
+    Source(#[from] SourceError),
     #[error(transparent)]
     Schema(#[from] SchemaStoreError),
     #[error(transparent)]
-    Sink(#[from] SinkError),
+    Target(#[from] TargetError),
     #[error(transparent)]
     Decode(#[from] DecodeError),
     #[error("{0}")]

@@ -9,7 +9,7 @@ use crate::flow::cdc::{CdcError, CdcSpec};
 use crate::flow::snapshot::SnapshotSpec;
 use crate::location::Location;
 use crate::options::{self, OptionsError};
-use crate::source::{DiscoveryError, Source, SourceFormat};
+use crate::source::{Source, SourceError, SourceFormat};
 use crate::storage::{StorageError, StorageSettings};
 
 use super::{FirstWriter, IngestRequest, OnceFlow};
@@ -48,7 +48,7 @@ pub enum SpecError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(transparent)]
-    Source(#[from] DiscoveryError),
+    Source(#[from] SourceError),
 }
 
 impl StreamSpec {

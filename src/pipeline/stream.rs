@@ -1334,7 +1334,7 @@ fn warn_many_files(table: &crate::location::Location, files: usize) {
 }
 
 /// Auto compaction: after every `everyCommits` batches this stream committed, the table is
-/// compacted in the background (`target/optimize.rs` `auto_compact`, which also reads the
+/// compacted in the background (`table/optimize.rs` `auto_compact`, which also reads the
 /// table's `delta.autoOptimize.autoCompact`); never two at once, a failure a warning. Not
 /// for a CDC table: delta-rs' conflict checker would let the next MERGE commit over files
 /// the compaction replaced.

@@ -17,7 +17,7 @@
 //!
 //! A file still open for writing (written, not yet closed) is never taken, however long
 //! its writer pauses, unless it stays untouched for ten settle times (a writer that died
-//! holding it open). Temporary names are never listed (see `discovery::is_hidden`).
+//! holding it open). Temporary names are never listed (see `source::is_hidden`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -9,12 +9,12 @@ use std::path::Path;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::{DiscoveryError, FileRef};
+use super::{FileRef, SourceError};
 use crate::location::Location;
 use crate::options::CleanAction;
 
-fn io_err(path: &Path, source: std::io::Error) -> DiscoveryError {
-    DiscoveryError::Clean {
+fn io_err(path: &Path, source: std::io::Error) -> SourceError {
+    SourceError::Clean {
         path: path.to_path_buf(),
         source,
     }
@@ -25,7 +25,7 @@ pub(super) fn local(
     root: &Path,
     file: &FileRef,
     action: &CleanAction,
-) -> Result<Cleaned, DiscoveryError> {
+) -> Result<Cleaned, SourceError> {
     let path = root.join(&file.key);
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
@@ -43,7 +43,7 @@ pub(super) fn local(
         },
         CleanAction::Move(destination) => {
             let Some(dir) = destination.as_local() else {
-                return Err(DiscoveryError::Usage(format!(
+                return Err(SourceError::Usage(format!(
                     "cloudFiles.cleanSource.moveDestination {destination} is not a local folder, \
                      as the source is"
                 )));
@@ -77,7 +77,7 @@ pub(super) async fn s3(
     prefix: &ObjectPath,
     file: &FileRef,
     action: &CleanAction,
-) -> Result<Cleaned, DiscoveryError> {
+) -> Result<Cleaned, SourceError> {
     let under = |p: &str, key: &str| {
         if p.is_empty() {
             crate::storage::object_path(key)
@@ -86,7 +86,7 @@ pub(super) async fn s3(
         }
     };
     let source = under(prefix.as_ref(), &file.key);
-    let err = |reason: String| DiscoveryError::ObjectStore {
+    let err = |reason: String| SourceError::ObjectStore {
         url: format!("s3://{bucket}/{source}"),
         reason,
     };
@@ -100,12 +100,12 @@ pub(super) async fn s3(
     }
     if let CleanAction::Move(destination) = action {
         let Location::S3(url) = destination else {
-            return Err(DiscoveryError::Usage(format!(
+            return Err(SourceError::Usage(format!(
                 "cloudFiles.cleanSource.moveDestination {destination} is not on S3, as the source is"
             )));
         };
         if url.host_str() != Some(bucket) {
-            return Err(DiscoveryError::Usage(format!(
+            return Err(SourceError::Usage(format!(
                 "cloudFiles.cleanSource.moveDestination {destination} is in another bucket than \
                  the source (s3://{bucket}/): files are moved by a copy within the bucket"
             )));

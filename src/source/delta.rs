@@ -20,7 +20,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use tracing::info;
 
-use super::{DiscoveryError, FileLocation, FileRef, FileSource, Overlap};
+use super::{FileLocation, FileRef, FileSource, Overlap, SourceError};
 use crate::location::Location;
 use crate::options::{DeltaReadSettings, StartingPoint};
 use crate::storage::StorageSettings;
@@ -86,14 +86,14 @@ impl DeltaTableSource {
         }
     }
 
-    fn err(&self, reason: impl Into<String>) -> DiscoveryError {
-        DiscoveryError::DeltaSource {
+    fn err(&self, reason: impl Into<String>) -> SourceError {
+        SourceError::DeltaSource {
             table: self.location.to_string(),
             reason: reason.into(),
         }
     }
 
-    fn table(&self) -> Result<DeltaTable, DiscoveryError> {
+    fn table(&self) -> Result<DeltaTable, SourceError> {
         crate::storage::unloaded_table(&self.location, &self.s3).map_err(|e| self.err(e))
     }
 
@@ -108,7 +108,7 @@ impl DeltaTableSource {
         &self,
         store: &dyn ObjectStore,
         from: u64,
-    ) -> Result<Vec<(u64, i64)>, DiscoveryError> {
+    ) -> Result<Vec<(u64, i64)>, SourceError> {
         let prefix = ObjectPath::from("_delta_log");
         let mut listing = if from == 0 {
             store.list(Some(&prefix))
@@ -143,7 +143,7 @@ impl DeltaTableSource {
         &self,
         store: &dyn ObjectStore,
         version: u64,
-    ) -> Result<Vec<Action>, DiscoveryError> {
+    ) -> Result<Vec<Action>, SourceError> {
         let bytes = deltalake::logstore::read_commit_entry(store, version)
             .await
             .map_err(|e| self.err(format!("cannot read version {version}: {e}")))?
@@ -152,7 +152,7 @@ impl DeltaTableSource {
             .map_err(|e| self.err(format!("cannot read version {version}: {e}")))
     }
 
-    fn gone(&self, version: u64) -> DiscoveryError {
+    fn gone(&self, version: u64) -> SourceError {
         self.err(format!(
             "version {version}, which this stream reads next, is no longer in the table's log \
              (removed after delta.logRetentionDuration): its rows cannot be read incrementally; \
@@ -166,7 +166,7 @@ impl DeltaTableSource {
         store: &dyn ObjectStore,
         table_id: String,
         latest: u64,
-    ) -> Result<Position, DiscoveryError> {
+    ) -> Result<Position, SourceError> {
         let next = match self.read.starting {
             None => {
                 return Ok(Position {
@@ -203,7 +203,7 @@ impl DeltaTableSource {
         })
     }
 
-    async fn list(&self) -> Result<Vec<FileRef>, DiscoveryError> {
+    async fn list(&self) -> Result<Vec<FileRef>, SourceError> {
         let mut table = self.table()?;
         let store = table.log_store().object_store(None);
         let saved = self.lock().position.clone();
@@ -288,7 +288,7 @@ impl DeltaTableSource {
     }
 
     /// The data files of version `v`, ordered by time and path so batches are repeatable.
-    fn snapshot_files(&self, table: &DeltaTable, v: u64) -> Result<Vec<FileRef>, DiscoveryError> {
+    fn snapshot_files(&self, table: &DeltaTable, v: u64) -> Result<Vec<FileRef>, SourceError> {
         let state = table.snapshot().map_err(|e| self.err(e.to_string()))?;
         check_readable(state.metadata().configuration()).map_err(|e| self.err(e))?;
         let mut files = Vec::new();
@@ -320,7 +320,7 @@ impl DeltaTableSource {
         v: u64,
         key: &str,
         values: &std::collections::HashMap<String, Option<String>>,
-    ) -> Result<(), DiscoveryError> {
+    ) -> Result<(), SourceError> {
         let in_path = super::partition_pairs(key);
         for (column, value) in values {
             if !in_path.iter().any(|(k, pv)| k == column && pv == value) {
@@ -342,7 +342,7 @@ impl DeltaTableSource {
         v: u64,
         actions: &[Action],
         table_id: &str,
-    ) -> Result<CommitEffect, DiscoveryError> {
+    ) -> Result<CommitEffect, SourceError> {
         let mut adds = Vec::new();
         let mut removes = 0usize;
         let mut operation = None;
@@ -472,7 +472,7 @@ impl FileSource for DeltaTableSource {
     fn list_files<'a>(
         &'a self,
         _after: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, SourceError>> {
         Box::pin(self.list())
     }
 
@@ -488,7 +488,7 @@ impl FileSource for DeltaTableSource {
         self.files.overlap(location)
     }
 
-    fn resume(&self, saved: Option<&str>) -> Result<(), DiscoveryError> {
+    fn resume(&self, saved: Option<&str>) -> Result<(), SourceError> {
         let position = saved
             .map(serde_json::from_str::<Position>)
             .transpose()
@@ -530,9 +530,9 @@ impl FileSource for DeltaTableSource {
 pub(super) async fn is_delta_table(
     location: &Location,
     storage: &StorageSettings,
-) -> Result<bool, DiscoveryError> {
+) -> Result<bool, SourceError> {
     let table = crate::storage::unloaded_table(location, &storage.s3).map_err(|e| {
-        DiscoveryError::DeltaSource {
+        SourceError::DeltaSource {
             table: location.to_string(),
             reason: e,
         }

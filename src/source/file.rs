@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
-pub enum DiscoveryError {
+pub enum SourceError {
     #[error("source {path} does not exist (a source is a folder, or a single file)")]
     NotADirectory { path: PathBuf },
     #[error("cannot list {path}: {source}")]
@@ -83,7 +83,7 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     fn list_files<'a>(
         &'a self,
         after: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>>;
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, SourceError>>;
 
     /// Whether [`FileSource::list`] can start after a key on the server, so the stream may
     /// list incrementally (`cloudFiles.useIncrementalListing`).
@@ -116,7 +116,7 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
 
     /// Called once `files` are durably owned by a written plan: a queue source deletes
     /// their messages here. Nothing to do for a listed source.
-    fn planned<'a>(&'a self, _files: &'a [FileRef]) -> BoxFuture<'a, Result<(), DiscoveryError>> {
+    fn planned<'a>(&'a self, _files: &'a [FileRef]) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -126,9 +126,9 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
         &'a self,
         _file: &'a FileRef,
         _action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<Cleaned, SourceError>> {
         Box::pin(async {
-            Err(DiscoveryError::Usage(
+            Err(SourceError::Usage(
                 "cloudFiles.cleanSource applies to files in a folder or an S3 prefix".into(),
             ))
         })
@@ -137,10 +137,7 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
     /// Called after each discovery with the files the stream will plan (`taken`): every
     /// other file the last listing gave is already owned (ingested, in an unfinished
     /// plan) or left out by the stream, so a queue source deletes their messages here.
-    fn discovered<'a>(
-        &'a self,
-        _taken: &'a [FileRef],
-    ) -> BoxFuture<'a, Result<(), DiscoveryError>> {
+    fn discovered<'a>(&'a self, _taken: &'a [FileRef]) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -173,7 +170,7 @@ pub trait FileSource: std::fmt::Debug + Send + Sync {
 
     /// A source with a position of its own (a Delta table's next version) takes back the
     /// one saved in the stream's checkpoint.
-    fn resume(&self, _saved: Option<&str>) -> Result<(), DiscoveryError> {
+    fn resume(&self, _saved: Option<&str>) -> Result<(), SourceError> {
         Ok(())
     }
 
@@ -214,8 +211,8 @@ pub(crate) fn overlap_of_paths(outer: &str, inner: &str) -> Overlap {
 
 /// A Delta table given as loose files: refused, since reading a table's Parquet files
 /// would bring back rows it has removed.
-pub(crate) fn table_as_files(source: &str) -> DiscoveryError {
-    DiscoveryError::Usage(format!(
+pub(crate) fn table_as_files(source: &str) -> SourceError {
+    SourceError::Usage(format!(
         "source {source} is a Delta table (it holds a _delta_log/): its files are never read \
          as loose files, which would bring removed rows back; set source_format = \"delta\" \
          (--source-format delta) to read it incrementally"

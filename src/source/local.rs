@@ -8,9 +8,7 @@ use futures::future::BoxFuture;
 use tracing::warn;
 use url::Url;
 
-use super::{
-    DiscoveryError, FileLocation, FileRef, FileSource, Overlap, is_hidden, overlap_of_paths,
-};
+use super::{FileLocation, FileRef, FileSource, Overlap, SourceError, is_hidden, overlap_of_paths};
 use crate::location::Location;
 
 /// A local landing folder (canonicalized when opened).
@@ -23,8 +21,8 @@ pub struct LocalFolder {
 
 impl LocalFolder {
     /// Opens an existing folder, or a file (listed alone).
-    pub fn open(path: &Path) -> Result<LocalFolder, DiscoveryError> {
-        let root = std::fs::canonicalize(path).map_err(|_| DiscoveryError::NotADirectory {
+    pub fn open(path: &Path) -> Result<LocalFolder, SourceError> {
+        let root = std::fs::canonicalize(path).map_err(|_| SourceError::NotADirectory {
             path: path.to_path_buf(),
         })?;
         if root.is_file()
@@ -37,7 +35,7 @@ impl LocalFolder {
             });
         }
         if !root.is_dir() {
-            return Err(DiscoveryError::NotADirectory { path: root });
+            return Err(SourceError::NotADirectory { path: root });
         }
         Ok(LocalFolder { root, only: None })
     }
@@ -63,7 +61,7 @@ impl FileSource for LocalFolder {
     fn list_files<'a>(
         &'a self,
         _after: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, SourceError>> {
         Box::pin(async move {
             match &self.only {
                 Some(name) => Ok(list_one(&self.root, name)),
@@ -122,7 +120,7 @@ impl FileSource for LocalFolder {
         &'a self,
         file: &'a FileRef,
         action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<super::Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<super::Cleaned, SourceError>> {
         Box::pin(async move { super::clean::local(&self.root, file, action) })
     }
 
@@ -151,7 +149,7 @@ fn list_one(root: &Path, name: &str) -> Vec<FileRef> {
     }]
 }
 
-fn list_local(root: &Path) -> Result<Vec<FileRef>, DiscoveryError> {
+fn list_local(root: &Path) -> Result<Vec<FileRef>, SourceError> {
     let mut out = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .min_depth(1)

@@ -21,7 +21,7 @@ mod sqs;
 
 pub use delta::DeltaTableSource;
 pub use file::{
-    Cleaned, DiscoveryError, FileLocation, FileRef, FileSource, LeftMessage, Overlap, QueueTally,
+    Cleaned, FileLocation, FileRef, FileSource, LeftMessage, Overlap, QueueTally, SourceError,
     SourceFormat, filtered_by, infer_partition_columns, is_hidden, partition_pairs,
     partition_values,
 };
@@ -58,11 +58,11 @@ impl Source {
         storage: &StorageSettings,
         format: SourceFormat,
         settings: &Settings,
-    ) -> Result<Source, DiscoveryError> {
+    ) -> Result<Source, SourceError> {
         if let Some(notifications) = &settings.notifications {
             // Notification mode reads loose files of an S3 prefix; a table is read by commits.
             if format == SourceFormat::Delta || holds_delta_log(location, storage)? {
-                return Err(DiscoveryError::Usage(format!(
+                return Err(SourceError::Usage(format!(
                     "cloudFiles.useNotifications=true reads new files of an S3 prefix; {location} \
                      is a Delta table, read commit by commit: leave notification mode out"
                 )));
@@ -91,7 +91,7 @@ impl Source {
             && settings.delta.created_by_run
         {
             // Another stream of the run creates the table.
-            std::fs::create_dir_all(path).map_err(|source| DiscoveryError::List {
+            std::fs::create_dir_all(path).map_err(|source| SourceError::List {
                 path: path.clone(),
                 source,
             })?;
@@ -107,7 +107,7 @@ impl Source {
 
     /// A Delta table's files are Parquet, whatever `cloudFiles.format` says: the settings
     /// are made to say so, and another format given is refused.
-    pub fn fix_format(&self, settings: &mut Settings) -> Result<(), DiscoveryError> {
+    pub fn fix_format(&self, settings: &mut Settings) -> Result<(), SourceError> {
         if !self.reads_delta() {
             return Ok(());
         }
@@ -116,7 +116,7 @@ impl Source {
                 settings.format = Some(crate::options::Format::Parquet);
                 Ok(())
             }
-            Some(other) => Err(DiscoveryError::Usage(format!(
+            Some(other) => Err(SourceError::Usage(format!(
                 "cloudFiles.format={other} cannot read the Delta table {}: its files are \
                  Parquet; leave the option out",
                 self.describe()
@@ -125,10 +125,7 @@ impl Source {
     }
 
     /// Opens the files at `location` as loose files.
-    fn open_files(
-        location: &Location,
-        storage: &StorageSettings,
-    ) -> Result<Source, DiscoveryError> {
+    fn open_files(location: &Location, storage: &StorageSettings) -> Result<Source, SourceError> {
         Ok(match location {
             Location::Local(path) => Source::new(LocalFolder::open(path)?),
             Location::S3(url) => Source::new(S3Prefix::open(url, storage)?),
@@ -152,7 +149,7 @@ impl Source {
 
     /// Lists every candidate file under the source, filtered by the settings, sorted by
     /// (modification time, key) so batches are deterministic.
-    pub async fn list(&self, settings: &Settings) -> Result<Vec<FileRef>, DiscoveryError> {
+    pub async fn list(&self, settings: &Settings) -> Result<Vec<FileRef>, SourceError> {
         self.list_after(settings, None).await
     }
 
@@ -162,7 +159,7 @@ impl Source {
         &self,
         settings: &Settings,
         after: Option<&str>,
-    ) -> Result<Vec<FileRef>, DiscoveryError> {
+    ) -> Result<Vec<FileRef>, SourceError> {
         let files = self.inner.list_files(after).await?;
         Ok(self.filtered(files, settings))
     }
@@ -192,7 +189,7 @@ impl Source {
 /// Whether `location` holds a `_delta_log/`. A local check is a stat; an S3 check is one
 /// listing request, made on a runtime of its own when there is none to use (opening
 /// happens before the stream's runtime starts).
-fn holds_delta_log(location: &Location, storage: &StorageSettings) -> Result<bool, DiscoveryError> {
+fn holds_delta_log(location: &Location, storage: &StorageSettings) -> Result<bool, SourceError> {
     match location {
         Location::Local(path) => Ok(path.join("_delta_log").is_dir()),
         Location::S3(_) => {
@@ -203,7 +200,7 @@ fn holds_delta_log(location: &Location, storage: &StorageSettings) -> Result<boo
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| DiscoveryError::ObjectStore {
+                .map_err(|e| SourceError::ObjectStore {
                     url: location.to_string(),
                     reason: e.to_string(),
                 })?;

@@ -9,9 +9,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use url::Url;
 
-use super::{
-    DiscoveryError, FileLocation, FileRef, FileSource, Overlap, is_hidden, overlap_of_paths,
-};
+use super::{FileLocation, FileRef, FileSource, Overlap, SourceError, is_hidden, overlap_of_paths};
 use crate::location::Location;
 use std::path::PathBuf;
 
@@ -39,14 +37,14 @@ pub struct S3Prefix {
 
 impl S3Prefix {
     /// Opens `s3://bucket/prefix` (nothing is read yet).
-    pub fn open(location: &Url, storage: &StorageSettings) -> Result<S3Prefix, DiscoveryError> {
+    pub fn open(location: &Url, storage: &StorageSettings) -> Result<S3Prefix, SourceError> {
         let arg = location.as_str();
         let (store, bucket, prefix) = s3_store(arg, &storage.s3).map_err(|e| match e {
-            RemoteError::Invalid { reason, .. } => DiscoveryError::InvalidS3 {
+            RemoteError::Invalid { reason, .. } => SourceError::InvalidS3 {
                 url: arg.to_string(),
                 reason,
             },
-            RemoteError::Store { reason, .. } => DiscoveryError::ObjectStore {
+            RemoteError::Store { reason, .. } => SourceError::ObjectStore {
                 url: arg.to_string(),
                 reason,
             },
@@ -80,7 +78,7 @@ impl S3Prefix {
 
     /// A key's size and time as a listing gives them (so a file found by an event and by
     /// a listing is one file), or `None` when the object does not exist.
-    pub(super) async fn head(&self, key: &str) -> Result<Option<FileRef>, DiscoveryError> {
+    pub(super) async fn head(&self, key: &str) -> Result<Option<FileRef>, SourceError> {
         let FileLocation::Object(object) = self.locate(key) else {
             unreachable!("an S3 key is an object")
         };
@@ -91,7 +89,7 @@ impl S3Prefix {
                 mtime_ms: meta.last_modified.timestamp_millis(),
             })),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(DiscoveryError::ObjectStore {
+            Err(e) => Err(SourceError::ObjectStore {
                 url: self.uri(key),
                 reason: explain_s3_failure(self.credentials_given, e.to_string()),
             }),
@@ -125,22 +123,22 @@ impl FileSource for S3Prefix {
     fn list_files<'a>(
         &'a self,
         after: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, SourceError>> {
         Box::pin(async move {
             list_object_store(&self.url, self.store.as_ref(), &self.prefix, after)
                 .await
                 .map_err(|e| match e {
                     // A missing bucket is a wrong argument, as a missing local folder is.
-                    DiscoveryError::ObjectStore { url, reason }
+                    SourceError::ObjectStore { url, reason }
                         if crate::storage::s3_error_code(&reason)
                             .is_some_and(|(code, _)| code == "NoSuchBucket") =>
                     {
-                        DiscoveryError::Usage(format!(
+                        SourceError::Usage(format!(
                             "source {url}: the bucket {} does not exist",
                             self.bucket
                         ))
                     }
-                    DiscoveryError::ObjectStore { url, reason } => DiscoveryError::ObjectStore {
+                    SourceError::ObjectStore { url, reason } => SourceError::ObjectStore {
                         url,
                         reason: explain_s3_failure(self.credentials_given, reason),
                     },
@@ -165,7 +163,7 @@ impl FileSource for S3Prefix {
         &'a self,
         file: &'a FileRef,
         action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<super::Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<super::Cleaned, SourceError>> {
         Box::pin(super::clean::s3(
             self.store.as_ref(),
             &self.bucket,
@@ -192,7 +190,7 @@ async fn list_object_store(
     store: &dyn ObjectStore,
     prefix: &ObjectPath,
     after: Option<&str>,
-) -> Result<Vec<FileRef>, DiscoveryError> {
+) -> Result<Vec<FileRef>, SourceError> {
     use futures::StreamExt;
     let mut out = Vec::new();
     let base = if prefix.as_ref().is_empty() {
@@ -208,7 +206,7 @@ async fn list_object_store(
         None => store.list(Some(prefix)),
     };
     while let Some(item) = stream.next().await {
-        let meta = item.map_err(|e| DiscoveryError::ObjectStore {
+        let meta = item.map_err(|e| SourceError::ObjectStore {
             url: url.to_string(),
             reason: e.to_string(),
         })?;

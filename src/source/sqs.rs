@@ -27,7 +27,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use super::s3::S3Prefix;
-use super::{DiscoveryError, FileLocation, FileRef, FileSource, Overlap, is_hidden};
+use super::{FileLocation, FileRef, FileSource, Overlap, SourceError, is_hidden};
 use crate::location::Location;
 use crate::options::{NotificationSettings, Settings};
 use crate::storage::StorageSettings;
@@ -102,7 +102,7 @@ impl SqsNotifications {
         storage: &StorageSettings,
         settings: &Settings,
         notifications: &NotificationSettings,
-    ) -> Result<SqsNotifications, DiscoveryError> {
+    ) -> Result<SqsNotifications, SourceError> {
         let env = |k: &str| {
             storage
                 .s3
@@ -118,7 +118,7 @@ impl SqsNotifications {
             .or_else(|| env("AWS_DEFAULT_REGION"))
             .or_else(|| region_of_queue(&notifications.queue_url))
             .ok_or_else(|| {
-                DiscoveryError::Usage(format!(
+                SourceError::Usage(format!(
                     "cloudFiles.queueUrl={}: no region for the queue; set cloudFiles.region or \
                      AWS_REGION",
                     notifications.queue_url
@@ -171,8 +171,8 @@ impl SqsNotifications {
             .await
     }
 
-    fn sqs_error(&self, what: &str, e: impl std::fmt::Display) -> DiscoveryError {
-        DiscoveryError::ObjectStore {
+    fn sqs_error(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
+        SourceError::ObjectStore {
             url: self.settings.queue_url.clone(),
             reason: format!("{what}: {e}"),
         }
@@ -181,7 +181,7 @@ impl SqsNotifications {
     /// Receives until the queue answers empty (or the limit is held, or [`DRAIN_BUDGET`]
     /// has passed), with
     /// `fetchParallelism` receive requests in flight.
-    async fn drain(&self) -> Result<(), DiscoveryError> {
+    async fn drain(&self) -> Result<(), SourceError> {
         let client = self.client().await.clone();
         let started = std::time::Instant::now();
         let loops = (0..self.settings.fetch_parallelism).map(|_| {
@@ -192,7 +192,7 @@ impl SqsNotifications {
                         let mut q = self.queue.lock().expect("queue lock");
                         if q.messages.len() >= self.limit || started.elapsed() >= DRAIN_BUDGET {
                             q.more = true;
-                            return Ok::<(), DiscoveryError>(());
+                            return Ok::<(), SourceError>(());
                         }
                     }
                     let out = client
@@ -228,7 +228,7 @@ impl SqsNotifications {
 
     /// One received message: deleted now when it names nothing to ingest, else held with
     /// its files (resolved by `HEAD`, so their sizes and times are the listing's).
-    async fn take(&self, m: &aws_sdk_sqs::types::Message) -> Result<(), DiscoveryError> {
+    async fn take(&self, m: &aws_sdk_sqs::types::Message) -> Result<(), SourceError> {
         let id = m.message_id().unwrap_or_default().to_string();
         let Some(receipt) = m.receipt_handle().map(str::to_string) else {
             return Ok(());
@@ -279,7 +279,7 @@ impl SqsNotifications {
         let resolved: Vec<(String, Option<FileRef>)> = futures::stream::iter(keys)
             .map(|key| async move {
                 let found = self.prefix.head(&key).await?;
-                Ok::<_, DiscoveryError>((key, found))
+                Ok::<_, SourceError>((key, found))
             })
             .buffer_unordered(HEADS_IN_FLIGHT)
             .try_collect()
@@ -376,7 +376,7 @@ impl SqsNotifications {
     }
 
     /// Deletes messages by receipt, ten at a time.
-    async fn delete(&self, receipts: &[String]) -> Result<(), DiscoveryError> {
+    async fn delete(&self, receipts: &[String]) -> Result<(), SourceError> {
         let client = self.client().await;
         for chunk in receipts.chunks(10) {
             let entries = chunk
@@ -417,7 +417,7 @@ impl SqsNotifications {
 
     /// The files are owned (by a plan, or already): their messages whose files are all
     /// owned are deleted.
-    async fn own(&self, keys: &[&str], planned: bool) -> Result<(), DiscoveryError> {
+    async fn own(&self, keys: &[&str], planned: bool) -> Result<(), SourceError> {
         let receipts = {
             let mut q = self.queue.lock().expect("queue lock");
             let mut receipts = Vec::new();
@@ -594,7 +594,7 @@ impl FileSource for SqsNotifications {
         &'a self,
         file: &'a FileRef,
         action: &'a crate::options::CleanAction,
-    ) -> BoxFuture<'a, Result<super::Cleaned, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<super::Cleaned, SourceError>> {
         self.prefix.clean(file, action)
     }
 
@@ -604,7 +604,7 @@ impl FileSource for SqsNotifications {
     fn list_files<'a>(
         &'a self,
         _after: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<FileRef>, DiscoveryError>> {
+    ) -> BoxFuture<'a, Result<Vec<FileRef>, SourceError>> {
         Box::pin(async move {
             if !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
                 return self.prefix.list_files(None).await;
@@ -638,7 +638,7 @@ impl FileSource for SqsNotifications {
         })
     }
 
-    fn discovered<'a>(&'a self, taken: &'a [FileRef]) -> BoxFuture<'a, Result<(), DiscoveryError>> {
+    fn discovered<'a>(&'a self, taken: &'a [FileRef]) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async move {
             let taken: HashSet<&str> = taken.iter().map(|f| f.key.as_str()).collect();
             let owned: Vec<String> = {
@@ -654,7 +654,7 @@ impl FileSource for SqsNotifications {
         })
     }
 
-    fn planned<'a>(&'a self, files: &'a [FileRef]) -> BoxFuture<'a, Result<(), DiscoveryError>> {
+    fn planned<'a>(&'a self, files: &'a [FileRef]) -> BoxFuture<'a, Result<(), SourceError>> {
         Box::pin(async move {
             let keys: Vec<&str> = files.iter().map(|f| f.key.as_str()).collect();
             self.own(&keys, true).await
@@ -682,7 +682,7 @@ impl FileSource for SqsNotifications {
         self.prefix.overlap(location)
     }
 
-    fn resume(&self, saved: Option<&str>) -> Result<(), DiscoveryError> {
+    fn resume(&self, saved: Option<&str>) -> Result<(), SourceError> {
         self.listed_at.lock().expect("listing lock").0 = saved.and_then(|s| s.parse().ok());
         self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -711,9 +711,9 @@ pub(super) fn open(
     storage: &StorageSettings,
     settings: &Settings,
     notifications: &NotificationSettings,
-) -> Result<SqsNotifications, DiscoveryError> {
+) -> Result<SqsNotifications, SourceError> {
     let Location::S3(url) = location else {
-        return Err(DiscoveryError::Usage(format!(
+        return Err(SourceError::Usage(format!(
             "cloudFiles.useNotifications=true needs an S3 source (s3://BUCKET/PREFIX) whose \
              bucket sends its events to cloudFiles.queueUrl; {location} is not one: leave \
              notification mode out (a local folder is watched with file events)"

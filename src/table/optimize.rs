@@ -37,7 +37,7 @@ use tracing::{info, warn};
 use crate::expr::{Condition, PredicateError};
 use crate::location::Location;
 use crate::storage::StorageSettings;
-use crate::target::delta::{DeltaAppend, SinkError, cleanup_only_at_checkpoints};
+use crate::target::delta::{DeltaAppend, TargetError, cleanup_only_at_checkpoints};
 
 /// The default target file size (Delta's OPTIMIZE default, and our writer's roll size).
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
@@ -79,7 +79,7 @@ pub enum MaintenanceError {
     #[error("{location}: {reason}")]
     Failed { location: String, reason: String },
     #[error(transparent)]
-    Sink(#[from] SinkError),
+    Target(#[from] TargetError),
 }
 
 impl MaintenanceError {

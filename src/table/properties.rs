@@ -10,7 +10,7 @@ use crate::location::Location;
 use crate::reports::{self, ReportError};
 use crate::schema::DataType;
 use crate::storage::StorageSettings;
-use crate::target::{DeltaAppend, SinkError};
+use crate::target::{DeltaAppend, TargetError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -19,7 +19,7 @@ pub enum TableError {
     #[error("{text}: {reason}")]
     Property { text: String, reason: String },
     #[error(transparent)]
-    Sink(#[from] SinkError),
+    Target(#[from] TargetError),
     #[error(transparent)]
     Report(#[from] ReportError),
 }

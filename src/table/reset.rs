@@ -25,10 +25,10 @@ use crate::checkpoint::{Checkpoint, CheckpointError};
 use crate::location::Location;
 use crate::options::Settings;
 use crate::reports::{self, ReportError};
-use crate::source::DiscoveryError;
 use crate::source::Source;
+use crate::source::SourceError;
 use crate::storage::StorageSettings;
-use crate::target::{DeltaAppend, SinkError};
+use crate::target::{DeltaAppend, TargetError};
 use crate::testing::failpoint;
 
 /// The table property that protects a table from resets (Lakeflow's; default true).
@@ -57,13 +57,13 @@ pub enum ResetError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Sink(#[from] SinkError),
+    Target(#[from] TargetError),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
+    Source(#[from] SourceError),
 }
 
 /// What to reset.
@@ -152,7 +152,7 @@ pub struct Prepared {
 /// Whether the table refuses resets (its property as it is now). Only `true` (or no
 /// value: Databricks' default) allows one: a value set by another tool that is not a
 /// boolean guards the table rather than lifting the guard.
-fn guarded(sink: &DeltaAppend) -> Result<bool, SinkError> {
+fn guarded(sink: &DeltaAppend) -> Result<bool, TargetError> {
     Ok(sink
         .properties()?
         .get(RESET_ALLOWED)
@@ -419,7 +419,7 @@ fn set_aside_workers(
 }
 
 /// The generation of the table's last commit when it is a reset of this kind.
-async fn last_commit_is_reset(sink: &DeltaAppend, full: bool) -> Result<Option<u64>, SinkError> {
+async fn last_commit_is_reset(sink: &DeltaAppend, full: bool) -> Result<Option<u64>, TargetError> {
     let Some(reset) = sink.last_commit_reset().await? else {
         return Ok(None);
     };

@@ -35,7 +35,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
+use super::delta::{BatchWriter, BatchWriters, DeltaAppend, TargetError};
 use super::rewrite::{Selector, Taken, take_rows};
 use super::{ChangeCounts, Target};
 use crate::clock::now_ms;
@@ -85,7 +85,7 @@ impl CdcTarget {
         spec: CdcSpec,
         deletes: Option<RowCondition>,
         truncates: Option<RowCondition>,
-    ) -> Result<CdcTarget, SinkError> {
+    ) -> Result<CdcTarget, TargetError> {
         let state_table = if spec.stored_as_scd_type == 2 {
             scd2::RECORDS_TABLE
         } else {
@@ -142,7 +142,7 @@ impl CdcTarget {
         &self,
         changes: &RecordBatch,
         places: &RecordPlaces,
-    ) -> Result<Vec<Change>, SinkError> {
+    ) -> Result<Vec<Change>, TargetError> {
         let loc = self.target.location();
         let schema = changes.schema();
         let keys =
@@ -202,7 +202,7 @@ impl CdcTarget {
         app_id: &str,
         batch: u64,
         mut info: serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         let loc = self.target.location().to_string();
         self.last = None;
         let started = std::time::Instant::now();
@@ -547,8 +547,8 @@ impl CdcTarget {
         &self,
         target_schema: &SchemaRef,
         touched: Arc<FastSet<Vec<u8>>>,
-        new_writer: &(dyn Fn() -> Result<BatchWriter, SinkError> + Sync),
-    ) -> Result<Taken, SinkError> {
+        new_writer: &(dyn Fn() -> Result<BatchWriter, TargetError> + Sync),
+    ) -> Result<Taken, TargetError> {
         let loc = self.target.location().to_string();
         let key_encoder = RowEncoder::new(&self.spec.keys, target_schema)
             .map_err(|e| data_err(&loc, e.to_string()))?;
@@ -619,7 +619,7 @@ impl CdcTarget {
         app_id: &str,
         batch: u64,
         info: &mut serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         let loc = self.target.location().to_string();
         let new_writer = || self.target.rewrite_writer(target_schema);
         let key_encoder = RowEncoder::new(&self.spec.keys, target_schema)
@@ -762,7 +762,7 @@ impl CdcTarget {
         app_id: &str,
         batch: u64,
         info: serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         let version = if self.target_has(app_id, batch).await? {
             self.target.version().unwrap_or_default()
         } else {
@@ -785,7 +785,7 @@ impl CdcTarget {
 
     /// Whether the target already holds batch `batch` of `app_id` (both tables read
     /// afresh first): then only the state is left to commit.
-    async fn target_has(&mut self, app_id: &str, batch: u64) -> Result<bool, SinkError> {
+    async fn target_has(&mut self, app_id: &str, batch: u64) -> Result<bool, TargetError> {
         self.target.refresh().await?;
         self.state.refresh().await?;
         let batch_version = i64::try_from(batch).unwrap_or(i64::MAX);
@@ -806,7 +806,7 @@ impl CdcTarget {
         compacted: bool,
         app_id: &str,
         batch: u64,
-    ) -> Result<(), SinkError> {
+    ) -> Result<(), TargetError> {
         // A state table created just now has nothing to remove.
         let schema = if self.spec.stored_as_scd_type == 2 {
             scd2::records_base_schema()
@@ -848,7 +848,7 @@ impl CdcTarget {
     /// on would let older records overwrite newer rows.
     /// (`fresh`: the checkpoint holds no progress; a checkpoint with a plan may be one
     /// killed between its first target and state commits, which a replay completes.)
-    pub async fn lost_state(&self, fresh: bool) -> Result<Option<String>, SinkError> {
+    pub async fn lost_state(&self, fresh: bool) -> Result<Option<String>, TargetError> {
         if !fresh || self.state.exists() || !self.target.exists() {
             return Ok(None);
         }
@@ -989,7 +989,7 @@ async fn read_state(
     location: &str,
     wanted: Arc<FastSet<Vec<u8>>>,
     keep: bool,
-) -> Result<StateRead, SinkError> {
+) -> Result<StateRead, TargetError> {
     let mut out = StateRead {
         entries: FastMap::default(),
         mark: None,
@@ -1065,7 +1065,7 @@ async fn read_state(
 async fn read_whole_state(
     table: &deltalake::DeltaTable,
     location: &str,
-) -> Result<Option<StateCache>, SinkError> {
+) -> Result<Option<StateCache>, TargetError> {
     let mut kept = StateCache::empty();
     if table.version().is_none() {
         return Ok(Some(kept));
@@ -1213,7 +1213,7 @@ fn state_batch(rows: &[StateRow]) -> RecordBatch {
 fn state_removes(
     table: &deltalake::DeltaTable,
     location: &str,
-) -> Result<Vec<deltalake::kernel::Action>, SinkError> {
+) -> Result<Vec<deltalake::kernel::Action>, TargetError> {
     if table.version().is_none() {
         return Ok(Vec::new());
     }
@@ -1240,7 +1240,7 @@ impl Target for CdcTarget {
         &'a mut self,
         schema: &'a SchemaRef,
         stream_id: &'a str,
-    ) -> BoxFuture<'a, Result<bool, SinkError>> {
+    ) -> BoxFuture<'a, Result<bool, TargetError>> {
         Box::pin(async move {
             let unwrapped = self
                 .spec
@@ -1255,14 +1255,14 @@ impl Target for CdcTarget {
         })
     }
 
-    fn refresh(&mut self) -> BoxFuture<'_, Result<(), SinkError>> {
+    fn refresh(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
         Box::pin(async move {
             self.target.refresh().await?;
             self.state.refresh().await
         })
     }
 
-    fn reload(&mut self) -> BoxFuture<'_, Result<(), SinkError>> {
+    fn reload(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
         Box::pin(async move {
             self.target.reload().await?;
             self.state.reload().await
@@ -1273,24 +1273,24 @@ impl Target for CdcTarget {
     fn committed_batch<'a>(
         &'a mut self,
         app_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<i64>, SinkError>> {
+    ) -> BoxFuture<'a, Result<Option<i64>, TargetError>> {
         Box::pin(self.state.committed_batch(app_id))
     }
 
     fn autoloader_commits(
         &self,
-    ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>> {
+    ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, TargetError>> {
         Box::pin(self.target.autoloader_commits())
     }
 
     fn set_properties<'a>(
         &'a mut self,
         properties: &'a [(String, String)],
-    ) -> BoxFuture<'a, Result<Option<u64>, SinkError>> {
+    ) -> BoxFuture<'a, Result<Option<u64>, TargetError>> {
         Box::pin(self.target.set_properties(properties))
     }
 
-    fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError> {
+    fn arrow_schema(&self) -> Result<Option<SchemaRef>, TargetError> {
         if !self.target.exists() {
             return Ok(None);
         }
@@ -1302,7 +1302,7 @@ impl Target for CdcTarget {
         _schema: &SchemaRef,
         _partition_columns: &[String],
         _keep_last: &[String],
-    ) -> Result<BatchWriter, SinkError> {
+    ) -> Result<BatchWriter, TargetError> {
         Ok(BatchWriter::Collect(Vec::new()))
     }
 
@@ -1316,7 +1316,7 @@ impl Target for CdcTarget {
         app_id: &'a str,
         batch: u64,
         info: serde_json::Value,
-    ) -> BoxFuture<'a, Result<u64, SinkError>> {
+    ) -> BoxFuture<'a, Result<u64, TargetError>> {
         Box::pin(self.apply(writers, app_id, batch, info))
     }
 }

@@ -39,7 +39,7 @@ const ROW_GROUP_BYTES: usize = 32 << 20;
 const DICT_LIMIT: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
-pub enum SinkError {
+pub enum TargetError {
     #[error("Delta table {location}: {source}")]
     Delta {
         location: String,
@@ -66,23 +66,23 @@ impl DeltaAppend {
     pub async fn open(
         location: &Location,
         storage: &StorageSettings,
-    ) -> Result<DeltaAppend, SinkError> {
+    ) -> Result<DeltaAppend, TargetError> {
         let path = match location {
             Location::S3(url) => return DeltaAppend::open_url(url.as_str(), &storage.s3).await,
             Location::Local(path) => path,
         };
-        std::fs::create_dir_all(path).map_err(|source| SinkError::Io {
+        std::fs::create_dir_all(path).map_err(|source| TargetError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let abs = std::fs::canonicalize(path).map_err(|source| SinkError::Io {
+        let abs = std::fs::canonicalize(path).map_err(|source| TargetError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         let location = abs.display().to_string();
         let mut table =
             crate::storage::unloaded_table(&Location::Local(abs), &[]).map_err(|reason| {
-                SinkError::Incompatible {
+                TargetError::Incompatible {
                     location: location.clone(),
                     reason,
                 }
@@ -93,15 +93,15 @@ impl DeltaAppend {
 
     /// Opens a table on S3 with `config` (see [`StorageSettings::s3`]); commits use S3
     /// conditional writes, so concurrent writers cannot overwrite each other's commits.
-    async fn open_url(text: &str, config: &[(String, String)]) -> Result<DeltaAppend, SinkError> {
+    async fn open_url(text: &str, config: &[(String, String)]) -> Result<DeltaAppend, TargetError> {
         let location = text.trim_end_matches('/').to_string();
-        let url = Url::parse(&format!("{location}/")).map_err(|e| SinkError::Incompatible {
+        let url = Url::parse(&format!("{location}/")).map_err(|e| TargetError::Incompatible {
             location: location.clone(),
             reason: e.to_string(),
         })?;
         let mut table =
             crate::storage::unloaded_table(&Location::S3(url), config).map_err(|reason| {
-                SinkError::Incompatible {
+                TargetError::Incompatible {
                     location: location.clone(),
                     reason,
                 }
@@ -110,7 +110,7 @@ impl DeltaAppend {
         if let Err(e) = load_if_any(&mut table, &location).await {
             let credentials_given = crate::storage::has_s3_credentials(config);
             return Err(match e {
-                SinkError::Delta { location, source } => SinkError::Incompatible {
+                TargetError::Delta { location, source } => TargetError::Incompatible {
                     location,
                     reason: crate::storage::explain_s3_failure(
                         credentials_given,
@@ -128,7 +128,7 @@ impl DeltaAppend {
     pub async fn open_existing(
         location: &Location,
         storage: &StorageSettings,
-    ) -> Result<Option<DeltaAppend>, SinkError> {
+    ) -> Result<Option<DeltaAppend>, TargetError> {
         if let Some(dir) = location.as_local()
             && !dir.join("_delta_log").is_dir()
         {
@@ -162,7 +162,7 @@ impl DeltaAppend {
         &mut self,
         schema: &SchemaRef,
         stream_id: &str,
-    ) -> Result<bool, SinkError> {
+    ) -> Result<bool, TargetError> {
         if self.exists() {
             return Ok(false);
         }
@@ -170,7 +170,7 @@ impl DeltaAppend {
             schema
                 .as_ref()
                 .try_into_kernel_struct()
-                .map_err(|e| SinkError::Incompatible {
+                .map_err(|e| TargetError::Incompatible {
                     location: self.location.clone(),
                     reason: format!("schema cannot be stored in Delta: {e}"),
                 })?;
@@ -204,7 +204,7 @@ impl DeltaAppend {
     /// Loads the table's state afresh (from its latest Delta checkpoint), dropping the
     /// state accumulated commit by commit: a long-running stream does this now and then
     /// so its memory stays flat.
-    pub async fn reload(&mut self) -> Result<(), SinkError> {
+    pub async fn reload(&mut self) -> Result<(), TargetError> {
         if self.exists() {
             let mut fresh =
                 crate::storage::table_at(self.table.table_url().clone(), Default::default())
@@ -219,7 +219,7 @@ impl DeltaAppend {
     }
 
     /// Re-reads the table's latest state.
-    pub async fn refresh(&mut self) -> Result<(), SinkError> {
+    pub async fn refresh(&mut self) -> Result<(), TargetError> {
         if self.exists() {
             self.table
                 .update_state()
@@ -232,7 +232,7 @@ impl DeltaAppend {
     }
 
     /// The last batch this app id committed, from the table's `txn` actions.
-    pub async fn committed_batch(&mut self, app_id: &str) -> Result<Option<i64>, SinkError> {
+    pub async fn committed_batch(&mut self, app_id: &str) -> Result<Option<i64>, TargetError> {
         if !self.exists() {
             return Ok(None);
         }
@@ -253,7 +253,7 @@ impl DeltaAppend {
         &self,
         app_id: &str,
         batch: u64,
-    ) -> Result<Option<u64>, SinkError> {
+    ) -> Result<Option<u64>, TargetError> {
         let Some(latest) = self.table.version() else {
             return Ok(None);
         };
@@ -289,12 +289,12 @@ impl DeltaAppend {
 
     /// The `autoloader` commit info of every commit still in the table's log, with its
     /// commit time, oldest first: what a lost checkpoint is rebuilt from.
-    pub async fn autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
+    pub async fn autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, TargetError> {
         Ok(since_last_reset(self.all_autoloader_commits().await?))
     }
 
     /// The record of the table's last reset commit (`{"generation", "full", "keepSchema"}`).
-    pub async fn last_reset(&self) -> Result<Option<serde_json::Value>, SinkError> {
+    pub async fn last_reset(&self) -> Result<Option<serde_json::Value>, TargetError> {
         Ok(self
             .all_autoloader_commits()
             .await?
@@ -304,7 +304,7 @@ impl DeltaAppend {
     }
 
     /// The reset record of the table's latest commit, when that commit is a reset.
-    pub async fn last_commit_reset(&self) -> Result<Option<serde_json::Value>, SinkError> {
+    pub async fn last_commit_reset(&self) -> Result<Option<serde_json::Value>, TargetError> {
         use futures::TryStreamExt;
         if !self.exists() {
             return Ok(None);
@@ -323,7 +323,9 @@ impl DeltaAppend {
     }
 
     /// Every `autoloader` commit record, resets included, oldest first.
-    pub async fn all_autoloader_commits(&self) -> Result<Vec<(u64, serde_json::Value)>, SinkError> {
+    pub async fn all_autoloader_commits(
+        &self,
+    ) -> Result<Vec<(u64, serde_json::Value)>, TargetError> {
         use futures::TryStreamExt;
         if !self.exists() {
             return Ok(Vec::new());
@@ -349,7 +351,7 @@ impl DeltaAppend {
     }
 
     /// A table property as a number (0 when absent or not a number).
-    fn number_property(&self, key: &str) -> Result<u64, SinkError> {
+    fn number_property(&self, key: &str) -> Result<u64, TargetError> {
         if !self.exists() {
             return Ok(0);
         }
@@ -361,19 +363,19 @@ impl DeltaAppend {
     }
 
     /// How many resets (full or checkpoints-only) the table has had: a checkpoint made
-    /// before the last one is stale (see `reset.rs`).
-    pub fn reset_generation(&self) -> Result<u64, SinkError> {
+    /// before the last one is stale (see `table/reset.rs`).
+    pub fn reset_generation(&self) -> Result<u64, TargetError> {
         self.number_property(RESET_GENERATION)
     }
 
     /// The generation of the last full refresh: a ONCE flow completed before it runs again.
-    pub fn refresh_generation(&self) -> Result<u64, SinkError> {
+    pub fn refresh_generation(&self) -> Result<u64, TargetError> {
         self.number_property(REFRESH_GENERATION)
     }
 
     /// How many rows the current version holds, from the files' statistics (`None` when a
     /// file has none).
-    pub fn row_count(&self) -> Result<Option<u64>, SinkError> {
+    pub fn row_count(&self) -> Result<Option<u64>, TargetError> {
         let state = self
             .table
             .snapshot()
@@ -390,7 +392,11 @@ impl DeltaAppend {
     /// when `full` (with `dataChange=true`: the rows are gone from this version on; older
     /// versions still read them). The schema, partitioning and other properties stay.
     /// Returns the new generation.
-    pub async fn commit_reset(&mut self, full: bool, keep_schema: bool) -> Result<u64, SinkError> {
+    pub async fn commit_reset(
+        &mut self,
+        full: bool,
+        keep_schema: bool,
+    ) -> Result<u64, TargetError> {
         let generation = self.reset_generation()? + 1;
         let snapshot = self
             .table
@@ -438,7 +444,7 @@ impl DeltaAppend {
 
     /// A commit of no files carrying only `info` as its `autoloader` record (a ONCE
     /// flow's rerun record).
-    pub async fn commit_record(&mut self, info: serde_json::Value) -> Result<u64, SinkError> {
+    pub async fn commit_record(&mut self, info: serde_json::Value) -> Result<u64, TargetError> {
         let props = CommitProperties::default()
             .with_metadata(HashMap::from([("autoloader".to_string(), info)]));
         self.commit_actions(&[], &props, None)
@@ -454,7 +460,7 @@ impl DeltaAppend {
         app_id: &str,
         version: u64,
         info: serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         let props = CommitProperties::default()
             .with_application_transaction(Transaction::new_with_last_update(
                 app_id,
@@ -468,7 +474,7 @@ impl DeltaAppend {
     }
 
     /// The table's properties (`metaData.configuration`), sorted by key.
-    pub fn properties(&self) -> Result<std::collections::BTreeMap<String, String>, SinkError> {
+    pub fn properties(&self) -> Result<std::collections::BTreeMap<String, String>, TargetError> {
         let state = self
             .table
             .snapshot()
@@ -482,7 +488,7 @@ impl DeltaAppend {
     }
 
     /// How many data files the current version holds.
-    pub fn file_count(&self) -> Result<usize, SinkError> {
+    pub fn file_count(&self) -> Result<usize, TargetError> {
         let state = self
             .table
             .snapshot()
@@ -495,7 +501,7 @@ impl DeltaAppend {
     pub async fn set_properties(
         &mut self,
         properties: &[(String, String)],
-    ) -> Result<Option<u64>, SinkError> {
+    ) -> Result<Option<u64>, TargetError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -514,7 +520,7 @@ impl DeltaAppend {
     async fn set_properties_once(
         &mut self,
         properties: &[(String, String)],
-    ) -> Result<Option<u64>, SinkError> {
+    ) -> Result<Option<u64>, TargetError> {
         let current = self.properties()?;
         let changed: Vec<&(String, String)> = properties
             .iter()
@@ -552,7 +558,7 @@ impl DeltaAppend {
     }
 
     /// The table's current Arrow schema.
-    pub fn arrow_schema(&self) -> Result<SchemaRef, SinkError> {
+    pub fn arrow_schema(&self) -> Result<SchemaRef, TargetError> {
         use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
         let state = self
             .table
@@ -563,7 +569,7 @@ impl DeltaAppend {
             schema
                 .as_ref()
                 .try_into_arrow()
-                .map_err(|e| SinkError::Incompatible {
+                .map_err(|e| TargetError::Incompatible {
                     location: self.location.clone(),
                     reason: e.to_string(),
                 })?;
@@ -578,13 +584,13 @@ impl DeltaAppend {
         schema: &SchemaRef,
         partition_columns: &[String],
         keep_last: &[String],
-    ) -> Result<BatchWriter, SinkError> {
+    ) -> Result<BatchWriter, TargetError> {
         self.writer_with(schema, partition_columns, keep_last, writer_properties())
     }
 
     /// A writer for the files a merge rewrites at every batch (the CDC target and its
     /// state): see [`rewrite_writer_properties`].
-    pub fn rewrite_writer(&self, schema: &SchemaRef) -> Result<BatchWriter, SinkError> {
+    pub fn rewrite_writer(&self, schema: &SchemaRef) -> Result<BatchWriter, TargetError> {
         self.writer_with(schema, &[], &[], rewrite_writer_properties())
     }
 
@@ -594,7 +600,7 @@ impl DeltaAppend {
         partition_columns: &[String],
         keep_last: &[String],
         props: WriterProperties,
-    ) -> Result<BatchWriter, SinkError> {
+    ) -> Result<BatchWriter, TargetError> {
         let writer = if self.exists() {
             RecordBatchWriter::for_table(&self.table)
         } else {
@@ -630,7 +636,7 @@ impl DeltaAppend {
         app_id: &str,
         batch: u64,
         info: serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         self.commit_with(writers, Vec::new(), None, app_id, batch, info)
             .await
     }
@@ -645,7 +651,7 @@ impl DeltaAppend {
         app_id: &str,
         batch: u64,
         info: serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         let mut actions: Vec<Action> = extra;
         let mut widened: Option<(SchemaRef, Vec<String>)> = None;
         for w in writers.0 {
@@ -735,14 +741,14 @@ impl DeltaAppend {
         &self,
         written: &SchemaRef,
         keep_last: &[String],
-    ) -> Result<Option<deltalake::kernel::Metadata>, SinkError> {
+    ) -> Result<Option<deltalake::kernel::Metadata>, TargetError> {
         let table = self.arrow_schema()?;
         let Some(columns) = widened_columns(&table, written, keep_last) else {
             return Ok(None);
         };
         let structure = arrow_schema::Schema::new(columns)
             .try_into_kernel_struct()
-            .map_err(|reason| SinkError::Incompatible {
+            .map_err(|reason| TargetError::Incompatible {
                 location: self.location.clone(),
                 reason,
             })?;
@@ -761,7 +767,7 @@ impl DeltaAppend {
     /// files of several writers at once).
     /// Every file `actions` removes is still in the table as last read: else another
     /// writer replaced it (a compaction) after the batch read it, and nothing is committed.
-    fn check_removes_active(&self, actions: &[Action]) -> Result<(), SinkError> {
+    fn check_removes_active(&self, actions: &[Action]) -> Result<(), TargetError> {
         let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
         let snapshot = self
             .table
@@ -776,7 +782,7 @@ impl DeltaAppend {
             if let Action::Remove(r) = a
                 && !active.contains(&name(&r.path))
             {
-                return Err(SinkError::Incompatible {
+                return Err(TargetError::Incompatible {
                     location: self.location.clone(),
                     reason: format!(
                         "file {} that this batch rewrites was replaced by another writer (an \
@@ -896,7 +902,7 @@ pub struct FileWriter {
 impl BatchWriter {
     /// Encodes a batch into the writer's current file (a new file past the target size),
     /// or keeps it.
-    pub async fn write(&mut self, batch: RecordBatch) -> Result<(), SinkError> {
+    pub async fn write(&mut self, batch: RecordBatch) -> Result<(), TargetError> {
         self.write_from(batch, None).await
     }
 
@@ -906,7 +912,7 @@ impl BatchWriter {
         &mut self,
         batch: RecordBatch,
         origin: Option<RowsOrigin>,
-    ) -> Result<(), SinkError> {
+    ) -> Result<(), TargetError> {
         match self {
             BatchWriter::Files(w) => w
                 .writer
@@ -924,7 +930,7 @@ impl BatchWriter {
 impl BatchWriter {
     /// Finishes the writer's files, for a commit that adds them itself (none for a
     /// collecting writer).
-    pub async fn finish(self) -> Result<Vec<deltalake::kernel::Add>, SinkError> {
+    pub async fn finish(self) -> Result<Vec<deltalake::kernel::Add>, TargetError> {
         match self {
             BatchWriter::Files(mut w) => w
                 .writer
@@ -1021,7 +1027,7 @@ impl IntoKernelStruct for arrow_schema::Schema {
 /// `_delta_log`, or an empty one that a process killed while creating the table left
 /// behind) fails inside delta-kernel, which logs "No files in log segment" as an ERROR
 /// even though a table not created yet is expected: autoloader creates it.
-async fn load_if_any(table: &mut DeltaTable, location: &str) -> Result<(), SinkError> {
+async fn load_if_any(table: &mut DeltaTable, location: &str) -> Result<(), TargetError> {
     let exists = table
         .verify_deltatable_existence()
         .await
@@ -1036,8 +1042,8 @@ async fn load_if_any(table: &mut DeltaTable, location: &str) -> Result<(), SinkE
     Ok(())
 }
 
-fn delta_err(location: &str, e: DeltaTableError) -> SinkError {
-    SinkError::Delta {
+fn delta_err(location: &str, e: DeltaTableError) -> TargetError {
+    TargetError::Delta {
         location: location.to_string(),
         source: Box::new(e),
     }

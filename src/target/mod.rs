@@ -13,7 +13,7 @@ pub mod delta;
 pub mod rewrite;
 
 pub use cdc::CdcTarget;
-pub use delta::{BatchWriter, BatchWriters, DeltaAppend, SinkError};
+pub use delta::{BatchWriter, BatchWriters, DeltaAppend, TargetError};
 
 /// What a CDC batch did to its target (summed over a run for the summary).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -55,34 +55,35 @@ pub trait Target: Send + Sync {
         &'a mut self,
         schema: &'a SchemaRef,
         stream_id: &'a str,
-    ) -> BoxFuture<'a, Result<bool, SinkError>>;
+    ) -> BoxFuture<'a, Result<bool, TargetError>>;
 
     /// Reads what other writers committed since the last read (cheap).
-    fn refresh(&mut self) -> BoxFuture<'_, Result<(), SinkError>>;
+    fn refresh(&mut self) -> BoxFuture<'_, Result<(), TargetError>>;
 
     /// Loads the table state afresh (bounds what a long-running stream holds).
-    fn reload(&mut self) -> BoxFuture<'_, Result<(), SinkError>>;
+    fn reload(&mut self) -> BoxFuture<'_, Result<(), TargetError>>;
 
     /// The last batch of `app_id` the table holds (its `txn` version).
     fn committed_batch<'a>(
         &'a mut self,
         app_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<i64>, SinkError>>;
+    ) -> BoxFuture<'a, Result<Option<i64>, TargetError>>;
 
     /// The commit records autoloader wrote, oldest first, with their commit times (ms):
     /// what a lost checkpoint is rebuilt from.
-    fn autoloader_commits(&self)
-    -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>>;
+    fn autoloader_commits(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, TargetError>>;
 
     /// Sets table properties in one commit (none when the table has them); returns the
     /// new version.
     fn set_properties<'a>(
         &'a mut self,
         properties: &'a [(String, String)],
-    ) -> BoxFuture<'a, Result<Option<u64>, SinkError>>;
+    ) -> BoxFuture<'a, Result<Option<u64>, TargetError>>;
 
     /// The table's current schema, once it exists.
-    fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError>;
+    fn arrow_schema(&self) -> Result<Option<SchemaRef>, TargetError>;
 
     /// A writer for one batch's rows (a decoding thread may hold its own). Columns the
     /// rows add to the table go before the `keep_last` ones (`_metadata` stays last).
@@ -91,7 +92,7 @@ pub trait Target: Send + Sync {
         schema: &SchemaRef,
         partition_columns: &[String],
         keep_last: &[String],
-    ) -> Result<BatchWriter, SinkError>;
+    ) -> Result<BatchWriter, TargetError>;
 
     /// What the last commit's changes did, for a target that applies changes by key.
     fn last_changes(&self) -> Option<ChangeCounts> {
@@ -106,7 +107,7 @@ pub trait Target: Send + Sync {
         app_id: &'a str,
         batch: u64,
         info: serde_json::Value,
-    ) -> BoxFuture<'a, Result<u64, SinkError>>;
+    ) -> BoxFuture<'a, Result<u64, TargetError>>;
 }
 
 impl Target for DeltaAppend {
@@ -122,39 +123,39 @@ impl Target for DeltaAppend {
         &'a mut self,
         schema: &'a SchemaRef,
         stream_id: &'a str,
-    ) -> BoxFuture<'a, Result<bool, SinkError>> {
+    ) -> BoxFuture<'a, Result<bool, TargetError>> {
         Box::pin(DeltaAppend::ensure_created(self, schema, stream_id))
     }
 
-    fn refresh(&mut self) -> BoxFuture<'_, Result<(), SinkError>> {
+    fn refresh(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
         Box::pin(DeltaAppend::refresh(self))
     }
 
-    fn reload(&mut self) -> BoxFuture<'_, Result<(), SinkError>> {
+    fn reload(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
         Box::pin(DeltaAppend::reload(self))
     }
 
     fn committed_batch<'a>(
         &'a mut self,
         app_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<i64>, SinkError>> {
+    ) -> BoxFuture<'a, Result<Option<i64>, TargetError>> {
         Box::pin(DeltaAppend::committed_batch(self, app_id))
     }
 
     fn autoloader_commits(
         &self,
-    ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, SinkError>> {
+    ) -> BoxFuture<'_, Result<Vec<(u64, serde_json::Value)>, TargetError>> {
         Box::pin(DeltaAppend::autoloader_commits(self))
     }
 
     fn set_properties<'a>(
         &'a mut self,
         properties: &'a [(String, String)],
-    ) -> BoxFuture<'a, Result<Option<u64>, SinkError>> {
+    ) -> BoxFuture<'a, Result<Option<u64>, TargetError>> {
         Box::pin(DeltaAppend::set_properties(self, properties))
     }
 
-    fn arrow_schema(&self) -> Result<Option<SchemaRef>, SinkError> {
+    fn arrow_schema(&self) -> Result<Option<SchemaRef>, TargetError> {
         if !self.exists() {
             return Ok(None);
         }
@@ -166,7 +167,7 @@ impl Target for DeltaAppend {
         schema: &SchemaRef,
         partition_columns: &[String],
         keep_last: &[String],
-    ) -> Result<BatchWriter, SinkError> {
+    ) -> Result<BatchWriter, TargetError> {
         DeltaAppend::writer(self, schema, partition_columns, keep_last)
     }
 
@@ -176,7 +177,7 @@ impl Target for DeltaAppend {
         app_id: &'a str,
         batch: u64,
         info: serde_json::Value,
-    ) -> BoxFuture<'a, Result<u64, SinkError>> {
+    ) -> BoxFuture<'a, Result<u64, TargetError>> {
         Box::pin(DeltaAppend::commit(self, writers, app_id, batch, info))
     }
 }

@@ -24,7 +24,7 @@ use deltalake::kernel::Action;
 use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 
-use super::delta::{BatchWriter, SinkError};
+use super::delta::{BatchWriter, TargetError};
 
 /// About how many rows one rewritten file holds (a soft cap: a run's last file may take a
 /// few more).
@@ -126,9 +126,9 @@ pub async fn take_rows(
     location: &str,
     candidate: &Candidate<'_>,
     select: Arc<Selector>,
-    new_writer: &(dyn Fn() -> Result<BatchWriter, SinkError> + Sync),
-) -> Result<Taken, SinkError> {
-    let err = |reason: String| SinkError::Incompatible {
+    new_writer: &(dyn Fn() -> Result<BatchWriter, TargetError> + Sync),
+) -> Result<Taken, TargetError> {
+    let err = |reason: String| TargetError::Incompatible {
         location: location.to_string(),
         reason,
     };
@@ -175,7 +175,7 @@ pub async fn take_rows(
         tasks.push(async move {
             tokio::spawn(rewrite_run(store, files, select, writers, location))
                 .await
-                .map_err(|e| SinkError::Incompatible {
+                .map_err(|e| TargetError::Incompatible {
                     location: String::new(),
                     reason: format!("a rewrite task failed: {e}"),
                 })?
@@ -201,8 +201,8 @@ async fn rewrite_run(
     select: Arc<Selector>,
     writers: Vec<BatchWriter>,
     location: String,
-) -> Result<RunOut, SinkError> {
-    let err = |reason: String| SinkError::Incompatible {
+) -> Result<RunOut, TargetError> {
+    let err = |reason: String| TargetError::Incompatible {
         location: location.clone(),
         reason,
     };

@@ -22,7 +22,7 @@ use crate::schema::hints::{apply_hints, parse_hints};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};
 use crate::schema::{DataType, Field, Schema};
-use crate::source::{self as discovery, FileRef};
+use crate::source::{self, FileRef};
 use crate::target::Target;
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
@@ -171,7 +171,7 @@ pub(crate) fn draft_first_version(
     } else if let Some(cols) = &settings.partition_columns {
         cols.clone()
     } else {
-        discovery::infer_partition_columns(sample.iter().map(|f| f.key.as_str()))
+        source::infer_partition_columns(sample.iter().map(|f| f.key.as_str()))
     };
     let partition = Schema::new(
         partition_names

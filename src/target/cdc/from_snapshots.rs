@@ -25,7 +25,7 @@ use super::table::{CdcTarget, data_err};
 use crate::flow::cdc::FastMap;
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::{END_AT, SNAPSHOT_DELETE};
-use crate::target::delta::SinkError;
+use crate::target::delta::TargetError;
 
 /// A row's compared values, hashed (the index holds this, not the values).
 type Digest16 = [u8; 16];
@@ -55,7 +55,7 @@ impl CdcTarget {
         app_id: &str,
         batch: u64,
         info: &serde_json::Value,
-    ) -> Result<Vec<RecordBatch>, SinkError> {
+    ) -> Result<Vec<RecordBatch>, TargetError> {
         let Some(stamps) = self.spec.from_snapshots.clone() else {
             return Ok(collected);
         };
@@ -183,7 +183,7 @@ impl CdcTarget {
         &mut self,
         app_id: &str,
         batch: u64,
-    ) -> Result<Option<DeltaTable>, SinkError> {
+    ) -> Result<Option<DeltaTable>, TargetError> {
         if !self.target_has(app_id, batch).await? {
             return Ok(self.target.exists().then(|| self.target.table().clone()));
         }
@@ -218,7 +218,7 @@ async fn read_current(
     location: &str,
     needed: &[String],
     scd2: bool,
-) -> Result<Vec<RecordBatch>, SinkError> {
+) -> Result<Vec<RecordBatch>, TargetError> {
     let err = |reason: String| data_err(location, reason);
     let (store, files) = crate::target::rewrite::table_files(table).map_err(err)?;
     let mut out = Vec::new();

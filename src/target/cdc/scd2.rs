@@ -26,7 +26,7 @@ use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd2::{self, Record, Values};
 use crate::flow::cdc::{END_AT, START_AT};
 use crate::target::ChangeCounts;
-use crate::target::delta::{BatchWriters, SinkError};
+use crate::target::delta::{BatchWriters, TargetError};
 
 /// The records table's own columns, before the records' columns.
 const KEY: &str = "__cdc_key";
@@ -60,7 +60,7 @@ impl CdcTarget {
     }
 
     /// The type of `__START_AT` / `__END_AT`: the sequence column's, or a struct of them.
-    fn sequence_type(&self, layout: &Schema) -> Result<DataType, SinkError> {
+    fn sequence_type(&self, layout: &Schema) -> Result<DataType, TargetError> {
         let fields: Vec<Field> = self
             .spec
             .sequence_by
@@ -81,7 +81,7 @@ impl CdcTarget {
     }
 
     /// The SCD type 2 target's columns: the selected ones, then `__START_AT`, `__END_AT`.
-    pub(super) fn scd2_schema(&self, layout: &Schema) -> Result<SchemaRef, SinkError> {
+    pub(super) fn scd2_schema(&self, layout: &Schema) -> Result<SchemaRef, TargetError> {
         let seq = self.sequence_type(layout)?;
         let mut fields: Vec<Field> = layout
             .fields()
@@ -102,7 +102,7 @@ impl CdcTarget {
         app_id: &str,
         batch: u64,
         mut info: serde_json::Value,
-    ) -> Result<u64, SinkError> {
+    ) -> Result<u64, TargetError> {
         let loc = self.target.location().to_string();
         let target_done = self.target_has(app_id, batch).await?;
         let Some((changes, places)) = changes else {
@@ -345,8 +345,8 @@ async fn read_records(
     table: &DeltaTable,
     location: &str,
     keys: &Arc<HashSet<Vec<u8>>>,
-) -> Result<Vec<RecordBatch>, SinkError> {
-    let err = |reason: String| SinkError::Incompatible {
+) -> Result<Vec<RecordBatch>, TargetError> {
+    let err = |reason: String| TargetError::Incompatible {
         location: location.to_string(),
         reason,
     };

@@ -3,7 +3,7 @@
 use super::state_cache::StateCache;
 use crate::flow::cdc::{CdcSpec, RowCondition};
 use crate::target::ChangeCounts;
-use crate::target::delta::{DeltaAppend, SinkError};
+use crate::target::delta::{DeltaAppend, TargetError};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
 use deltalake::protocol::{DeltaOperation, MergePredicate};
@@ -25,8 +25,8 @@ pub struct CdcTarget {
 }
 
 /// A CDC table's data error, naming its location.
-pub(super) fn data_err(location: &str, reason: impl Into<String>) -> SinkError {
-    SinkError::Incompatible {
+pub(super) fn data_err(location: &str, reason: impl Into<String>) -> TargetError {
+    TargetError::Incompatible {
         location: location.to_string(),
         reason: reason.into(),
     }
