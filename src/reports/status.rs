@@ -1,7 +1,9 @@
 //! `status`: where each stream of a table stands.
 
+use crate::checkpoint::SeenFiles;
 use crate::reports::ReportError;
 use crate::reports::StreamCheckpoint;
+use crate::telemetry::events::Event;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -215,8 +217,69 @@ pub async fn status(
         ..Status::default()
     };
     let all = events::read_events(&local).map_err(io)?;
+    let table = from_events(&mut st, &all);
+    if let Some(table) = table_of(checkpoint, table.as_deref()) {
+        st.changes = cdc_totals(&table, state).await;
+    }
+    if !slots.is_empty() {
+        st.workers = worker_status(checkpoint, &slots, state)?;
+        from_worker_slots(&mut st, &all);
+        return Ok(st);
+    }
+    match Checkpoint::open_to_read(checkpoint, state) {
+        Ok(c) => {
+            st.stream_id = Some(c.stream_id().to_string());
+            st.definition = c
+                .meta(crate::flow::definition::META_KEY)
+                .ok()
+                .flatten()
+                .and_then(|t| serde_json::from_str(&t).ok());
+            let commits = c.commits()?;
+            st.batches = commits.len() as u64;
+            for (_, s) in &commits {
+                st.rows += s.rows;
+                st.rescued_rows += s.rescued_rows;
+                st.bytes += s.bytes;
+            }
+            let seen = c.seen_files()?;
+            st.files_ingested = Some(seen.len());
+            st.files_pending = pending_files(&st, checkpoint, state, &seen).await;
+        }
+        Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
+            st.running = Some(holder);
+            st.definition = crate::flow::definition::mirrored(&local);
+            if let Some(l) = live::read(&local) {
+                st.live_at = Some(l.updated_at);
+                st.files_ingested = Some(l.files_ingested);
+                st.files_pending = Some(l.files_pending);
+                st.batches = l.batches;
+                st.rows = l.rows;
+                st.rescued_rows = l.rescued_rows;
+                st.bytes = l.bytes;
+                st.schema_version = l.schema_version.or(st.schema_version);
+                return Ok(st);
+            }
+            for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
+                st.batches += 1;
+                st.rows += e.fields.get("rows").and_then(Value::as_u64).unwrap_or(0);
+                st.rescued_rows += e
+                    .fields
+                    .get("rescuedRows")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                st.bytes += e.fields.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(st)
+}
+
+/// What the event log says: the last batch and error, the source, the stream id, the
+/// schema version; returns the table the stream started on.
+fn from_events(st: &mut Status, all: &[Event]) -> Option<String> {
     let mut table = None;
-    for e in &all {
+    for e in all {
         match e.kind {
             EventKind::BatchCommitted => {
                 st.last_batch = Some(serde_json::to_value(e).unwrap_or_default());
@@ -255,135 +318,88 @@ pub async fn status(
             _ => {}
         }
     }
-    if let Some(table) = table_of(checkpoint, table.as_deref()) {
-        st.changes = cdc_totals(&table, state).await;
+    table
+}
+
+/// A worker stream's figures: the sums of its slots'.
+fn from_worker_slots(st: &mut Status, all: &[Event]) {
+    let held: Vec<&str> = st
+        .workers
+        .iter()
+        .filter_map(|w| w.holder.as_deref())
+        .collect();
+    if !held.is_empty() {
+        st.running = Some(format!(
+            "{} of {} worker slots held",
+            held.len(),
+            st.workers.len()
+        ));
     }
-    if !slots.is_empty() {
-        st.workers = worker_status(checkpoint, &slots, state)?;
-        let held: Vec<&str> = st
-            .workers
-            .iter()
-            .filter_map(|w| w.holder.as_deref())
-            .collect();
-        if !held.is_empty() {
-            st.running = Some(format!(
-                "{} of {} worker slots held",
-                held.len(),
-                st.workers.len()
-            ));
+    st.batches = st.workers.iter().filter_map(|w| w.batches).sum();
+    st.files_pending = st
+        .workers
+        .iter()
+        .map(|w| w.pending_files)
+        .sum::<Option<u64>>();
+    st.files_ingested = st.workers.iter().map(|w| w.files_ingested).sum();
+    st.schema_version = st
+        .workers
+        .iter()
+        .filter_map(|w| w.schema_version)
+        .chain(st.schema_version)
+        .max();
+    let of_slots =
+        |f: fn(&WorkerStatus) -> Option<u64>| -> Option<u64> { st.workers.iter().map(f).sum() };
+    if let (Some(rows), Some(rescued), Some(bytes)) = (
+        of_slots(|w| w.rows),
+        of_slots(|w| w.rescued_rows),
+        of_slots(|w| w.bytes),
+    ) {
+        (st.rows, st.rescued_rows, st.bytes) = (rows, rescued, bytes);
+    } else {
+        // A slot held on another machine: the shared event log's figures (this
+        // machine's workers).
+        for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
+            let n = |k: &str| e.fields.get(k).and_then(Value::as_u64).unwrap_or(0);
+            st.rows += n("rows");
+            st.rescued_rows += n("rescuedRows");
+            st.bytes += n("bytes");
         }
-        st.batches = st.workers.iter().filter_map(|w| w.batches).sum();
-        st.files_pending = st
-            .workers
-            .iter()
-            .map(|w| w.pending_files)
-            .sum::<Option<u64>>();
-        st.files_ingested = st.workers.iter().map(|w| w.files_ingested).sum();
-        st.schema_version = st
-            .workers
-            .iter()
-            .filter_map(|w| w.schema_version)
-            .chain(st.schema_version)
-            .max();
-        let of_slots =
-            |f: fn(&WorkerStatus) -> Option<u64>| -> Option<u64> { st.workers.iter().map(f).sum() };
-        if let (Some(rows), Some(rescued), Some(bytes)) = (
-            of_slots(|w| w.rows),
-            of_slots(|w| w.rescued_rows),
-            of_slots(|w| w.bytes),
-        ) {
-            (st.rows, st.rescued_rows, st.bytes) = (rows, rescued, bytes);
-        } else {
-            // A slot held on another machine: the shared event log's figures (this
-            // machine's workers).
-            for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
-                let n = |k: &str| e.fields.get(k).and_then(Value::as_u64).unwrap_or(0);
-                st.rows += n("rows");
-                st.rescued_rows += n("rescuedRows");
-                st.bytes += n("bytes");
-            }
-        }
-        return Ok(st);
     }
-    match Checkpoint::open_to_read(checkpoint, state) {
-        Ok(c) => {
-            st.stream_id = Some(c.stream_id().to_string());
-            st.definition = c
-                .meta(crate::flow::definition::META_KEY)
-                .ok()
-                .flatten()
-                .and_then(|t| serde_json::from_str(&t).ok());
-            let commits = c.commits()?;
-            st.batches = commits.len() as u64;
-            for (_, s) in &commits {
-                st.rows += s.rows;
-                st.rescued_rows += s.rescued_rows;
-                st.bytes += s.bytes;
-            }
-            let seen = c.seen_files()?;
-            st.files_ingested = Some(seen.len());
-            if let Some(source) = &st.source
-                && let Ok(src) = Location::parse(source).map_err(|_| ()).and_then(|l| {
-                    // The flow's recorded options (its filters among them), so the files
-                    // counted pending are those the stream would take.
-                    let recorded: Vec<(String, String)> = st
-                        .definition
-                        .iter()
-                        .flat_map(|d| d.definition.iter())
-                        .filter(|(k, _)| crate::options::canonical(k).is_some())
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect();
-                    let settings = crate::options::resolve(&recorded, checkpoint)
-                        .or_else(|_| crate::options::resolve(&[], checkpoint))
-                        .map(|(s, _)| s)
-                        .map_err(|_| ())?;
-                    // A table source's pending files need its position: not counted.
-                    let src = crate::source::Source::open(
-                        &l,
-                        state,
-                        crate::source::SourceFormat::Files,
-                        &settings,
-                    )
-                    .map_err(|_| ())?;
-                    Ok((src, settings))
-                })
-            {
-                let (src, settings) = src;
-                if let Ok(listed) = src.list(&settings).await {
-                    let pending = listed
-                        .iter()
-                        .filter(|f| seen.get(&f.key).ok().flatten().is_none())
-                        .count();
-                    st.files_pending = Some(pending as u64);
-                }
-            }
-        }
-        Err(crate::checkpoint::CheckpointError::Locked { holder, .. }) => {
-            st.running = Some(holder);
-            st.definition = crate::flow::definition::mirrored(&local);
-            if let Some(l) = live::read(&local) {
-                st.live_at = Some(l.updated_at);
-                st.files_ingested = Some(l.files_ingested);
-                st.files_pending = Some(l.files_pending);
-                st.batches = l.batches;
-                st.rows = l.rows;
-                st.rescued_rows = l.rescued_rows;
-                st.bytes = l.bytes;
-                st.schema_version = l.schema_version.or(st.schema_version);
-                return Ok(st);
-            }
-            for e in all.iter().filter(|e| e.kind == EventKind::BatchCommitted) {
-                st.batches += 1;
-                st.rows += e.fields.get("rows").and_then(Value::as_u64).unwrap_or(0);
-                st.rescued_rows += e
-                    .fields
-                    .get("rescuedRows")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                st.bytes += e.fields.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-            }
-        }
-        Err(e) => return Err(e.into()),
-    }
-    Ok(st)
+}
+
+/// The files the stream would take now: its source listed with its recorded options (its
+/// filters among them), less the files its checkpoint has seen.
+async fn pending_files(
+    st: &Status,
+    checkpoint: &Location,
+    state: &StorageSettings,
+    seen: &SeenFiles,
+) -> Option<u64> {
+    let source = Location::parse(st.source.as_ref()?).ok()?;
+    let recorded: Vec<(String, String)> = st
+        .definition
+        .iter()
+        .flat_map(|d| d.definition.iter())
+        .filter(|(k, _)| crate::options::canonical(k).is_some())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let settings = crate::options::resolve(&recorded, checkpoint)
+        .or_else(|_| crate::options::resolve(&[], checkpoint))
+        .ok()?
+        .0;
+    // A table source's pending files need its position: not counted.
+    let src = crate::source::Source::open(
+        &source,
+        state,
+        crate::source::SourceFormat::Files,
+        &settings,
+    )
+    .ok()?;
+    let listed = src.list(&settings).await.ok()?;
+    let pending = listed
+        .iter()
+        .filter(|f| seen.get(&f.key).ok().flatten().is_none())
+        .count();
+    Some(pending as u64)
 }
