@@ -375,7 +375,7 @@ fn stream_spec(
 ) -> Result<StreamSpec, ConfigError> {
     let location = |field: &str, text: &str| {
         Location::parse(text)
-            .map(|l| l.relative_to(&base))
+            .map(|l| l.relative_to(base))
             .map_err(|e| invalid(format!("stream \"{}\": {field}: {e}", s.name)))
     };
     let table = location("table", &s.table)?;
@@ -522,7 +522,7 @@ fn apply_tables(
 ) -> Result<(), ConfigError> {
     for t in declared {
         let table = Location::parse(&t.path)
-            .map(|l| l.relative_to(&base).normalized())
+            .map(|l| l.relative_to(base).normalized())
             .map_err(|e| invalid(format!("table {}: {e}", t.path)))?;
         let mut properties = Vec::new();
         for (k, v) in &t.properties {

@@ -1231,23 +1231,7 @@ pub fn resolve(
         .map(|v| parse_duration("cloudFiles.settleTime", v))
         .transpose()?
         .unwrap_or(std::time::Duration::from_secs(3));
-    // Off by default: a key that sorts before the ingested ones would wait for the next
-    // full listing, and a surprise delay is worse than a longer listing.
-    let incremental_listing = match get("cloudFiles.useIncrementalListing") {
-        None => IncrementalListing::Never,
-        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "auto" => IncrementalListing::Auto,
-            "true" => IncrementalListing::Always,
-            "false" => IncrementalListing::Never,
-            _ => {
-                return Err(invalid(
-                    "cloudFiles.useIncrementalListing",
-                    v,
-                    "expected auto, true or false",
-                ));
-            }
-        },
-    };
+    let incremental_listing = incremental_listing(&g)?;
     let full_listing_interval = get("cloudFiles.fullListingInterval")
         .map(|v| parse_duration("cloudFiles.fullListingInterval", v))
         .transpose()?
@@ -1266,20 +1250,7 @@ pub fn resolve(
             .map_err(|e| invalid("cloudFiles.schemaLocation", v, &e.to_string()))?,
         None => checkpoint.clone(),
     };
-    let backfill_interval = match get("cloudFiles.backfillInterval") {
-        None => None,
-        Some(v) => {
-            let d = parse_duration("cloudFiles.backfillInterval", v)?;
-            if d.is_zero() {
-                return Err(invalid(
-                    "cloudFiles.backfillInterval",
-                    v,
-                    "expected a positive duration",
-                ));
-            }
-            Some(d)
-        }
-    };
+    let backfill_interval = backfill_interval(&g)?;
     let notifications = notification_settings(&|k| get(k).map(str::to_string), backfill_interval)?;
     let settings = Settings {
         format,
@@ -1422,6 +1393,47 @@ fn file_selection(g: &Given) -> Result<FileSelection, OptionsError> {
         path_glob_filter,
         modified_after_ms,
         modified_before_ms,
+    })
+}
+
+/// `cloudFiles.useIncrementalListing`. Off by default: a key that sorts before the
+/// ingested ones would wait for the next full listing, and a surprise delay is worse than
+/// a longer listing.
+fn incremental_listing(g: &Given) -> Result<IncrementalListing, OptionsError> {
+    let get = |k: &str| g.get(k);
+    Ok(match get("cloudFiles.useIncrementalListing") {
+        None => IncrementalListing::Never,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => IncrementalListing::Auto,
+            "true" => IncrementalListing::Always,
+            "false" => IncrementalListing::Never,
+            _ => {
+                return Err(invalid(
+                    "cloudFiles.useIncrementalListing",
+                    v,
+                    "expected auto, true or false",
+                ));
+            }
+        },
+    })
+}
+
+/// `cloudFiles.backfillInterval`: a positive duration, or none.
+fn backfill_interval(g: &Given) -> Result<Option<std::time::Duration>, OptionsError> {
+    let get = |k: &str| g.get(k);
+    Ok(match get("cloudFiles.backfillInterval") {
+        None => None,
+        Some(v) => {
+            let d = parse_duration("cloudFiles.backfillInterval", v)?;
+            if d.is_zero() {
+                return Err(invalid(
+                    "cloudFiles.backfillInterval",
+                    v,
+                    "expected a positive duration",
+                ));
+            }
+            Some(d)
+        }
     })
 }
 

@@ -174,7 +174,7 @@ fn events(
         stream.as_deref(),
         state,
     )?;
-    let events = reports::filtered_events(&found, state, &kinds, parse_since(since.as_deref())?)?;
+    let events = reports::filtered_events(&found, state, &kinds, parse_since(since)?)?;
     for e in events {
         if json {
             print_json(&e, false);
@@ -311,7 +311,7 @@ fn optimize(
     use autoloader::table::optimize;
     let settings = optimize::OptimizeSettings::new(target_size, min_files, condition)?;
     check_s3(state, [table])?;
-    let report = runtime()?.block_on(optimize::optimize(&table, state, &settings))?;
+    let report = runtime()?.block_on(optimize::optimize(table, state, &settings))?;
     if json {
         print_json(&report, false);
     } else if let Some(version) = report.version {
@@ -357,7 +357,7 @@ fn vacuum(
     use autoloader::table::vacuum;
     let settings = vacuum::VacuumSettings::new(retain, dry_run, force)?;
     check_s3(state, [table])?;
-    let report = runtime()?.block_on(vacuum::vacuum(&table, state, &settings))?;
+    let report = runtime()?.block_on(vacuum::vacuum(table, state, &settings))?;
     if json {
         print_json(&report, false);
     } else {

@@ -737,6 +737,9 @@ impl Binder<'_> {
 
     /// The literal read as the type its column is compared at, and that type when the
     /// column must be cast to it.
+    ///
+    /// Long because it is one match of a literal's kind against the column's type, each arm
+    /// one of Spark's comparison rules.
     fn literal(
         &self,
         index: usize,

@@ -93,11 +93,12 @@ fn invalid(key: &str, reason: impl Into<String>) -> SnapshotError {
     }
 }
 
+/// Option pairs, in order.
+type Pairs = Vec<(String, String)>;
+
 impl SnapshotSpec {
     /// Splits `-o snapshot.KEY=VALUE` pairs off an option list.
-    pub fn split_options(
-        raw: Vec<(String, String)>,
-    ) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    pub fn split_options(raw: Pairs) -> (Pairs, Pairs) {
         let (snapshot, rest): (Vec<_>, Vec<_>) = raw
             .into_iter()
             .partition(|(k, _)| k.trim().starts_with(OPTION_PREFIX));

@@ -249,6 +249,10 @@ struct RowStart {
 type OnRow<'a> = dyn FnMut(Row, u64, usize) -> Result<(), DecodeError> + 'a;
 
 /// Reads the file's row elements one at a time and hands each to `on_row`.
+///
+/// Long because it is one event loop over quick-xml's reader: the depth, the open row and
+/// its malformed-state travel between events, and a loop split across functions would
+/// pass that state around on every event of every file.
 fn for_each_row(
     file: &SourceFile,
     opts: &DecodeOptions,

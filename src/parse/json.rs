@@ -278,6 +278,9 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     /// Parses a value straight into `out` (an entry's slot in its object or array): a
     /// value returned up the recursion and then moved into the vector was copied with
     /// loads that straddled the callee's stores, a stall on every value.
+    ///
+    /// Long because it is the parser's inner loop: objects and arrays are parsed here
+    /// rather than in callees, so that a value is written once into its slot.
     fn value_into(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         match self.peek() {
             Some(b'{') => self.object(out),

@@ -68,6 +68,12 @@ fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::St
     })
 }
 
+/// One planned batch from read to mark: read its files, evolve (and read again) or reject
+/// new columns, write, commit with the batch's `txn`, then mark the checkpoint.
+///
+/// Long because the order of its steps is the exactly-once protocol
+/// (`docs/design/exactly-once.md`), with failpoints between them; read top to bottom it
+/// is the protocol, and split it would hide which step comes first.
 pub(crate) async fn execute_counted(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,

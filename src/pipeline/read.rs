@@ -85,6 +85,9 @@ pub(crate) fn source_file(
 /// A large batch of several files gives each decoding thread its own writer, so Parquet
 /// encoding runs on every core; a small one streams into one writer on the async side, so
 /// it still becomes one Parquet file.
+///
+/// Long because it runs the decoding pool and its consumer in one place: the memory
+/// budget, the stop flag and the per-file results are shared by both sides.
 pub(crate) async fn read_files(
     ctx: &RunContext<'_>,
     layout: &Arc<TableLayout>,

@@ -272,6 +272,64 @@ impl Drop for StreamRun<'_> {
     }
 }
 
+/// What a request cannot be, checked before anything is opened.
+fn check_request(req: &IngestRequest) -> Result<(), IngestError> {
+    let settings = &req.settings;
+    if req.snapshot.is_some() && req.source.reads_delta() {
+        return Err(IngestError::Config(
+            "a snapshot flow reads files that are replaced; a Delta table source is read \
+             commit by commit: leave out [stream.snapshot]"
+                .into(),
+        ));
+    }
+    if let Some(clean) = &settings.clean_source {
+        check_clean_source(req, clean)?;
+    }
+    if settings.backfill_interval.is_some()
+        && settings.notifications.is_none()
+        && req.source.local_root().is_none()
+    {
+        return Err(IngestError::Config(
+            "cloudFiles.backfillInterval applies to notification mode \
+             (cloudFiles.useNotifications=true) and to a local folder, whose watcher is \
+             driven by file events; a listed object store is listed whole at every poll \
+             already: leave it out"
+                .into(),
+        ));
+    }
+    check_worker(req)?;
+    Ok(())
+}
+
+/// The Delta append target, or the CDC target applying changes by key (its state lives in
+/// the checkpoint, so a reset sets it aside with it).
+async fn open_target(
+    req: &IngestRequest,
+    delta: DeltaAppend,
+    checkpoint: &Checkpoint,
+) -> Result<Box<dyn Target>, IngestError> {
+    let settings = &req.settings;
+    Ok(match &req.cdc {
+        None => Box::new(delta),
+        Some(spec) => {
+            let (deletes, truncates) = spec.conditions(settings.time_zone);
+            let cdc = CdcTarget::open(
+                delta,
+                &req.checkpoint,
+                &req.storage,
+                spec.clone(),
+                deletes,
+                truncates,
+            )
+            .await?;
+            if let Some(why) = cdc.lost_state(checkpoint.is_fresh()?).await? {
+                return Err(IngestError::Config(why));
+            }
+            Box::new(cdc)
+        }
+    })
+}
+
 impl<'a> StreamRun<'a> {
     /// Locks the checkpoint, opens the table, and records the first start.
     pub async fn open(
@@ -280,29 +338,7 @@ impl<'a> StreamRun<'a> {
         hooks: &Hooks,
     ) -> Result<StreamRun<'a>, IngestError> {
         let settings = &req.settings;
-        if req.snapshot.is_some() && req.source.reads_delta() {
-            return Err(IngestError::Config(
-                "a snapshot flow reads files that are replaced; a Delta table source is read \
-                 commit by commit: leave out [stream.snapshot]"
-                    .into(),
-            ));
-        }
-        if let Some(clean) = &settings.clean_source {
-            check_clean_source(req, clean)?;
-        }
-        if settings.backfill_interval.is_some()
-            && settings.notifications.is_none()
-            && req.source.local_root().is_none()
-        {
-            return Err(IngestError::Config(
-                "cloudFiles.backfillInterval applies to notification mode \
-                 (cloudFiles.useNotifications=true) and to a local folder, whose watcher is \
-                 driven by file events; a listed object store is listed whole at every poll \
-                 already: leave it out"
-                    .into(),
-            ));
-        }
-        check_worker(req)?;
+        check_request(req)?;
         let source = own_output::source_without_own_output(req)?;
         let (checkpoint, location, slot) = open_checkpoint(req)?;
         let delta = DeltaAppend::open(&req.table, &req.storage).await?;
@@ -316,27 +352,7 @@ impl<'a> StreamRun<'a> {
         };
         let mut checkpoint = super::generation::current(checkpoint, &location, &delta, req).await?;
         keep_one_schema_location(&checkpoint, &settings.schema_location)?;
-        // The Delta append target, or the CDC target applying changes by key (its state
-        // lives in the checkpoint, so a reset sets it aside with it).
-        let sink: Box<dyn Target> = match &req.cdc {
-            None => Box::new(delta),
-            Some(spec) => {
-                let (deletes, truncates) = spec.conditions(settings.time_zone);
-                let cdc = CdcTarget::open(
-                    delta,
-                    &req.checkpoint,
-                    &req.storage,
-                    spec.clone(),
-                    deletes,
-                    truncates,
-                )
-                .await?;
-                if let Some(why) = cdc.lost_state(checkpoint.is_fresh()?).await? {
-                    return Err(IngestError::Config(why));
-                }
-                Box::new(cdc)
-            }
-        };
+        let sink = open_target(req, delta, &checkpoint).await?;
         let mut store = SchemaStore::open(&settings.schema_location, &req.storage)?;
         if req.worker.is_some() {
             store = store.shared_by_workers();
@@ -1082,6 +1098,12 @@ impl<'a> StreamRun<'a> {
         result
     }
 
+    /// Replays the checkpoint's pending plans, then plans `files` into new batches and
+    /// runs each.
+    ///
+    /// Long because both loops share one `RunContext`, which borrows parts of the run
+    /// while the loops update the rest (the pending plans, the schema); one body keeps
+    /// those borrows in one scope.
     async fn ingest_with(
         &mut self,
         opts: &DecodeOptions,

@@ -173,6 +173,10 @@ impl ColumnBuilder {
 
     /// Appends a JSON value. Returns false when any part of it did not fit (that part is
     /// null in the column; the caller rescues the original).
+    ///
+    /// Long because it is one match of a JSON value's kind against the column's type, the
+    /// hot loop of every JSON and XML row; an arm per pair keeps Spark's conversions side
+    /// by side.
     pub fn append_json(
         &mut self,
         v: &JsonValue<'_>,

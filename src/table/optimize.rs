@@ -239,6 +239,68 @@ struct Candidate {
     remove: Remove,
 }
 
+/// Every file of the table, grouped by its partition values; a file with a deletion vector
+/// is refused (delta-rs cannot write them). Also returns the number of files.
+fn files_by_partition(
+    snapshot: &deltalake::table::state::DeltaTableState,
+    refused: &dyn Fn(String) -> MaintenanceError,
+) -> Result<(BTreeMap<PartitionKey, Vec<Candidate>>, usize), MaintenanceError> {
+    let mut groups: BTreeMap<PartitionKey, Vec<Candidate>> = BTreeMap::new();
+    let mut files_before = 0usize;
+    for f in snapshot.log_data() {
+        files_before += 1;
+        if f.deletion_vector_descriptor().is_some() {
+            return Err(refused(format!(
+                "file {} has a deletion vector; optimize cannot rewrite tables with deletion \
+                 vectors (delta-rs cannot write them)",
+                f.path()
+            )));
+        }
+        let values: BTreeMap<String, Option<String>> =
+            f.partition_values_map().into_iter().collect();
+        groups
+            .entry(values.into_iter().collect())
+            .or_default()
+            .push(Candidate {
+                path: f.path().into_owned(),
+                store_path: f.object_store_path(),
+                size: u64::try_from(f.size()).unwrap_or(0),
+                mtime: f.modification_time(),
+                remove: f.remove_action(false),
+            });
+    }
+    Ok((groups, files_before))
+}
+
+/// The chosen partitions' files under the target size, oldest first, where there are at
+/// least `min_files` of them; a partition with fewer is counted as skipped.
+fn small_files(
+    groups: BTreeMap<PartitionKey, Vec<Candidate>>,
+    chosen: Vec<bool>,
+    settings: &OptimizeSettings,
+    report: &mut OptimizeReport,
+) -> Vec<(PartitionKey, Vec<Candidate>)> {
+    let mut bins: Vec<(PartitionKey, Vec<Candidate>)> = Vec::new();
+    for ((key, files), chosen) in groups.into_iter().zip(chosen) {
+        if !chosen {
+            continue;
+        }
+        let mut small: Vec<Candidate> = files
+            .into_iter()
+            .filter(|f| f.size < settings.target_size)
+            .collect();
+        if small.len() < settings.min_files.max(2) {
+            if !small.is_empty() {
+                report.partitions_skipped += 1;
+            }
+            continue;
+        }
+        small.sort_by(|a, b| (a.mtime, &a.path).cmp(&(b.mtime, &b.path)));
+        bins.push((key, small));
+    }
+    bins
+}
+
 /// Compacts `sink`'s table (its current version) in one commit.
 pub async fn compact(
     sink: &mut DeltaAppend,
@@ -272,31 +334,7 @@ pub async fn compact(
         Some(c) => Some(PartitionSelector::new(c, &schema, &partition_columns)?),
         None => None,
     };
-    // Every file, grouped by its partition values.
-    let mut groups: BTreeMap<PartitionKey, Vec<Candidate>> = BTreeMap::new();
-    let mut files_before = 0usize;
-    for f in snapshot.log_data() {
-        files_before += 1;
-        if f.deletion_vector_descriptor().is_some() {
-            return Err(refused(format!(
-                "file {} has a deletion vector; optimize cannot rewrite tables with deletion \
-                 vectors (delta-rs cannot write them)",
-                f.path()
-            )));
-        }
-        let values: BTreeMap<String, Option<String>> =
-            f.partition_values_map().into_iter().collect();
-        groups
-            .entry(values.into_iter().collect())
-            .or_default()
-            .push(Candidate {
-                path: f.path().into_owned(),
-                store_path: f.object_store_path(),
-                size: u64::try_from(f.size()).unwrap_or(0),
-                mtime: f.modification_time(),
-                remove: f.remove_action(false),
-            });
-    }
+    let (groups, files_before) = files_by_partition(snapshot, &refused)?;
     let mut report = OptimizeReport {
         table: location.clone(),
         files_before,
@@ -308,24 +346,7 @@ pub async fn compact(
         Some(s) => s.select(&keys)?,
         None => vec![true; keys.len()],
     };
-    let mut bins: Vec<(PartitionKey, Vec<Candidate>)> = Vec::new();
-    for ((key, files), chosen) in groups.into_iter().zip(chosen) {
-        if !chosen {
-            continue;
-        }
-        let mut small: Vec<Candidate> = files
-            .into_iter()
-            .filter(|f| f.size < settings.target_size)
-            .collect();
-        if small.len() < settings.min_files.max(2) {
-            if !small.is_empty() {
-                report.partitions_skipped += 1;
-            }
-            continue;
-        }
-        small.sort_by(|a, b| (a.mtime, &a.path).cmp(&(b.mtime, &b.path)));
-        bins.push((key, small));
-    }
+    let bins = small_files(groups, chosen, settings, &mut report);
     if bins.is_empty() {
         report.seconds = started.elapsed().as_secs_f64();
         info!(table = %location, "Nothing to compact.");

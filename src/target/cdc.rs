@@ -196,6 +196,13 @@ impl CdcTarget {
             .collect())
     }
 
+    /// Applies one batch of change records to an SCD type 1 target, in the order that keeps
+    /// it exactly once: read the batch's keys' state (beside the target's rewrite, on both
+    /// cores), reduce, rewrite the target and commit it, then commit the state.
+    ///
+    /// Long because it is that one sequence: the reduction, the truncate mark, the kept
+    /// state and the timings flow through every step, and cut into functions they would be
+    /// a dozen arguments each, with the commit order no longer visible in one place.
     async fn apply(
         &mut self,
         writers: BatchWriters,

@@ -211,28 +211,7 @@ impl CdcSpec {
             map.insert(key, v.trim().to_string());
         }
         if let Some(snapshot) = snapshot {
-            for (k, why) in [
-                (
-                    "sequence_by",
-                    "the snapshots' order is the sequence (their ingest time)",
-                ),
-                (
-                    "apply_as_deletes",
-                    "a key absent from a snapshot is deleted",
-                ),
-                (
-                    "apply_as_truncates",
-                    "a key absent from a snapshot is deleted",
-                ),
-                ("format", "a snapshot holds rows, not change events"),
-            ] {
-                if map.contains_key(k) {
-                    return Err(invalid(
-                        k,
-                        format!("AUTO CDC from snapshots takes none: {why}; leave it out"),
-                    ));
-                }
-            }
+            refuse_for_snapshots(&map)?;
             map.insert("sequence_by", snapshot.ingest_time_column.clone());
         }
         let get = |k: &str| map.get(k).map(String::as_str);
@@ -274,69 +253,8 @@ impl CdcSpec {
             Some(f) => f.sequence(sequence_given.clone()),
             None => sequence_given.clone(),
         };
-        let columns = match (get("column_list"), get("except_column_list")) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "column_list",
-                    "column_list and except_column_list cannot both be given",
-                ));
-            }
-            (Some(v), None) => ColumnSelection::Only(names(v)),
-            (None, Some(v)) => ColumnSelection::Except(names(v)),
-            (None, None) => match format {
-                Some(f) => ColumnSelection::Except(f.default_except(&sequence_given)),
-                None => ColumnSelection::All,
-            },
-        };
-        if let ColumnSelection::Only(list) = &columns
-            && let Some(k) = keys.iter().find(|k| !list.contains(k))
-        {
-            return Err(invalid(
-                "column_list",
-                format!("it must hold the key column {k}"),
-            ));
-        }
-        if let ColumnSelection::Except(list) = &columns
-            && let Some(k) = keys.iter().find(|k| list.contains(k))
-        {
-            return Err(invalid(
-                "except_column_list",
-                format!("it cannot leave out the key column {k}"),
-            ));
-        }
-        let stored_as_scd_type = match get("stored_as_scd_type").unwrap_or("1") {
-            "1" => 1,
-            "2" => 2,
-            other => {
-                return Err(invalid(
-                    "stored_as_scd_type",
-                    format!("{other}: expected 1 or 2"),
-                ));
-            }
-        };
-        let track_history = match (
-            get("track_history_column_list"),
-            get("track_history_except_column_list"),
-        ) {
-            (Some(_), _) | (_, Some(_)) if stored_as_scd_type != 2 => {
-                let k = if get("track_history_column_list").is_some() {
-                    "track_history_column_list"
-                } else {
-                    "track_history_except_column_list"
-                };
-                return Err(invalid(k, "applies to stored_as_scd_type = 2 only"));
-            }
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "track_history_column_list",
-                    "track_history_column_list and track_history_except_column_list cannot \
-                     both be given",
-                ));
-            }
-            (Some(v), None) => ColumnSelection::Only(names(v)),
-            (None, Some(v)) => ColumnSelection::Except(names(v)),
-            (None, None) => ColumnSelection::All,
-        };
+        let columns = column_selection(&map, &keys, format, &sequence_given)?;
+        let (stored_as_scd_type, track_history) = scd_type_and_history(&map)?;
         if stored_as_scd_type == 2 && get("apply_as_truncates").is_some() {
             return Err(invalid(
                 "apply_as_truncates",
@@ -566,6 +484,114 @@ impl CdcSpec {
         };
         (make(&self.apply_as_deletes), make(&self.apply_as_truncates))
     }
+}
+
+/// The settings AUTO CDC from snapshots takes none of, refused naming why.
+fn refuse_for_snapshots(map: &BTreeMap<&str, String>) -> Result<(), CdcError> {
+    for (k, why) in [
+        (
+            "sequence_by",
+            "the snapshots' order is the sequence (their ingest time)",
+        ),
+        (
+            "apply_as_deletes",
+            "a key absent from a snapshot is deleted",
+        ),
+        (
+            "apply_as_truncates",
+            "a key absent from a snapshot is deleted",
+        ),
+        ("format", "a snapshot holds rows, not change events"),
+    ] {
+        if map.contains_key(k) {
+            return Err(invalid(
+                k,
+                format!("AUTO CDC from snapshots takes none: {why}; leave it out"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Which change columns reach the target (`column_list` or `except_column_list`, or a
+/// preset's default); the keys must be among them.
+fn column_selection(
+    map: &BTreeMap<&str, String>,
+    keys: &[String],
+    format: Option<preset::Envelope>,
+    sequence_given: &[String],
+) -> Result<ColumnSelection, CdcError> {
+    let get = |k: &str| map.get(k).map(String::as_str);
+    let columns = match (get("column_list"), get("except_column_list")) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "column_list",
+                "column_list and except_column_list cannot both be given",
+            ));
+        }
+        (Some(v), None) => ColumnSelection::Only(names(v)),
+        (None, Some(v)) => ColumnSelection::Except(names(v)),
+        (None, None) => match format {
+            Some(f) => ColumnSelection::Except(f.default_except(sequence_given)),
+            None => ColumnSelection::All,
+        },
+    };
+    if let ColumnSelection::Only(list) = &columns
+        && let Some(k) = keys.iter().find(|k| !list.contains(k))
+    {
+        return Err(invalid(
+            "column_list",
+            format!("it must hold the key column {k}"),
+        ));
+    }
+    if let ColumnSelection::Except(list) = &columns
+        && let Some(k) = keys.iter().find(|k| list.contains(k))
+    {
+        return Err(invalid(
+            "except_column_list",
+            format!("it cannot leave out the key column {k}"),
+        ));
+    }
+    Ok(columns)
+}
+
+/// `stored_as_scd_type` and, for type 2, the columns whose changes make history.
+fn scd_type_and_history(map: &BTreeMap<&str, String>) -> Result<(u8, ColumnSelection), CdcError> {
+    let get = |k: &str| map.get(k).map(String::as_str);
+    let stored_as_scd_type = match get("stored_as_scd_type").unwrap_or("1") {
+        "1" => 1,
+        "2" => 2,
+        other => {
+            return Err(invalid(
+                "stored_as_scd_type",
+                format!("{other}: expected 1 or 2"),
+            ));
+        }
+    };
+    let track_history = match (
+        get("track_history_column_list"),
+        get("track_history_except_column_list"),
+    ) {
+        (Some(_), _) | (_, Some(_)) if stored_as_scd_type != 2 => {
+            let k = if get("track_history_column_list").is_some() {
+                "track_history_column_list"
+            } else {
+                "track_history_except_column_list"
+            };
+            return Err(invalid(k, "applies to stored_as_scd_type = 2 only"));
+        }
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "track_history_column_list",
+                "track_history_column_list and track_history_except_column_list cannot \
+                 both be given",
+            ));
+        }
+        (Some(v), None) => ColumnSelection::Only(names(v)),
+        (None, Some(v)) => ColumnSelection::Except(names(v)),
+        (None, None) => ColumnSelection::All,
+    };
+    Ok((stored_as_scd_type, track_history))
 }
 
 #[cfg(test)]

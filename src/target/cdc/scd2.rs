@@ -96,6 +96,10 @@ impl CdcTarget {
 
     /// Applies a batch to an SCD type 2 target (`changes`: none when every file of the
     /// batch was skipped).
+    ///
+    /// Long for the reason [`CdcTarget::apply`] is: one batch in commit order (history rows
+    /// closed and opened, target committed, then the records table), whose intermediate
+    /// values every step reads.
     pub(super) async fn apply_scd2(
         &mut self,
         changes: Option<(RecordBatch, RecordPlaces)>,
