@@ -1,21 +1,13 @@
 //! One planned batch, from read to mark: read the files, evolve or reject new columns and
 //! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
 
-use crate::pipeline::DecodeError;
-use crate::pipeline::IngestError;
-use crate::pipeline::RELOAD_EVERY_VERSIONS;
-use crate::pipeline::Summary;
-use crate::pipeline::read::ReadOutcome;
-use crate::pipeline::read::read_files;
-use crate::pipeline::read::source_file;
+use crate::pipeline::read::{ReadOutcome, read_files, source_file};
 use crate::pipeline::run_context::RunContext;
-use crate::pipeline::schema::ActiveSchema;
-use crate::pipeline::schema::OnePassInference;
-use crate::pipeline::schema::infer::infer_parallel;
-use crate::pipeline::schema::infer::skippable;
+use crate::pipeline::schema::infer::{infer_parallel, skippable};
 use crate::pipeline::schema::one_pass::settle_first_version;
-use crate::pipeline::schema::trailing_columns;
+use crate::pipeline::schema::{ActiveSchema, OnePassInference, trailing_columns};
 use crate::pipeline::shared_table::align_to_current_table;
+use crate::pipeline::{DecodeError, IngestError, RELOAD_EVERY_VERSIONS, Summary};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;

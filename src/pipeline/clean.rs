@@ -16,8 +16,7 @@ use super::IngestError;
 use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
 use crate::options::{CleanAction, CleanSource};
-use crate::source::Cleaned;
-use crate::source::Source;
+use crate::source::{Cleaned, Source};
 use crate::telemetry::Telemetry;
 use crate::telemetry::events::{Severity, kind};
 

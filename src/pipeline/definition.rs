@@ -9,11 +9,9 @@
 //! checkpoint with no plan and no file yet is not bound by it, so a flow never refuses
 //! itself over a run that landed nothing.
 
-use crate::pipeline::definition::definition::META_KEY;
-use crate::pipeline::definition::definition::MIRROR_FILE;
-use crate::pipeline::definition::definition::NeedsRefresh;
-use crate::pipeline::definition::definition::RecordedDefinition;
-use crate::pipeline::definition::definition::mirrored;
+use crate::pipeline::definition::definition::{
+    META_KEY, MIRROR_FILE, NeedsRefresh, RecordedDefinition, mirrored,
+};
 use std::path::Path;
 
 use serde::Serialize;

@@ -5,7 +5,7 @@ use crate::pipeline::IngestRequest;
 use tracing::warn;
 
 use crate::checkpoint::{CheckpointError, Plan, SeenFiles};
-use crate::formats::{self};
+use crate::formats;
 use crate::options::Settings;
 use crate::source::{FileLocation, FileRef};
 

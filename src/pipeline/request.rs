@@ -1,14 +1,12 @@
 //! What a run is asked to do and what it answers: the request, its errors, its summary, progress hooks and the stop flag. Every step of the pipeline reads these; they use none of the steps.
 
 use crate::checkpoint::CheckpointError;
-use crate::flow::definition;
-use crate::flow::{FlowError, FlowSpec};
+use crate::flow::{FlowError, FlowSpec, definition};
 use crate::formats::DecodeError;
 use crate::formats::detect::FormatChoiceError;
 use crate::location::Location;
 use crate::options::Settings;
-use crate::pipeline::FirstWriter;
-use crate::pipeline::OnceFlow;
+use crate::pipeline::{FirstWriter, OnceFlow};
 use crate::record::TableLayout;
 use crate::schema::evolution::AddedField;
 use crate::schema::store::SchemaStoreError;

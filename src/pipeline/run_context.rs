@@ -3,8 +3,7 @@
 
 use crate::checkpoint::Checkpoint;
 use crate::formats::DecodeOptions;
-use crate::pipeline::IngestRequest;
-use crate::pipeline::Progress;
+use crate::pipeline::{IngestRequest, Progress};
 use crate::schema::store::SchemaStore;
 use crate::telemetry::Telemetry;
 

@@ -1,11 +1,7 @@
 //! Running a stream once over every file present now (Auto Loader's AvailableNow).
 
-use super::{IngestError, IngestRequest, StopFlag, Summary};
-use super::{adopt, unsettled};
-use crate::pipeline::CLEAN_BUDGET;
-use crate::pipeline::Instant;
-use crate::pipeline::Progress;
-use crate::pipeline::StreamRun;
+use super::{IngestError, IngestRequest, StopFlag, Summary, adopt, unsettled};
+use crate::pipeline::{CLEAN_BUDGET, Instant, Progress, StreamRun};
 use crate::telemetry::Hooks;
 
 /// Runs the stream once over every file present now (Auto Loader's AvailableNow), stopping

@@ -1,27 +1,17 @@
 //! One stream, open: recovery, discovery, replay of unfinished plans, then new batches.
 
-use crate::pipeline::ALERT_DRAIN;
-use crate::pipeline::IngestError;
-use crate::pipeline::IngestRequest;
-use crate::pipeline::Progress;
-use crate::pipeline::StopFlag;
-use crate::pipeline::Summary;
 use crate::pipeline::batch::execute;
-use crate::pipeline::own_output;
-use crate::pipeline::plan::as_i64;
-use crate::pipeline::plan::changed_since_planned;
-use crate::pipeline::plan::new_files;
-use crate::pipeline::plan::split_batches;
+use crate::pipeline::plan::{as_i64, changed_since_planned, new_files, split_batches};
 use crate::pipeline::run_context::RunContext;
-use crate::pipeline::schema::ActiveSchema;
-use crate::pipeline::schema::first_version::announce_first_version;
-use crate::pipeline::schema::first_version::create_first_version;
-use crate::pipeline::schema::first_version::inference_sample;
-use crate::pipeline::schema::first_version::reconcile;
-use crate::pipeline::schema::first_version::resolve_format;
-use crate::pipeline::schema::layout_for;
+use crate::pipeline::schema::first_version::{
+    announce_first_version, create_first_version, inference_sample, reconcile, resolve_format,
+};
 use crate::pipeline::schema::one_pass::provisional_first_version;
+use crate::pipeline::schema::{ActiveSchema, layout_for};
 use crate::pipeline::shared_table::align_to_current_table;
+use crate::pipeline::{
+    ALERT_DRAIN, IngestError, IngestRequest, Progress, StopFlag, Summary, own_output,
+};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -36,9 +26,8 @@ use crate::checkpoint::{Checkpoint, CommitSummary, Plan, SOURCE_POSITION};
 const SNAPSHOT_LAST_TAKEN: &str = "snapshotLastTakenMs";
 use crate::clock::now_ms;
 use crate::formats::DecodeOptions;
-use crate::options::Format;
-use crate::options::IncrementalListing;
-use crate::schema::evolution::{self};
+use crate::options::{Format, IncrementalListing};
+use crate::schema::evolution;
 use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};
 use crate::source::incremental::{self, ListingState};
 use crate::source::{FileRef, Source};

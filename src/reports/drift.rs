@@ -1,7 +1,6 @@
 //! `drift`: which fields landed in the rescued-data column, per day and key.
 
-use crate::reports::ReportError;
-use crate::reports::time_of;
+use crate::reports::{ReportError, time_of};
 use std::collections::BTreeMap;
 
 use arrow_array::cast::AsArray;

@@ -1,8 +1,6 @@
 //! `events`: a stream's event log, filtered.
 
-use crate::reports::ReportError;
-use crate::reports::StreamCheckpoint;
-use crate::reports::is_checkpoint;
+use crate::reports::{ReportError, StreamCheckpoint, is_checkpoint};
 
 use crate::storage::StorageSettings;
 use crate::telemetry::events::{self, Event, EventKind};

@@ -1,18 +1,15 @@
 //! `status`: where each stream of a table stands.
 
-use crate::checkpoint::SeenFiles;
-use crate::reports::ReportError;
-use crate::reports::StreamCheckpoint;
-use crate::telemetry::events::Event;
+use crate::checkpoint::{Checkpoint, CommitSummary, SeenFiles};
+use crate::reports::{ReportError, StreamCheckpoint};
+use crate::telemetry::events::{self, Event, EventKind};
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checkpoint::{Checkpoint, CommitSummary};
 use crate::location::Location;
 use crate::storage::StorageSettings;
 use crate::target::DeltaAppend;
-use crate::telemetry::events::{self, EventKind};
 use crate::telemetry::live;
 
 /// A stream's status, from its checkpoint and event log.

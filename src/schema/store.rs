@@ -17,9 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Schema;
 use crate::location::Location;
-use crate::storage::StorageSettings;
-use crate::storage::atomic;
 use crate::storage::object_dir::{RemoteDir, RemoteError};
+use crate::storage::{StorageSettings, atomic};
 
 /// Directory name under the schema location.
 pub const SCHEMAS_DIR: &str = "_schemas";

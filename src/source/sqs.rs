@@ -15,8 +15,7 @@
 //! A message is deleted only after its file is durably owned, so a crash never loses a
 //! file; a redelivered message finds its file in the index and is deleted then.
 
-use crate::source::LeftMessage;
-use crate::source::QueueTally;
+use crate::source::{LeftMessage, QueueTally};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 

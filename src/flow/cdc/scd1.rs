@@ -7,12 +7,10 @@
 //! before a delete (the delete wins), otherwise in arrival order (the later wins); each such
 //! tie is counted so the flow can say so.
 
-use super::FastMap;
+use super::{CdcError, FastMap};
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
-
-use super::CdcError;
 
 /// What the flow remembers of a key: the sequence last applied, and whether it was a
 /// delete (a tombstone), with when it was applied (tombstones are collected after

@@ -1,14 +1,13 @@
 //! The schema a stream reads batches with: the current `_schemas/N` and the table layout it
 //! gives (data columns, then rescued data, partition columns and `_metadata`).
 
-use crate::pipeline::Instant;
+use crate::pipeline::{IngestRequest, Instant};
 use crate::source::FileRef;
 use std::sync::Arc;
 
 use tracing::info;
 
 use crate::options::Settings;
-use crate::pipeline::IngestRequest;
 use crate::record::{METADATA_COLUMN, TableLayout};
 use crate::schema::store::SchemaVersion;
 

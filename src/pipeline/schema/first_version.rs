@@ -2,12 +2,10 @@
 //! from the user's schema or inference, and bringing a stored version up to date with this
 //! run's hints and options.
 
-use crate::pipeline::IngestError;
-use crate::pipeline::IngestRequest;
 use crate::pipeline::schema::infer::infer_parallel;
-use crate::pipeline::schema::layout_for;
-use crate::pipeline::schema::trailing_columns;
+use crate::pipeline::schema::{layout_for, trailing_columns};
 use crate::pipeline::shared_table::align_to_current_table;
+use crate::pipeline::{IngestError, IngestRequest};
 use std::time::Instant;
 
 use serde_json::json;
@@ -17,7 +15,7 @@ use crate::checkpoint::{Checkpoint, Plan};
 use crate::clock::now_ms;
 use crate::formats::{self, DecodeOptions};
 use crate::options::{Format, Settings};
-use crate::schema::evolution::{self};
+use crate::schema::evolution;
 use crate::schema::hints::{apply_hints, parse_hints};
 use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::{SchemaStore, SchemaVersion, VersionInfo};

@@ -1,10 +1,8 @@
 //! Schema inference over a set of files on every core; per-file results merge in the
 //! files' order.
 
-use crate::pipeline::Arc;
-use crate::pipeline::IngestError;
-use crate::pipeline::IngestRequest;
 use crate::pipeline::read::source_file;
+use crate::pipeline::{Arc, IngestError, IngestRequest};
 use tracing::warn;
 
 use crate::formats::{self, DecodeError, DecodeOptions};

@@ -1,19 +1,14 @@
 //! One-pass inference: for a large first run, a provisional schema from the sample's first
 //! files, confirmed or corrected by what the first batch observes while it is read.
 
-use crate::pipeline::IngestError;
-use crate::pipeline::IngestRequest;
 use crate::pipeline::run_context::RunContext;
-use crate::pipeline::schema::ActiveSchema;
-use crate::pipeline::schema::OnePassInference;
-use crate::pipeline::schema::first_version::announce_first_version;
-use crate::pipeline::schema::first_version::draft_first_version;
-use crate::pipeline::schema::first_version::log_inferred;
-use crate::pipeline::schema::first_version::write_first_version;
-use crate::pipeline::schema::infer::infer_files;
-use crate::pipeline::schema::infer::infer_parallel;
-use crate::pipeline::schema::layout_for;
+use crate::pipeline::schema::first_version::{
+    announce_first_version, draft_first_version, log_inferred, write_first_version,
+};
+use crate::pipeline::schema::infer::{infer_files, infer_parallel};
+use crate::pipeline::schema::{ActiveSchema, OnePassInference, layout_for};
 use crate::pipeline::shared_table::align_to_current_table;
+use crate::pipeline::{IngestError, IngestRequest};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;

@@ -22,9 +22,8 @@ use sha2::Digest;
 use tracing::{info, warn};
 
 use super::table::{CdcTarget, data_err};
-use crate::flow::cdc::FastMap;
 use crate::flow::cdc::keys::RowEncoder;
-use crate::flow::cdc::{END_AT, SNAPSHOT_DELETE};
+use crate::flow::cdc::{END_AT, FastMap, SNAPSHOT_DELETE};
 use crate::target::delta::TargetError;
 
 /// A row's compared values, hashed (the index holds this, not the values).
