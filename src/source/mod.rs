@@ -1,9 +1,9 @@
-//! Where a stream's files come from: the [`FileSource`] seam, its implementations (a local
-//! folder, an S3 prefix; a notification queue or a Delta table plug in the same way), and
-//! what every source shares: filtering (hidden names, `pathGlobFilter`,
-//! `modifiedAfter`/`modifiedBefore`), ordering, and Hive-style partition values.
+//! Where a stream's files come from: the [`FileSource`] seam and what every source shares
+//! (`file.rs`: filtering by hidden names, `pathGlobFilter`, `modifiedAfter`/`modifiedBefore`,
+//! ordering, Hive-style partition values), its implementations (a local folder, an S3
+//! prefix, a notification queue, a Delta table), and [`Source`], the one a stream opens.
 //!
-//! Adding a source: one file implementing [`FileSource`], and one arm in [`Source::open`].
+//! Adding a source: one file implementing [`FileSource`], chosen in [`Source::open`].
 
 use std::sync::Arc;
 

@@ -87,7 +87,8 @@ pub async fn show(table: &Location, storage: &StorageSettings) -> Result<TableIn
 }
 
 /// A `KEY=VALUE` argument of `table set`. Delta's own `delta.*` properties change how
-/// readers and writers treat the table, and are refused here for now.
+/// readers and writers treat the table: refused, but for auto compaction and the upkeep
+/// ones (retentions, checkpoint interval), which change no reader's view of a row.
 pub fn parse_property(text: &str) -> Result<(String, String), TableError> {
     let refuse = |reason: &str| TableError::Property {
         text: text.to_string(),

@@ -1,9 +1,10 @@
 //! Where batches land. The [`Target`] seam is what the pipeline needs of a table, and
 //! where exactly once rests: [`Target::commit`] lands a batch's rows together with
 //! `txn(app_id, batch)` in one atomic commit, and [`Target::committed_batch`] tells after
-//! a restart whether a batch already landed. `delta.rs` is the Delta append target; a
-//! merge (CDC) target and a snapshot target plug in beside it, writing their batch's rows
-//! through the same [`BatchWriter`]s and committing them their own way.
+//! a restart whether a batch already landed. `delta.rs` is the Delta append target;
+//! `cdc.rs` applies changes by key into SCD 1 or 2 (and snapshots, as their differences),
+//! taking its batch's rows through the same [`BatchWriter`]s and committing them its own
+//! way.
 
 use arrow_schema::SchemaRef;
 use futures::future::BoxFuture;
