@@ -93,22 +93,7 @@ fn invalid(key: &str, reason: impl Into<String>) -> SnapshotError {
     }
 }
 
-/// Option pairs, in order.
-type Pairs = Vec<(String, String)>;
-
 impl SnapshotSpec {
-    /// Splits `-o snapshot.KEY=VALUE` pairs off an option list.
-    pub fn split_options(raw: Pairs) -> (Pairs, Pairs) {
-        let (snapshot, rest): (Vec<_>, Vec<_>) = raw
-            .into_iter()
-            .partition(|(k, _)| k.trim().starts_with(OPTION_PREFIX));
-        let snapshot = snapshot
-            .into_iter()
-            .map(|(k, v)| (k.trim()[OPTION_PREFIX.len()..].to_string(), v))
-            .collect();
-        (rest, snapshot)
-    }
-
     /// Parses `KEY = VALUE` pairs (without the `snapshot.` prefix). `None` when there
     /// are none: the stream is not a snapshot flow.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Option<SnapshotSpec>, SnapshotError> {

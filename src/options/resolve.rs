@@ -1,6 +1,7 @@
 //! Resolving a list of options into [`Settings`], in parts: each part reads the options it
 //! owns and checks them against each other.
 
+use crate::options::parse_positive;
 use crate::options::{
     CleanAction, CleanSource, CsvSettings, DeltaReadSettings, Format, IncrementalListing,
     JsonSettings, NotificationSettings, OptionSpec, OptionsError, RESCUED_DATA_COLUMN, Settings,
@@ -261,21 +262,10 @@ pub(crate) struct FileSelection {
 
 pub(crate) fn file_selection(g: &Given) -> Result<FileSelection, OptionsError> {
     let get = |k: &str| g.get(k);
-    let max_files_per_trigger = match get("cloudFiles.maxFilesPerTrigger") {
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                invalid(
-                    "cloudFiles.maxFilesPerTrigger",
-                    v,
-                    "expected a positive integer",
-                )
-            })?,
-        None => 1000,
-    };
+    let max_files_per_trigger = get("cloudFiles.maxFilesPerTrigger")
+        .map(|v| parse_positive("cloudFiles.maxFilesPerTrigger", v))
+        .transpose()?
+        .unwrap_or(1000);
     let max_bytes_per_trigger = get("cloudFiles.maxBytesPerTrigger")
         .map(|v| parse_bytes("cloudFiles.maxBytesPerTrigger", v))
         .transpose()?;
@@ -286,21 +276,10 @@ pub(crate) fn file_selection(g: &Given) -> Result<FileSelection, OptionsError> {
             .map(str::to_string)
             .collect()
     });
-    let sample_files = match get("cloudFiles.schemaInference.sampleSize.numFiles") {
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                invalid(
-                    "cloudFiles.schemaInference.sampleSize.numFiles",
-                    v,
-                    "expected a positive integer",
-                )
-            })?,
-        None => 1000,
-    };
+    let sample_files = get("cloudFiles.schemaInference.sampleSize.numFiles")
+        .map(|v| parse_positive("cloudFiles.schemaInference.sampleSize.numFiles", v))
+        .transpose()?
+        .unwrap_or(1000);
     let sample_bytes = get("cloudFiles.schemaInference.sampleSize.numBytes")
         .map(|v| parse_bytes("cloudFiles.schemaInference.sampleSize.numBytes", v))
         .transpose()?

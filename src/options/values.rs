@@ -63,6 +63,32 @@ pub(crate) fn single_byte(key: &str, value: Option<&str>, default: u8) -> Result
     }
 }
 
+/// Option pairs as given, in order (a later key wins).
+pub type OptionPairs = Vec<(String, String)>;
+
+/// Splits the pairs whose key starts with `prefix` (`cdc.`, `snapshot.`) off an option
+/// list, the prefix removed; the rest keep their order.
+pub fn split_prefixed(raw: OptionPairs, prefix: &str) -> (OptionPairs, OptionPairs) {
+    let (prefixed, rest): (Vec<_>, Vec<_>) = raw
+        .into_iter()
+        .partition(|(k, _)| k.trim().starts_with(prefix));
+    let prefixed = prefixed
+        .into_iter()
+        .map(|(k, v)| (k.trim()[prefix.len()..].to_string(), v))
+        .collect();
+    (rest, prefixed)
+}
+
+/// A count above zero (`cloudFiles.maxFilesPerTrigger`, the inference sample's files).
+pub fn parse_positive(key: &str, value: &str) -> Result<usize, OptionsError> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| invalid(key, value, "expected a positive integer"))
+}
+
 /// Parses `10g`, `512m`, `64k`, `1024`, `10gb`, `1 GiB` (binary multiples).
 pub fn parse_bytes(key: &str, value: &str) -> Result<u64, OptionsError> {
     let v = value.trim().to_ascii_lowercase().replace(' ', "");

@@ -76,7 +76,8 @@ impl StreamSpec {
         storage: &StorageSettings,
     ) -> Result<(IngestRequest, Vec<String>), SpecError> {
         let (pairs, cdc_pairs) = CdcSpec::split_options(self.options);
-        let (pairs, snapshot_pairs) = SnapshotSpec::split_options(pairs);
+        let (pairs, snapshot_pairs) =
+            options::split_prefixed(pairs, crate::flow::snapshot::OPTION_PREFIX);
         let (mut settings, warnings) = options::resolve(&pairs, &self.checkpoint)?;
         let snapshot = SnapshotSpec::from_pairs(&snapshot_pairs)
             .map_err(|e| OptionsError::Conflict(e.to_string()))?;

@@ -294,14 +294,7 @@ impl CdcSpec {
 
     /// Splits `-o cdc.KEY=VALUE` pairs off an option list.
     pub fn split_options(raw: Pairs) -> (Pairs, Pairs) {
-        let (cdc, rest): (Vec<_>, Vec<_>) = raw
-            .into_iter()
-            .partition(|(k, _)| k.trim().starts_with(OPTION_PREFIX));
-        let cdc = cdc
-            .into_iter()
-            .map(|(k, v)| (k.trim()[OPTION_PREFIX.len()..].to_string(), v))
-            .collect();
-        (rest, cdc)
+        crate::options::split_prefixed(raw, OPTION_PREFIX)
     }
 
     /// Whether change column `name` goes into the target. A preset's own columns
