@@ -33,6 +33,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::flow::FlowSpec;
+use crate::flow::expect::{Expectation, OnViolation};
 use crate::location::Location;
 use crate::options::{self, OptionsError};
 use crate::pipeline::{FirstWriter, IngestRequest, SpecError, StreamSpec};
@@ -186,6 +187,59 @@ struct StreamConfig {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
     snapshot: Option<BTreeMap<String, toml::Value>>,
+    /// Data-quality rules (README "Expectations"): `[[stream.expect]]` tables with name,
+    /// check and on_violation, or Lakeflow constraints as written:
+    /// "CONSTRAINT valid_amount EXPECT (amount > 0) ON VIOLATION DROP ROW".
+    #[serde(default)]
+    expect: Vec<ExpectEntry>,
+    /// Where rows a quarantine rule keeps out land, a Delta table (default: beside the
+    /// checkpoint, <checkpoint>/quarantine).
+    quarantine_table: Option<String>,
+}
+
+/// One rule of `expect`: a table, or a Lakeflow constraint string.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged, deny_unknown_fields)]
+enum ExpectEntry {
+    Rule {
+        /// Unique per stream; shown in counts, events and errors.
+        name: String,
+        /// A condition in the language of `where`; a row passes where it is true (NULL
+        /// fails).
+        check: String,
+        /// warn (the default: the row lands, counted), drop, quarantine or fail.
+        #[schemars(regex(pattern = r"^(?i)(warn|drop|quarantine|fail)$"))]
+        on_violation: Option<String>,
+    },
+    /// CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE |
+    /// QUARANTINE ROW]
+    Constraint(String),
+}
+
+impl ExpectEntry {
+    fn expectation(&self) -> Result<Expectation, String> {
+        match self {
+            ExpectEntry::Constraint(text) => {
+                Expectation::from_constraint(text).map_err(|e| e.to_string())
+            }
+            ExpectEntry::Rule {
+                name,
+                check,
+                on_violation,
+            } => {
+                let action = match on_violation {
+                    None => OnViolation::Warn,
+                    Some(a) => OnViolation::parse(a).ok_or_else(|| {
+                        format!(
+                            "expectation \"{name}\": on_violation = \"{a}\": expected one of {}",
+                            OnViolation::NAMES.join(", ")
+                        )
+                    })?,
+                };
+                Expectation::new(name, check, action).map_err(|e| e.to_string())
+            }
+        }
+    }
 }
 
 /// The text of a `[stream.cdc]` value: a list joined by commas, anything else as written.
@@ -435,7 +489,22 @@ fn stream_spec(
         s.condition.as_deref(),
     )
     .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+    let rules = s
+        .expect
+        .iter()
+        .map(ExpectEntry::expectation)
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+    let flow = flow
+        .with_expectations(rules)
+        .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
+    let quarantine_table = s
+        .quarantine_table
+        .as_deref()
+        .map(|q| location("quarantine_table", q))
+        .transpose()?;
     Ok(StreamSpec {
+        quarantine_table,
         source_format,
         options: raw,
         flow,

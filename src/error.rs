@@ -148,6 +148,7 @@ impl IngestError {
             | IngestError::Target(_)
             | IngestError::Decode(_)
             | IngestError::NewColumnsRejected { .. }
+            | IngestError::ExpectationFailed(_)
             | IngestError::Internal(_) => ErrorClass::Failed,
         }
     }

@@ -129,6 +129,10 @@ pub(crate) struct Reporting {
     /// 0 to 1 (0.05 is 5%; 0: any rescued row).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = fraction)]
     pub(crate) alert_rescued_share: f64,
+    /// Alert on an expectation when the rows it failed exceed this fraction of the rows
+    /// it checked in a batch, 0 to 1 (0: any failed row).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = fraction)]
+    pub(crate) alert_expectation_share: f64,
     /// One alert per incident in this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 600.0, value_parser = seconds)]
     pub(crate) alert_quiet_period: f64,
@@ -160,16 +164,50 @@ pub(crate) struct FlowArgs {
     /// filtered): --where "order_date < '2025-01-01' AND region IN ('eu', 'us')"
     #[arg(long = "where", value_name = "CONDITION")]
     pub(crate) condition: Option<String>,
+    /// A data-quality rule whose failing rows land and are counted (Lakeflow's
+    /// `expect`): --expect valid_amount="amount > 0". A Lakeflow constraint is taken as
+    /// written: --expect "CONSTRAINT valid_amount EXPECT (amount > 0) ON VIOLATION DROP ROW"
+    #[arg(long = "expect", value_name = "NAME=CONDITION")]
+    pub(crate) expect: Vec<String>,
+    /// A rule whose failing rows do not land; they are counted.
+    #[arg(long = "expect-or-drop", value_name = "NAME=CONDITION")]
+    pub(crate) expect_or_drop: Vec<String>,
+    /// A rule whose failing rows land in the quarantine table instead (--quarantine-table).
+    #[arg(long = "expect-or-quarantine", value_name = "NAME=CONDITION")]
+    pub(crate) expect_or_quarantine: Vec<String>,
+    /// A rule whose failing row stops the flow, nothing of the batch committed (exit 1).
+    #[arg(long = "expect-or-fail", value_name = "NAME=CONDITION")]
+    pub(crate) expect_or_fail: Vec<String>,
+    /// Where quarantined rows land, a Delta table (default: <checkpoint>/quarantine).
+    #[arg(long, value_name = "LOCATION")]
+    pub(crate) quarantine_table: Option<String>,
 }
 
 impl FlowArgs {
-    pub(crate) fn spec(self) -> Result<autoloader::flow::FlowSpec, Error> {
-        autoloader::flow::FlowSpec::new(
-            self.columns,
-            self.except_columns,
+    pub(crate) fn spec(&self) -> Result<autoloader::flow::FlowSpec, Error> {
+        use autoloader::flow::expect::{Expectation, OnViolation};
+        let flow = autoloader::flow::FlowSpec::new(
+            self.columns.clone(),
+            self.except_columns.clone(),
             self.condition.as_deref(),
         )
-        .map_err(|e| Error::Ingest(e.into()))
+        .map_err(|e| Error::Ingest(e.into()))?;
+        let given = [
+            (&self.expect, OnViolation::Warn),
+            (&self.expect_or_drop, OnViolation::Drop),
+            (&self.expect_or_quarantine, OnViolation::Quarantine),
+            (&self.expect_or_fail, OnViolation::Fail),
+        ];
+        let mut rules = Vec::new();
+        for (texts, action) in given {
+            for text in texts {
+                let rule = Expectation::from_flag(text, action)
+                    .map_err(|e| Error::Ingest(autoloader::flow::FlowError::from(e).into()))?;
+                rules.push(rule);
+            }
+        }
+        flow.with_expectations(rules)
+            .map_err(|e| Error::Ingest(e.into()))
     }
 }
 
@@ -184,6 +222,7 @@ impl Reporting {
         Ok(AlertSettings {
             webhooks,
             rescued_share: self.alert_rescued_share,
+            expectation_share: self.alert_expectation_share,
             quiet_period: Duration::from_secs_f64(self.alert_quiet_period.max(0.0)),
             allow_link_local: self.alert_allow_link_local,
         })

@@ -432,6 +432,11 @@ fn ingest(args: IngestArgs, quiet: bool, state: &StorageSettings) -> Result<(), 
             .map(|o| options::split_key_value(o))
             .collect::<Result<Vec<_>, _>>()?;
         spec.flow = flow.spec()?;
+        spec.quarantine_table = flow
+            .quarantine_table
+            .as_deref()
+            .map(autoloader::location::Location::parse)
+            .transpose()?;
         spec.worker = worker;
         let (req, warnings) = spec.build(state)?;
         for w in warnings {

@@ -491,6 +491,20 @@ pub(crate) fn run_summary_line(s: &Summary) -> String {
             plural(s.filtered_rows, "row")
         );
     }
+    if !s.expectations.is_empty() {
+        // Rules: rows each failed, and what became of the rows that did not land.
+        let failed: Vec<String> = s
+            .expectations
+            .iter()
+            .map(|e| format!("{} {}", e.name, e.failed))
+            .collect();
+        skipped += &format!(
+            ", expectations failed: {} ({} dropped, {} quarantined)",
+            failed.join(", "),
+            s.dropped_rows,
+            s.quarantined_rows
+        );
+    }
     if let Some(c) = &s.changes {
         // A CDC flow: what its changes did to the table.
         skipped += &format!(

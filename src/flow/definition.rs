@@ -166,11 +166,24 @@ pub const SETTINGS: &[SettingSpec] = &[
         "which columns are left out; older rows keep the old selection",
     ),
     setting(
+        "expect.<name>",
+        NewRowsOnly,
+        "a data-quality rule (its action and check): rows committed before were judged by the old rules (or none)",
+    ),
+    setting(
+        "quarantine_table",
+        NewRowsOnly,
+        "where quarantined rows land; rows quarantined before stay where they are",
+    ),
+    setting(
         "once",
         NewRowsOnly,
         "a ONCE flow runs to completion once; its own record decides whether it runs again",
     ),
 ];
+
+/// The prefix of a rule's setting: `expect.valid_amount` = `drop: amount > 0`.
+pub const EXPECT_PREFIX: &str = "expect.";
 
 /// The options the definition records under a setting of [`SETTINGS`] instead.
 const RECORDED_AS_SETTING: [&str; 2] = ["cloudFiles.format", "cloudFiles.useNotifications"];
@@ -179,6 +192,11 @@ const RECORDED_AS_SETTING: [&str; 2] = ["cloudFiles.format", "cloudFiles.useNoti
 /// key), before the stored schema is looked at. An unknown name (recorded by a later
 /// version) needs a full refresh: nothing is assumed about it.
 pub fn class_of(setting: &str) -> OnChange {
+    let setting = if setting.starts_with(EXPECT_PREFIX) {
+        "expect.<name>"
+    } else {
+        setting
+    };
     if let Some(s) = SETTINGS.iter().find(|s| s.name == setting) {
         return s.on_change;
     }

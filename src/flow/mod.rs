@@ -5,8 +5,9 @@
 
 pub mod cdc;
 pub mod definition;
+pub mod expect;
 pub mod once;
 pub mod select;
 pub mod snapshot;
 
-pub use select::{BoundFlow, Columns, Filtered, FlowError, FlowSpec};
+pub use select::{Applied, BoundFlow, Columns, Filtered, FlowError, FlowSpec, Quarantined};

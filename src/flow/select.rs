@@ -6,6 +6,8 @@
 //! (rescued data, corrupt record, partition columns, `_metadata`) whatever is listed, so
 //! rescued values are never dropped by a projection. A row the condition leaves out is
 //! counted (`filteredRows` in the summary and the commit), never silently dropped.
+//! The flow's expectations (`expect.rs`) judge the rows the condition keeps, before the
+//! projection, so a rule may read any column of the stream.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use arrow_schema::SchemaRef;
 use chrono_tz::Tz;
 
 use crate::expr::{self as predicate, Condition, Predicate, PredicateError};
+use crate::flow::expect::{BoundRules, Expectation, ExpectationError, Tally, Violation};
 
 /// Which columns of the stream reach the table.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,6 +37,8 @@ pub enum Columns {
 pub struct FlowSpec {
     pub columns: Columns,
     pub condition: Option<Condition>,
+    /// Data-quality rules, in the order given (names unique).
+    pub expectations: Vec<Expectation>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +47,11 @@ pub enum FlowError {
     Predicate(#[from] PredicateError),
     #[error("{key}: {message}")]
     Columns { key: &'static str, message: String },
+    #[error(transparent)]
+    Expectation(#[from] ExpectationError),
+    /// A `fail` rule failed a row: nothing of the batch may land.
+    #[error("expectation \"{}\" ({}) failed: {}", .0.rule, .0.check, .0.values)]
+    Violated(Box<Violation>),
 }
 
 impl FlowSpec {
@@ -64,12 +74,26 @@ impl FlowSpec {
             (None, None) => Columns::All,
         };
         let condition = condition.map(Condition::parse).transpose()?;
-        Ok(FlowSpec { columns, condition })
+        Ok(FlowSpec {
+            columns,
+            condition,
+            expectations: Vec::new(),
+        })
+    }
+
+    /// The spec with these rules (names checked unique).
+    pub fn with_expectations(
+        mut self,
+        expectations: Vec<Expectation>,
+    ) -> Result<FlowSpec, FlowError> {
+        crate::flow::expect::check_unique(&expectations)?;
+        self.expectations = expectations;
+        Ok(self)
     }
 
     /// Whether the flow keeps every row and column (nothing to bind or apply).
     pub fn is_everything(&self) -> bool {
-        self.columns == Columns::All && self.condition.is_none()
+        self.columns == Columns::All && self.condition.is_none() && self.expectations.is_empty()
     }
 
     /// Binds the flow to a decoded schema whose last columns are `trailing` (always
@@ -86,6 +110,11 @@ impl FlowSpec {
             .as_ref()
             .map(|c| c.bind(decoded, zone))
             .transpose()?;
+        let rules = if self.expectations.is_empty() {
+            None
+        } else {
+            Some(BoundRules::bind(&self.expectations, decoded, zone)?)
+        };
         let names: Vec<&str> = decoded.fields().iter().map(|f| f.name().as_str()).collect();
         let is_trailing = |i: usize| trailing.iter().any(|t| t == names[i]);
         let projection: Option<Vec<usize>> = match &self.columns {
@@ -124,6 +153,7 @@ impl FlowSpec {
         };
         Ok(BoundFlow {
             predicate,
+            rules,
             projection,
             schema,
             rescued: None,
@@ -195,6 +225,7 @@ fn resolve(key: &'static str, listed: &[String], names: &[&str]) -> Result<Vec<u
 #[derive(Debug, Clone)]
 pub struct BoundFlow {
     predicate: Option<Predicate>,
+    rules: Option<BoundRules>,
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
     /// The decoded schema's rescued-data column, whose filtered rows are counted apart.
@@ -214,6 +245,9 @@ impl BoundFlow {
     /// (they leave the rescued count, and are reported, not lost unseen).
     pub fn rescued(mut self, name: Option<&str>, decoded: &SchemaRef) -> Self {
         self.rescued = name.and_then(|n| decoded.index_of(n).ok());
+        if let Some(rules) = self.rules.take() {
+            self.rules = Some(rules.rescued(self.rescued));
+        }
         self
     }
 
@@ -222,49 +256,141 @@ impl BoundFlow {
         &self.schema
     }
 
-    /// The rows the condition keeps, projected; what it left out; and which input rows
-    /// it kept, when not all (for the kept rows' record numbers).
-    pub fn apply(
+    /// What the flow makes of a decoded batch: the condition filters it, the rules judge
+    /// the rows it keeps, and the rows that land and those quarantined are projected.
+    pub fn apply(&self, batch: RecordBatch) -> Result<Applied, FlowError> {
+        let input_rows = batch.num_rows();
+        let (batch, filtered, mut kept) = self.filter(batch)?;
+        let mut quality = Tally::default();
+        let mut quarantine = None;
+        let batch = match &self.rules {
+            None => batch,
+            Some(rules) => {
+                let verdict = rules.judge(&batch)?;
+                if let Some(mut v) = verdict.violation {
+                    v.row = input_positions(kept.as_ref(), input_rows)[v.row];
+                    return Err(FlowError::Violated(Box::new(v)));
+                }
+                quality = verdict.tally;
+                if let Some((rows, rules)) = verdict.quarantined {
+                    let inputs = input_positions(kept.as_ref(), input_rows);
+                    let inputs = (0..rows.len())
+                        .filter(|&i| rows.value(i))
+                        .map(|i| inputs[i])
+                        .collect();
+                    let chosen = self.filter_by(&batch, &rows)?;
+                    quarantine = Some(Quarantined {
+                        rows: self.project(chosen)?,
+                        inputs,
+                        rules,
+                    });
+                }
+                match verdict.lands {
+                    None => batch,
+                    Some(lands) => {
+                        let out = self.filter_by(&batch, &lands)?;
+                        kept = Some(narrow(kept.as_ref(), &lands, input_rows));
+                        out
+                    }
+                }
+            }
+        };
+        Ok(Applied {
+            batch: self.project(batch)?,
+            filtered,
+            kept,
+            quality,
+            quarantine,
+        })
+    }
+
+    /// The rows the condition keeps; what it left out; and which input rows it kept,
+    /// when not all.
+    fn filter(
         &self,
         batch: RecordBatch,
     ) -> Result<(RecordBatch, Filtered, Option<BooleanArray>), FlowError> {
-        let (batch, filtered, kept_rows) = match &self.predicate {
-            Some(p) => {
-                let keep = p.evaluate(&batch)?;
-                let kept = keep.true_count();
-                if kept == batch.num_rows() {
-                    (batch, Filtered::default(), None)
-                } else {
-                    let rescued_rows = self.rescued.map_or(0, |i| {
-                        let rescued = batch.column(i);
-                        (0..batch.num_rows())
-                            .filter(|r| !keep.value(*r) && rescued.is_valid(*r))
-                            .count() as u64
-                    });
-                    let out = arrow_select::filter::filter_record_batch(&batch, &keep).map_err(
-                        |source| PredicateError::Evaluate {
-                            text: p.text().to_string(),
-                            source,
-                        },
-                    )?;
-                    let filtered = Filtered {
-                        rows: (batch.num_rows() - kept) as u64,
-                        rescued_rows,
-                    };
-                    (out, filtered, Some(keep))
-                }
-            }
-            None => (batch, Filtered::default(), None),
+        let Some(p) = &self.predicate else {
+            return Ok((batch, Filtered::default(), None));
         };
-        let batch = match &self.projection {
+        let keep = p.evaluate(&batch)?;
+        let kept = keep.true_count();
+        if kept == batch.num_rows() {
+            return Ok((batch, Filtered::default(), None));
+        }
+        let rescued_rows = self.rescued.map_or(0, |i| {
+            let rescued = batch.column(i);
+            (0..batch.num_rows())
+                .filter(|r| !keep.value(*r) && rescued.is_valid(*r))
+                .count() as u64
+        });
+        let out = self.filter_by(&batch, &keep)?;
+        let filtered = Filtered {
+            rows: (batch.num_rows() - kept) as u64,
+            rescued_rows,
+        };
+        Ok((out, filtered, Some(keep)))
+    }
+
+    fn filter_by(&self, batch: &RecordBatch, rows: &BooleanArray) -> Result<RecordBatch, FlowError> {
+        arrow_select::filter::filter_record_batch(batch, rows).map_err(|e| FlowError::Columns {
+            key: "where",
+            message: e.to_string(),
+        })
+    }
+
+    fn project(&self, batch: RecordBatch) -> Result<RecordBatch, FlowError> {
+        match &self.projection {
             Some(indices) => batch.project(indices).map_err(|e| FlowError::Columns {
                 key: "columns",
                 message: e.to_string(),
-            })?,
-            None => batch,
-        };
-        Ok((batch, filtered, kept_rows))
+            }),
+            None => Ok(batch),
+        }
     }
+}
+
+/// What [`BoundFlow::apply`] made of one decoded batch.
+#[derive(Debug)]
+pub struct Applied {
+    /// The rows that land, in the table's columns.
+    pub batch: RecordBatch,
+    /// What the condition left out.
+    pub filtered: Filtered,
+    /// Which input rows land, when not all (for their record numbers).
+    pub kept: Option<BooleanArray>,
+    /// The rules' counts (empty without rules).
+    pub quality: Tally,
+    /// The rows a quarantine rule took.
+    pub quarantine: Option<Quarantined>,
+}
+
+/// Rows for the quarantine table.
+#[derive(Debug)]
+pub struct Quarantined {
+    /// In the table's columns, as they would have landed.
+    pub rows: RecordBatch,
+    /// Each row's index in the input batch (its record number, less the batch's first).
+    pub inputs: Vec<usize>,
+    /// For each row, the names of every rule it failed.
+    pub rules: arrow_array::ListArray,
+}
+
+/// The input rows that `kept` (over the input) keeps, in order; all when `None`.
+fn input_positions(kept: Option<&BooleanArray>, input_rows: usize) -> Vec<usize> {
+    match kept {
+        None => (0..input_rows).collect(),
+        Some(k) => (0..k.len()).filter(|&i| k.value(i)).collect(),
+    }
+}
+
+/// `inner` (over the rows `outer` kept) as a mask over the input rows.
+fn narrow(outer: Option<&BooleanArray>, inner: &BooleanArray, input_rows: usize) -> BooleanArray {
+    let mut out = vec![false; input_rows];
+    for (j, i) in input_positions(outer, input_rows).into_iter().enumerate() {
+        out[i] = inner.value(j);
+    }
+    BooleanArray::from(out)
 }
 
 #[cfg(test)]
@@ -355,8 +481,9 @@ mod tests {
             ],
         )
         .unwrap();
-        let (out, filtered, kept) = bound.apply(batch).unwrap();
-        let kept = kept.expect("rows were left out");
+        let applied = bound.apply(batch).unwrap();
+        let (out, filtered) = (applied.batch, applied.filtered);
+        let kept = applied.kept.expect("rows were left out");
         let kept: Vec<bool> = (0..3).map(|i| kept.is_valid(i) && kept.value(i)).collect();
         assert_eq!(kept, [true, false, false]);
         let expected = Filtered {

@@ -102,6 +102,8 @@ pub struct FileStats {
     pub rescued_rows: u64,
     /// Rows of `rows` (and of `rescued_rows`) the flow's `where` left out of the table.
     pub filtered: crate::flow::Filtered,
+    /// What the flow's expectations made of the rows `where` kept.
+    pub quality: crate::flow::expect::Tally,
     /// Values that did not fit and had no rescued-data column to go to.
     pub dropped_values: u64,
     /// Top-level names in the data that the schema does not have.

@@ -1,7 +1,9 @@
 //! One planned batch, from read to mark: read the files, evolve or reject new columns and
 //! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
 
-use crate::pipeline::read::{ReadOutcome, read_files, source_file};
+use crate::flow::expect::{ExpectationCounts, Tally};
+use crate::pipeline::quarantine::{QuarantineTable, Stamp};
+use crate::pipeline::read::{QuarantineTo, ReadOutcome, Written, read_files, source_file};
 use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::infer::{infer_parallel, skippable};
 use crate::pipeline::schema::one_pass::settle_first_version;
@@ -39,8 +41,9 @@ pub(crate) async fn execute(
     plan: &Plan,
     rerun: Option<u32>,
     summary: &mut Summary,
+    quarantine: Option<&mut QuarantineTable>,
 ) -> Result<(), IngestError> {
-    let result = execute_counted(ctx, state, sink, plan, rerun, summary).await;
+    let result = execute_counted(ctx, state, sink, plan, rerun, summary, quarantine).await;
     if result.is_err()
         && let Err(e) = ctx.checkpoint.clear_deaths(plan)
     {
@@ -73,6 +76,7 @@ pub(crate) async fn execute_counted(
     plan: &Plan,
     rerun: Option<u32>,
     summary: &mut Summary,
+    mut quarantine: Option<&mut QuarantineTable>,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
     let partition_columns: Vec<String> =
@@ -117,6 +121,13 @@ pub(crate) async fn execute_counted(
         let observe = state.one_pass.is_some();
         // Writers for a table not created yet take the layout's schema as the table's.
         let table_was_missing = !sink.exists();
+        let quarantine_to = quarantine.as_deref().map(|table| QuarantineTo {
+            table,
+            stamp: Stamp {
+                batch: plan.batch,
+                schema_version: state.version.version,
+            },
+        });
         let (writer, read) = read_files(
             ctx,
             &state.layout,
@@ -125,6 +136,7 @@ pub(crate) async fn execute_counted(
             sink,
             attempt.stop_at_new_fields,
             observe,
+            quarantine_to,
         )
         .await?;
         let stands = match state.one_pass.take() {
@@ -176,8 +188,16 @@ pub(crate) async fn execute_counted(
     // Rows the flow's `where` left out were read, not written: counted apart.
     let filtered_rows: u64 = stats.iter().map(|s| s.filtered.rows).sum();
     let filtered_rescued: u64 = stats.iter().map(|s| s.filtered.rescued_rows).sum();
-    let rows: u64 = stats.iter().map(|s| s.rows).sum::<u64>() - filtered_rows;
-    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum::<u64>() - filtered_rescued;
+    // Rows the expectations dropped or quarantined were read, not written: counted apart.
+    let mut quality = Tally::default();
+    for s in &stats {
+        quality.add(&s.quality);
+    }
+    let rows: u64 = stats.iter().map(|s| s.rows).sum::<u64>() - filtered_rows - quality.left_out();
+    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum::<u64>()
+        - filtered_rescued
+        - quality.rescued_rows;
+    let expectations = quality.named(ctx.req.flow.expectations.iter().map(|e| e.name.as_str()));
     if filtered_rescued > 0 {
         warn!(
             batch = plan.batch,
@@ -227,12 +247,45 @@ pub(crate) async fn execute_counted(
     {
         info["sourcePosition"] = position;
     }
+    if !expectations.is_empty() {
+        info["expectations"] = json!(expectations);
+        info["droppedRows"] = json!(quality.dropped_rows);
+        info["quarantinedRows"] = json!(quality.quarantined_rows);
+    }
     // The first commit under a newly recorded definition carries it (recovery reads it).
     let definition = super::definition::for_commit(ctx.checkpoint);
     if let Some(rec) = &definition {
         info["definition"] = serde_json::to_value(rec).unwrap_or_default();
     }
-    let table_version = sink.commit(writer, ctx.app_id, plan.batch, info).await?;
+    let Written {
+        writers,
+        quarantine: quarantined,
+    } = writer;
+    if let Some((q_writer, q_schema)) = quarantined {
+        // Before the batch's own commit, under the same txn: a replay finds it and does
+        // not quarantine the rows twice.
+        let Some(table) = quarantine.as_deref_mut() else {
+            writers.abort();
+            return Err(IngestError::Internal("quarantined rows and no quarantine table".into()));
+        };
+        let q_info = json!({
+            "streamId": ctx.checkpoint.stream_id(),
+            "stream": ctx.req.name,
+            "batch": plan.batch,
+            "schemaVersion": state.version.version,
+            "rows": quality.quarantined_rows,
+            "expectations": expectations,
+        });
+        let committed = table
+            .commit(q_writer, &q_schema, ctx.app_id, plan.batch, q_info, ctx.checkpoint.stream_id())
+            .await;
+        if let Err(e) = committed {
+            writers.abort();
+            return Err(e.into());
+        }
+        failpoint::hit("after-quarantine-commit");
+    }
+    let table_version = sink.commit(writers, ctx.app_id, plan.batch, info).await?;
     if table_version % RELOAD_EVERY_VERSIONS == 0 {
         sink.reload().await?;
     }
@@ -295,6 +348,7 @@ pub(crate) async fn execute_counted(
             "tableVersion": table_version, "schemaVersion": state.version.version,
         }),
     );
+    report_expectations(ctx, plan, &expectations, &quality);
     report_rescue(ctx, plan, &attempt.files, &stats, rows, rescued_rows, state);
     warn_misfit_files(ctx.opts.format, &attempt.files, &stats);
     summary.batches += 1;
@@ -304,6 +358,9 @@ pub(crate) async fn execute_counted(
     summary.bytes += bytes;
     summary.rescued_rows += rescued_rows;
     summary.filtered_rows += filtered_rows;
+    summary.dropped_rows += quality.dropped_rows;
+    summary.quarantined_rows += quality.quarantined_rows;
+    crate::flow::expect::add_counts(&mut summary.expectations, &expectations);
     if let Some(changes) = sink.last_changes() {
         if changes.ties > 0 {
             ctx.telemetry.emit(
@@ -318,6 +375,46 @@ pub(crate) async fn execute_counted(
         *summary.changes.get_or_insert_default() += changes;
     }
     Ok(())
+}
+
+/// A batch's expectation counts: an event shaped like Lakeflow's
+/// `flow_progress.data_quality`, the Prometheus counters, and an alert for a rule whose
+/// failure share passes `alerts.expectationFailedShare`.
+fn report_expectations(
+    ctx: &RunContext<'_>,
+    plan: &Plan,
+    counts: &[ExpectationCounts],
+    quality: &Tally,
+) {
+    if counts.is_empty() {
+        return;
+    }
+    let dataset = ctx.req.table.resolved().to_string();
+    let expectations: Vec<serde_json::Value> = counts
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name, "dataset": dataset,
+                "passed_records": c.passed, "failed_records": c.failed,
+                "dropped_records": c.dropped, "quarantined_records": c.quarantined,
+            })
+        })
+        .collect();
+    ctx.telemetry.emit(
+        Severity::Info,
+        kind::DATA_QUALITY,
+        json!({
+            "batch": plan.batch,
+            "data_quality": {
+                "dropped_records": quality.dropped_rows,
+                "quarantined_records": quality.quarantined_rows,
+                "expectations": expectations,
+            },
+        }),
+    );
+    for c in counts {
+        ctx.telemetry.metrics.expectation(&c.name, c);
+    }
 }
 
 /// What one read of a batch leads to.

@@ -114,6 +114,15 @@ impl IngestRequest {
             Columns::Only(c) => d.set("columns", c.join(",")),
             Columns::Except(c) => d.set("except_columns", c.join(",")),
         }
+        for rule in &self.flow.expectations {
+            d.set(
+                &format!("{}{}", definition::EXPECT_PREFIX, rule.name),
+                rule.definition_value(),
+            );
+        }
+        if let Some(at) = self.quarantine_location() {
+            d.set("quarantine_table", at.resolved().to_string());
+        }
         if self.once.is_some() {
             d.set("once", "true");
         }

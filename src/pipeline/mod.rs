@@ -20,6 +20,7 @@ mod own_output;
 mod plan;
 mod pool;
 mod precheck;
+pub mod quarantine;
 mod read;
 mod request;
 mod run_context;
@@ -34,7 +35,8 @@ mod unsettled;
 pub mod watch;
 pub(crate) use request::{ALERT_DRAIN, CLEAN_BUDGET, RELOAD_EVERY_VERSIONS};
 pub use request::{
-    IngestError, IngestRequest, NoProgress, Progress, StopFlag, Summary, TableTypeClash,
+    ExpectationFailure, IngestError, IngestRequest, NoProgress, Progress, StopFlag, Summary,
+    TableTypeClash,
 };
 
 pub use crate::flow::once::OnceFlow;

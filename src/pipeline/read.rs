@@ -10,6 +10,9 @@ use arrow_array::{Array, RecordBatch};
 use tokio::sync::mpsc;
 
 use crate::flow::{BoundFlow, Filtered, FlowError};
+use crate::flow::expect::Tally;
+use crate::pipeline::quarantine::{self, QuarantineTable, Stamp};
+use arrow_schema::SchemaRef;
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
 use crate::record::{FileMeta, Records, RowsOrigin, TableLayout};
 use crate::source::{self, FileLocation, FileRef, Source};
@@ -35,8 +38,33 @@ pub(crate) enum Msg {
     },
     /// A decoding thread's own writer failed (a full disk): the batch cannot be written.
     WriteFailed(TargetError),
-    /// The flow could not be evaluated over a decoded batch (a bug: it was bound to it).
-    FlowFailed(FlowError),
+    /// The flow could not be evaluated over a decoded batch (a bug: it was bound to it),
+    /// or a `fail` expectation failed a row.
+    FlowFailed(IngestError),
+    /// Rows for the quarantine table.
+    Quarantine(RecordBatch),
+}
+
+/// What reading a batch's files wrote: the table's writers, and the quarantine's when a
+/// rule quarantined rows (with the schema of its rows).
+pub(crate) struct Written {
+    pub writers: BatchWriters,
+    pub quarantine: Option<(BatchWriter, SchemaRef)>,
+}
+
+impl Written {
+    pub(crate) fn abort(self) {
+        self.writers.abort();
+        if let Some((w, _)) = self.quarantine {
+            BatchWriters(vec![w]).abort();
+        }
+    }
+}
+
+/// Where a read's quarantined rows go.
+pub(crate) struct QuarantineTo<'a> {
+    pub table: &'a QuarantineTable,
+    pub stamp: Stamp,
 }
 
 /// What reading a batch's files gave: stats per file, or the first file that failed.
@@ -96,7 +124,8 @@ pub(crate) async fn read_files(
     sink: &dyn Target,
     stop_at_new_fields: bool,
     observe_types: bool,
-) -> Result<(BatchWriters, ReadOutcome), IngestError> {
+    quarantine_to: Option<QuarantineTo<'_>>,
+) -> Result<(Written, ReadOutcome), IngestError> {
     let workers = worker_count(files.len());
     let bytes: u64 = files
         .iter()
@@ -148,6 +177,7 @@ pub(crate) async fn read_files(
         });
     }
     let worker_stop = stop.clone();
+    let stamp = quarantine_to.as_ref().map(|q| q.stamp);
     let handles = pool::spawn(
         files.len(),
         states,
@@ -166,8 +196,9 @@ pub(crate) async fn read_files(
             }
             read_delay::before_read();
             let mut write_error = None;
-            let mut flow_error = None;
+            let mut flow_error: Option<IngestError> = None;
             let mut filtered = Filtered::default();
+            let mut quality = Tally::default();
             let file_uri: Arc<str> = Arc::from(file.meta.path.as_str());
             let mut records_read = 0u64;
             let mut emit = |b: RecordBatch| {
@@ -190,16 +221,47 @@ pub(crate) async fn read_files(
                 let (b, origin) = match flow.as_deref() {
                     None => (b, origin(None)),
                     Some(flow) => match flow.apply(b) {
-                        Ok((b, out, kept)) => {
-                            filtered.rows += out.rows;
-                            filtered.rescued_rows += out.rescued_rows;
-                            if b.num_rows() == 0 {
+                        Ok(applied) => {
+                            filtered.rows += applied.filtered.rows;
+                            filtered.rescued_rows += applied.filtered.rescued_rows;
+                            quality.add(&applied.quality);
+                            if let Some(q) = applied.quarantine {
+                                let sent = match stamp {
+                                    Some(stamp) => quarantine::rows(q, &file_uri, first, stamp)
+                                        .map_err(|e| IngestError::Internal(e.to_string()))
+                                        .map(|rows| tx.blocking_send(Msg::Quarantine(rows))),
+                                    None => Err(IngestError::Internal(
+                                        "rows to quarantine and no quarantine table".into(),
+                                    )),
+                                };
+                                match sent {
+                                    Ok(Ok(())) => {}
+                                    Ok(Err(_)) => return false,
+                                    Err(e) => {
+                                        flow_error = Some(e);
+                                        return false;
+                                    }
+                                }
+                            }
+                            if applied.batch.num_rows() == 0 {
                                 return true;
                             }
-                            (b, origin(kept))
+                            (applied.batch, origin(applied.kept))
+                        }
+                        Err(FlowError::Violated(v)) => {
+                            flow_error = Some(IngestError::ExpectationFailed(Box::new(
+                                crate::pipeline::ExpectationFailure {
+                                    rule: v.rule,
+                                    check: v.check,
+                                    file: file_uri.to_string(),
+                                    record: first + v.row as u64,
+                                    values: v.values,
+                                },
+                            )));
+                            return false;
                         }
                         Err(e) => {
-                            flow_error = Some(e);
+                            flow_error = Some(IngestError::Internal(e.to_string()));
                             return false;
                         }
                     },
@@ -233,6 +295,7 @@ pub(crate) async fn read_files(
                 (_, None, Some(error)) => Msg::FlowFailed(error),
                 (Ok(mut stats), None, None) => {
                     stats.filtered = filtered;
+                    stats.quality = quality;
                     if stop_at_new_fields && stats.new_fields {
                         worker_stop.stop();
                     }
@@ -246,7 +309,8 @@ pub(crate) async fn read_files(
     let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
     let mut failure: Option<(usize, DecodeError)> = None;
     let mut write_failure: Option<TargetError> = None;
-    let mut flow_failure: Option<FlowError> = None;
+    let mut flow_failure: Option<IngestError> = None;
+    let mut quarantine_writer: Option<(BatchWriter, SchemaRef)> = None;
     let mut written_batches = 0u64;
     while let Some(msg) = rx.recv().await {
         match msg {
@@ -285,6 +349,30 @@ pub(crate) async fn read_files(
                     stop.stop();
                 }
             }
+            Msg::Quarantine(rows) => {
+                if write_failure.is_some() || flow_failure.is_some() {
+                    continue;
+                }
+                let result = match (&mut quarantine_writer, &quarantine_to) {
+                    (Some((w, _)), _) => w.write(rows).await,
+                    (None, Some(to)) => {
+                        let schema = rows.schema();
+                        match to.table.writer(&schema, &quarantine::keep_last(&keep_last)) {
+                            Ok(mut w) => {
+                                let r = w.write(rows).await;
+                                quarantine_writer = Some((w, schema));
+                                r
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                    (None, None) => Ok(()),
+                };
+                if let Err(e) = result {
+                    write_failure = Some(e);
+                    stop.stop();
+                }
+            }
         }
     }
     let mut writers = BatchWriters(vec![shared]);
@@ -294,20 +382,24 @@ pub(crate) async fn read_files(
             .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
         writers.0.extend(own);
     }
+    let written = Written {
+        writers,
+        quarantine: quarantine_writer,
+    };
     if let Some(e) = write_failure {
-        writers.abort();
+        written.abort();
         return Err(e.into());
     }
     if let Some(e) = flow_failure {
-        writers.abort();
-        return Err(IngestError::Internal(e.to_string()));
+        written.abort();
+        return Err(e);
     }
     if encode_in_workers {
         // The rows are in the writers' files, not committed: what "mid-read" tests.
         failpoint::hit("mid-read");
     }
     Ok((
-        writers,
+        written,
         match failure {
             Some(f) => Err(f),
             None => Ok(stats),

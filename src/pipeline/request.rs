@@ -78,8 +78,28 @@ pub enum IngestError {
     /// The flow's `columns`, `except_columns` or `where` do not fit the stream's schema.
     #[error(transparent)]
     Flow(#[from] FlowError),
+    /// A `fail` expectation failed a row: nothing of the batch was committed.
+    #[error(transparent)]
+    ExpectationFailed(Box<ExpectationFailure>),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// The row a `fail` expectation stopped the flow on.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "expectation \"{rule}\" failed in {file}, record {record}: \"{check}\" is not true for \
+     {values}. Nothing of this batch was committed and its files stay unconsumed: fix the \
+     file or the rule and run again (on_violation = \"quarantine\" keeps such rows aside \
+     instead)"
+)]
+pub struct ExpectationFailure {
+    pub rule: String,
+    pub check: String,
+    pub file: String,
+    /// The record's number in its file, from 1.
+    pub record: u64,
+    pub values: String,
 }
 
 /// A column this stream pins to a type that the shared table holds with another.
@@ -130,6 +150,9 @@ pub struct IngestRequest {
     /// `--worker`: one of several competing workers on this stream, in a slot of its own
     /// (`checkpoint/claims.rs`). `None`: the stream's only process.
     pub worker: Option<crate::checkpoint::claims::Worker>,
+    /// Where rows a `quarantine` expectation keeps out go (default: beside the
+    /// checkpoint, `pipeline::quarantine::default_location`).
+    pub quarantine_table: Option<Location>,
 }
 
 impl IngestRequest {
@@ -138,6 +161,18 @@ impl IngestRequest {
     /// of a config file, so several streams can share the table.
     pub fn default_checkpoint(table: &Location, stream: Option<&str>) -> Location {
         crate::checkpoint::default_location(table, stream)
+    }
+
+    /// Where this stream's quarantined rows go, when one of its rules quarantines.
+    pub fn quarantine_location(&self) -> Option<Location> {
+        let quarantines = self.flow.expectations.iter().any(|e| {
+            e.on_violation == crate::flow::expect::OnViolation::Quarantine
+        });
+        quarantines.then(|| {
+            self.quarantine_table
+                .clone()
+                .unwrap_or_else(|| super::quarantine::default_location(&self.checkpoint))
+        })
     }
 
     /// The columns a table written with `layout` holds: the layout's, projected by the
@@ -222,6 +257,13 @@ pub struct Summary {
     pub rescued_rows: u64,
     /// Rows read but left out by the flow's `where` (not in `rows`).
     pub filtered_rows: u64,
+    /// Rows a `drop` expectation left out (not in `rows`).
+    pub dropped_rows: u64,
+    /// Rows a `quarantine` expectation sent to the quarantine table (not in `rows`).
+    pub quarantined_rows: u64,
+    /// Per expectation: rows passed, failed, dropped, quarantined.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::flow::expect::ExpectationCounts>,
     pub skipped_files: u64,
     /// Files quarantined this run (they crashed the process every time they were read).
     pub quarantined_files: u64,

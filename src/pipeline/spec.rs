@@ -36,6 +36,8 @@ pub struct StreamSpec {
     pub once: bool,
     /// `--worker`: one of several competing processes.
     pub worker: Option<Worker>,
+    /// Where rows a `quarantine` expectation keeps out go (default: beside the checkpoint).
+    pub quarantine_table: Option<Location>,
 }
 
 /// Why a stream could not be built; each keeps its cause's exit class.
@@ -65,6 +67,7 @@ impl StreamSpec {
             upstream: Vec::new(),
             once: false,
             worker: None,
+            quarantine_table: None,
         }
     }
 
@@ -122,6 +125,7 @@ impl StreamSpec {
             snapshot,
             once: self.once.then(OnceFlow::default),
             worker: self.worker,
+            quarantine_table: self.quarantine_table,
         };
         Ok((request, warnings))
     }

@@ -72,6 +72,8 @@ pub struct StreamRun<'a> {
     claims: Option<(Claims, u32)>,
     /// Whether the checkpoint holds the flow's definition (else the first plan records it).
     definition_recorded: bool,
+    /// Where rows a `quarantine` expectation keeps out land (when a rule quarantines).
+    quarantine: Option<super::quarantine::QuarantineTable>,
 }
 
 /// Competing workers share the stream's `_schemas`: a version another worker wrote since
@@ -437,6 +439,12 @@ impl<'a> StreamRun<'a> {
         // The checkpoint's totals, which each batch of this run adds to (see `live.rs`).
         let commits = checkpoint.commits()?;
         let files_ingested = checkpoint.seen_files()?.len();
+        let quarantine = match req.quarantine_location() {
+            Some(at) => {
+                Some(super::quarantine::QuarantineTable::open(&at, &req.storage).await?)
+            }
+            None => None,
+        };
         telemetry.live.update(|l| {
             l.files_ingested = files_ingested;
             l.files_pending = pending.iter().map(|p| p.files.len() as u64).sum();
@@ -469,6 +477,7 @@ impl<'a> StreamRun<'a> {
             batches_at_compaction: 0,
             claims,
             definition_recorded,
+            quarantine,
             summary: Summary {
                 schema_version: schema,
                 ..Summary::default()
@@ -1175,6 +1184,7 @@ impl<'a> StreamRun<'a> {
                         &plan,
                         Some(deaths),
                         &mut self.summary,
+                        self.quarantine.as_mut(),
                     )
                     .await?;
                 }
@@ -1239,6 +1249,7 @@ impl<'a> StreamRun<'a> {
                 &plan,
                 None,
                 &mut self.summary,
+                self.quarantine.as_mut(),
             )
             .await?;
             if let Some(spec) = &self.req.snapshot {

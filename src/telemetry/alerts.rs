@@ -31,6 +31,9 @@ pub struct AlertSettings {
     pub webhooks: Vec<Url>,
     /// Alert when a batch's rescued share exceeds this (0: any rescued row).
     pub rescued_share: f64,
+    /// Alert when an expectation fails more than this share of the rows it checked in a
+    /// batch (0: any failed row).
+    pub expectation_share: f64,
     /// One alert per incident key per this period.
     pub quiet_period: Duration,
     /// Allow link-local and metadata addresses (never needed for real webhooks).
@@ -42,6 +45,7 @@ impl Default for AlertSettings {
         AlertSettings {
             webhooks: Vec::new(),
             rescued_share: 0.0,
+            expectation_share: 0.0,
             quiet_period: Duration::from_secs(600),
             allow_link_local: false,
         }
@@ -354,6 +358,20 @@ impl Alerter {
             EventKind::RescuedDataSeen => {
                 let share = e.fields.get("share").and_then(Value::as_f64).unwrap_or(0.0);
                 (share > self.settings.rescued_share).then(|| "rescued".to_string())
+            }
+            EventKind::DataQuality => {
+                let rules = e.fields.get("data_quality")?.get("expectations")?.as_array()?;
+                rules.iter().find_map(|r| {
+                    let count = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+                    let (passed, failed) = (count("passed_records"), count("failed_records"));
+                    let share = failed as f64 / (passed + failed).max(1) as f64;
+                    (failed > 0 && share > self.settings.expectation_share).then(|| {
+                        format!(
+                            "expectation:{}",
+                            r.get("name").and_then(Value::as_str).unwrap_or_default()
+                        )
+                    })
+                })
             }
             // Without a rescued-data column a type mismatch loses the value: alert on it.
             EventKind::TypeMismatch if e.fields.get("rescued") == Some(&Value::Bool(false)) => {

@@ -118,6 +118,10 @@ event_kinds! {
     /// A flow's definition changed in a way that applies to new rows only (Lakeflow's
     /// `flow_definition`): both definitions and the changes, and the batch it holds from.
     FlowDefinitionChanged = "flow_definition_changed" as FLOW_DEFINITION_CHANGED;
+    /// A batch's expectation counts (Lakeflow's `flow_progress.data_quality`): per rule
+    /// `name`, `dataset`, `passed_records`, `failed_records`, and the rows dropped and
+    /// quarantined.
+    DataQuality = "data_quality" as DATA_QUALITY;
 }
 
 impl fmt::Display for EventKind {
@@ -413,6 +417,32 @@ impl Event {
                 text("tableVersion")
             ),
             EventKind::StreamFailed => format!("stream failed: {}", text("error")),
+            EventKind::DataQuality => {
+                let quality = f.get("data_quality");
+                let rules = quality
+                    .and_then(|q| q.get("expectations"))
+                    .and_then(Value::as_array);
+                let count = |r: &Value, k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+                let said: Vec<String> = rules
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        format!(
+                            "{} failed {} of {}",
+                            r.get("name").and_then(Value::as_str).unwrap_or_default(),
+                            count(r, "failed_records"),
+                            count(r, "passed_records") + count(r, "failed_records")
+                        )
+                    })
+                    .collect();
+                format!(
+                    "batch {} expectations: {}; {} rows dropped, {} quarantined",
+                    text("batch"),
+                    said.join(", "),
+                    quality.map_or(0, |q| count(q, "dropped_records")),
+                    quality.map_or(0, |q| count(q, "quarantined_records"))
+                )
+            }
             _ => {
                 let rest: Vec<String> = f.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 format!(

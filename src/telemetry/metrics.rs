@@ -69,6 +69,9 @@ pub struct StreamMetrics {
     /// Milliseconds since the epoch of the last commit (0: none yet).
     pub last_commit_ms: Value<Gauge<u64, AtomicU64>>,
     duration: Histogram,
+    /// `autoloader_expectation_records_total{stream,expectation,outcome}`.
+    expectations: Family<ExpectationLabel, Counter>,
+    name: String,
 }
 
 /// Metrics that no registry exposes (no `--metrics-addr`).
@@ -88,6 +91,24 @@ impl StreamMetrics {
         self.batches.0.inc();
         self.last_commit_ms.0.set(now_ms());
         self.duration.observe(seconds);
+    }
+
+    /// Records a batch's counts for one expectation, by outcome.
+    pub fn expectation(&self, name: &str, counts: &crate::flow::expect::ExpectationCounts) {
+        let outcomes = [
+            ("passed", counts.passed),
+            ("failed", counts.failed),
+            ("dropped", counts.dropped),
+            ("quarantined", counts.quarantined),
+        ];
+        for (outcome, n) in outcomes {
+            let label = ExpectationLabel {
+                stream: self.name.clone(),
+                expectation: name.to_string(),
+                outcome: outcome.to_string(),
+            };
+            self.expectations.get_or_create(&label).inc_by(n);
+        }
     }
 }
 
@@ -124,6 +145,14 @@ impl EncodeMetric for SinceLastCommit {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StreamLabel {
     stream: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExpectationLabel {
+    stream: String,
+    expectation: String,
+    /// passed, failed, dropped or quarantined.
+    outcome: String,
 }
 
 /// Counter names (prometheus-client appends `_total`) and help texts (it appends a `.`),
@@ -163,6 +192,7 @@ struct Families {
     gauges: [Family<StreamLabel, Gauge<u64, AtomicU64>>; GAUGES.len()],
     since_last_commit: Family<StreamLabel, SinceLastCommit>,
     duration: Family<StreamLabel, Histogram, fn() -> Histogram>,
+    expectations: Family<ExpectationLabel, Counter>,
 }
 
 impl Families {
@@ -172,6 +202,7 @@ impl Families {
             gauges: Default::default(),
             since_last_commit: Family::default(),
             duration: Family::new_with_constructor(|| Histogram::new(BUCKETS)),
+            expectations: Family::default(),
         }
     }
 
@@ -212,6 +243,8 @@ impl Families {
             files_pending,
             last_commit_ms: Value(self.since_last_commit.get_or_create_owned(&label).0),
             duration: self.duration.get_or_create_owned(&label),
+            expectations: self.expectations.clone(),
+            name: name.to_string(),
         }
     }
 }
@@ -242,6 +275,11 @@ impl Registry {
             "autoloader_seconds_since_last_commit",
             "Seconds since the last commit (-1: none yet)",
             f.since_last_commit.clone(),
+        );
+        r.register(
+            "autoloader_expectation_records",
+            "Rows an expectation checked, by outcome (passed, failed, dropped, quarantined)",
+            f.expectations.clone(),
         );
         r.register_with_unit(
             "autoloader_batch_duration",
