@@ -123,7 +123,10 @@ impl Expectation {
 
     /// `NAME=COND` as the command line's `--expect*` flags take it, or a Lakeflow
     /// constraint (`CONSTRAINT ...`), whose own ON VIOLATION clause then decides.
-    pub fn from_flag(text: &str, on_violation: OnViolation) -> Result<Expectation, ExpectationError> {
+    pub fn from_flag(
+        text: &str,
+        on_violation: OnViolation,
+    ) -> Result<Expectation, ExpectationError> {
         if starts_with_word(text.trim_start(), "CONSTRAINT") {
             return Expectation::from_constraint(text);
         }
@@ -145,12 +148,16 @@ impl Expectation {
         let Some(rest) = strip_word(rest, "CONSTRAINT") else {
             return Err(invalid("", format!("\"{text}\": {shape}")));
         };
-        let (name, rest) = identifier(rest).ok_or_else(|| invalid("", format!("\"{text}\": {shape}")))?;
+        let (name, rest) =
+            identifier(rest).ok_or_else(|| invalid("", format!("\"{text}\": {shape}")))?;
         let Some(rest) = strip_word(rest, "EXPECT") else {
             return Err(invalid(&name, format!("\"{text}\": {shape}")));
         };
         let (check, rest) = parenthesized(rest).ok_or_else(|| {
-            invalid(&name, format!("\"{text}\": the condition needs its parentheses; {shape}"))
+            invalid(
+                &name,
+                format!("\"{text}\": the condition needs its parentheses; {shape}"),
+            )
         })?;
         let words: Vec<String> = rest
             .split_whitespace()
@@ -232,7 +239,10 @@ fn parenthesized(text: &str) -> Option<(&str, &str)> {
 pub fn check_unique(rules: &[Expectation]) -> Result<(), ExpectationError> {
     for (i, r) in rules.iter().enumerate() {
         if rules[..i].iter().any(|o| o.name == r.name) {
-            return Err(invalid(&r.name, "the name is given twice; each rule needs its own"));
+            return Err(invalid(
+                &r.name,
+                "the name is given twice; each rule needs its own",
+            ));
         }
     }
     Ok(())
@@ -308,7 +318,12 @@ impl Tally {
     /// The counts under the rules' names (`names` in the order the rules were bound).
     pub fn named<'a>(&self, names: impl Iterator<Item = &'a str>) -> Vec<ExpectationCounts> {
         names
-            .zip(self.rules.iter().copied().chain(std::iter::repeat(RuleTally::default())))
+            .zip(
+                self.rules
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(RuleTally::default())),
+            )
             .map(|(name, r)| ExpectationCounts {
                 name: name.to_string(),
                 passed: self.checked - r.failed,
@@ -373,7 +388,10 @@ impl BoundRules {
         let rules = rules
             .iter()
             .map(|r| {
-                let p = r.check.bind(decoded, zone).map_err(|e| check_error(&r.name, e))?;
+                let p = r
+                    .check
+                    .bind(decoded, zone)
+                    .map_err(|e| check_error(&r.name, e))?;
                 Ok((r.clone(), p))
             })
             .collect::<Result<Vec<_>, ExpectationError>>()?;
@@ -405,7 +423,9 @@ impl BoundRules {
         let mut failed: Vec<BooleanArray> = Vec::with_capacity(self.rules.len());
         let (mut to_fail, mut to_quarantine, mut to_drop) = (none(), none(), none());
         for (rule, predicate) in &self.rules {
-            let passes = predicate.evaluate(batch).map_err(|e| check_error(&rule.name, e))?;
+            let passes = predicate
+                .evaluate(batch)
+                .map_err(|e| check_error(&rule.name, e))?;
             let fails = not(&passes).map_err(|e| arrow(&rule.name, e))?;
             let into = match rule.on_violation {
                 OnViolation::Warn => None,
@@ -449,7 +469,10 @@ impl BoundRules {
         let dropped = and_not(&to_drop, &to_quarantine).map_err(|e| arrow("drop", e))?;
         for (((rule, _), f), t) in self.rules.iter().zip(&failed).zip(&mut tally.rules) {
             t.failed = f.true_count() as u64;
-            if matches!(rule.on_violation, OnViolation::Drop | OnViolation::Quarantine) {
+            if matches!(
+                rule.on_violation,
+                OnViolation::Drop | OnViolation::Quarantine
+            ) {
                 t.quarantined = and(f, &to_quarantine)
                     .map_err(|e| arrow(&rule.name, e))?
                     .true_count() as u64;
@@ -490,12 +513,16 @@ impl BoundRules {
     }
 }
 
-/// A row's values as `column=value, ...`, for an error a person reads.
+/// A row's values as `column=value, ...`, for an error a person reads (`_metadata` left
+/// out: the error names the file and record).
 pub fn row_values(batch: &RecordBatch, row: usize) -> String {
     use arrow_cast::display::{ArrayFormatter, FormatOptions};
     let options = FormatOptions::default().with_null("NULL");
     let mut out = String::new();
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if field.name() == crate::record::METADATA_COLUMN {
+            continue;
+        }
         let value = match ArrayFormatter::try_new(column.as_ref(), &options) {
             Ok(f) => f.value(row).to_string(),
             Err(_) => "?".to_string(),
@@ -522,9 +549,9 @@ pub fn row_values(batch: &RecordBatch, row: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use arrow_array::{Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -547,7 +574,9 @@ mod tests {
     }
 
     fn bind(rules: &[Expectation]) -> BoundRules {
-        BoundRules::bind(rules, &schema(), Tz::UTC).unwrap().rescued(Some(2))
+        BoundRules::bind(rules, &schema(), Tz::UTC)
+            .unwrap()
+            .rescued(Some(2))
     }
 
     #[test]
@@ -586,12 +615,21 @@ mod tests {
         let e = Expectation::from_flag("amount > 0", OnViolation::Drop).unwrap_err();
         assert!(e.to_string().contains("expected NAME=CONDITION"), "{e}");
         let e = Expectation::new("r", "amount >", OnViolation::Warn).unwrap_err();
-        assert!(e.to_string().starts_with("expectation \"r\": check \"amount >\" at column"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("expectation \"r\": check \"amount >\" at column"),
+            "{e}"
+        );
         let twice = [
             Expectation::new("r", "id > 1", OnViolation::Warn).unwrap(),
             Expectation::new("r", "id > 2", OnViolation::Drop).unwrap(),
         ];
-        assert!(check_unique(&twice).unwrap_err().to_string().contains("given twice"));
+        assert!(
+            check_unique(&twice)
+                .unwrap_err()
+                .to_string()
+                .contains("given twice")
+        );
         let unknown = [Expectation::new("r", "amout > 1", OnViolation::Warn).unwrap()];
         let e = BoundRules::bind(&unknown, &schema(), Tz::UTC).unwrap_err();
         assert!(e.to_string().contains("did you mean amount"), "{e}");
@@ -609,12 +647,25 @@ mod tests {
         let verdict = bind(&rules).judge(&batch()).unwrap();
         // Row 1 (-1) fails positive and not_two: dropped. Row 2 (NULL) fails positive and
         // small: quarantined (the stronger action). Row 3 (500) fails small: quarantined.
-        let lands: Vec<bool> = (0..4).map(|i| verdict.lands.as_ref().unwrap().value(i)).collect();
+        let lands: Vec<bool> = (0..4)
+            .map(|i| verdict.lands.as_ref().unwrap().value(i))
+            .collect();
         assert_eq!(lands, [true, false, false, false]);
         let t = &verdict.tally;
-        assert_eq!((t.checked, t.dropped_rows, t.quarantined_rows, t.rescued_rows), (4, 1, 2, 1));
-        let counts: Vec<(u64, u64, u64)> =
-            t.rules.iter().map(|r| (r.failed, r.dropped, r.quarantined)).collect();
+        assert_eq!(
+            (
+                t.checked,
+                t.dropped_rows,
+                t.quarantined_rows,
+                t.rescued_rows
+            ),
+            (4, 1, 2, 1)
+        );
+        let counts: Vec<(u64, u64, u64)> = t
+            .rules
+            .iter()
+            .map(|r| (r.failed, r.dropped, r.quarantined))
+            .collect();
         assert_eq!(counts, [(2, 1, 1), (2, 0, 2), (1, 0, 0)]);
         let (rows, names) = verdict.quarantined.unwrap();
         assert_eq!(rows.true_count(), 2);

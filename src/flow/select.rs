@@ -332,7 +332,11 @@ impl BoundFlow {
         Ok((out, filtered, Some(keep)))
     }
 
-    fn filter_by(&self, batch: &RecordBatch, rows: &BooleanArray) -> Result<RecordBatch, FlowError> {
+    fn filter_by(
+        &self,
+        batch: &RecordBatch,
+        rows: &BooleanArray,
+    ) -> Result<RecordBatch, FlowError> {
         arrow_select::filter::filter_record_batch(batch, rows).map_err(|e| FlowError::Columns {
             key: "where",
             message: e.to_string(),

@@ -194,9 +194,8 @@ pub(crate) async fn execute_counted(
         quality.add(&s.quality);
     }
     let rows: u64 = stats.iter().map(|s| s.rows).sum::<u64>() - filtered_rows - quality.left_out();
-    let rescued_rows: u64 = stats.iter().map(|s| s.rescued_rows).sum::<u64>()
-        - filtered_rescued
-        - quality.rescued_rows;
+    let rescued_rows: u64 =
+        stats.iter().map(|s| s.rescued_rows).sum::<u64>() - filtered_rescued - quality.rescued_rows;
     let expectations = quality.named(ctx.req.flow.expectations.iter().map(|e| e.name.as_str()));
     if filtered_rescued > 0 {
         warn!(
@@ -266,7 +265,9 @@ pub(crate) async fn execute_counted(
         // not quarantine the rows twice.
         let Some(table) = quarantine.as_deref_mut() else {
             writers.abort();
-            return Err(IngestError::Internal("quarantined rows and no quarantine table".into()));
+            return Err(IngestError::Internal(
+                "quarantined rows and no quarantine table".into(),
+            ));
         };
         let q_info = json!({
             "streamId": ctx.checkpoint.stream_id(),
@@ -277,7 +278,14 @@ pub(crate) async fn execute_counted(
             "expectations": expectations,
         });
         let committed = table
-            .commit(q_writer, &q_schema, ctx.app_id, plan.batch, q_info, ctx.checkpoint.stream_id())
+            .commit(
+                q_writer,
+                &q_schema,
+                ctx.app_id,
+                plan.batch,
+                q_info,
+                ctx.checkpoint.stream_id(),
+            )
             .await;
         if let Err(e) = committed {
             writers.abort();

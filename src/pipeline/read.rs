@@ -9,15 +9,15 @@ use std::sync::Arc;
 use arrow_array::{Array, RecordBatch};
 use tokio::sync::mpsc;
 
-use crate::flow::{BoundFlow, Filtered, FlowError};
 use crate::flow::expect::Tally;
-use crate::pipeline::quarantine::{self, QuarantineTable, Stamp};
-use arrow_schema::SchemaRef;
+use crate::flow::{BoundFlow, Filtered, FlowError};
 use crate::formats::{self, DecodeError, FileStats, SourceFile};
+use crate::pipeline::quarantine::{self, QuarantineTable, Stamp};
 use crate::record::{FileMeta, Records, RowsOrigin, TableLayout};
 use crate::source::{self, FileLocation, FileRef, Source};
 use crate::target::{BatchWriter, BatchWriters, Target, TargetError};
 use crate::testing::{failpoint, read_delay};
+use arrow_schema::SchemaRef;
 
 use super::pool::{self, PoolStop, worker_count};
 

@@ -165,9 +165,11 @@ impl IngestRequest {
 
     /// Where this stream's quarantined rows go, when one of its rules quarantines.
     pub fn quarantine_location(&self) -> Option<Location> {
-        let quarantines = self.flow.expectations.iter().any(|e| {
-            e.on_violation == crate::flow::expect::OnViolation::Quarantine
-        });
+        let quarantines = self
+            .flow
+            .expectations
+            .iter()
+            .any(|e| e.on_violation == crate::flow::expect::OnViolation::Quarantine);
         quarantines.then(|| {
             self.quarantine_table
                 .clone()

@@ -440,9 +440,7 @@ impl<'a> StreamRun<'a> {
         let commits = checkpoint.commits()?;
         let files_ingested = checkpoint.seen_files()?.len();
         let quarantine = match req.quarantine_location() {
-            Some(at) => {
-                Some(super::quarantine::QuarantineTable::open(&at, &req.storage).await?)
-            }
+            Some(at) => Some(super::quarantine::QuarantineTable::open(&at, &req.storage).await?),
             None => None,
         };
         telemetry.live.update(|l| {

@@ -360,7 +360,11 @@ impl Alerter {
                 (share > self.settings.rescued_share).then(|| "rescued".to_string())
             }
             EventKind::DataQuality => {
-                let rules = e.fields.get("data_quality")?.get("expectations")?.as_array()?;
+                let rules = e
+                    .fields
+                    .get("data_quality")?
+                    .get("expectations")?
+                    .as_array()?;
                 rules.iter().find_map(|r| {
                     let count = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
                     let (passed, failed) = (count("passed_records"), count("failed_records"));

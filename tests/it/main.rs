@@ -16,6 +16,7 @@ mod delta_source;
 mod deploy;
 mod docs;
 mod evolution;
+mod expectations;
 mod faults;
 mod flows;
 mod formats;

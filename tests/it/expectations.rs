@@ -1,0 +1,475 @@
+//! Expectations (README "Expectations"): rules that warn, drop, quarantine or fail, run by
+//! the real binary on JSON and CSV files; the table, the quarantine table, the commit info,
+//! the `data_quality` event and the summary are checked against counts worked out here
+//! from the input, independently of the tool.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common::{self, Scratch, read_table, run, stderr};
+
+/// One input row: `id`, and `amount` (None: null).
+#[derive(Clone, Copy)]
+struct Row {
+    id: u64,
+    amount: Option<i64>,
+}
+
+/// `n` rows from `from`: amounts from -20 to 80, every 13th null.
+fn rows(from: u64, n: u64) -> Vec<Row> {
+    (from..from + n)
+        .map(|id| Row {
+            id,
+            amount: (id % 13 != 0).then(|| (id * 37 % 101) as i64 - 20),
+        })
+        .collect()
+}
+
+fn jsonl(rows: &[Row]) -> String {
+    rows.iter()
+        .map(|r| match r.amount {
+            Some(a) => format!("{{\"id\": {}, \"amount\": {a}}}\n", r.id),
+            None => format!("{{\"id\": {}, \"amount\": null}}\n", r.id),
+        })
+        .collect()
+}
+
+fn csv(rows: &[Row]) -> String {
+    let mut out = String::from("id,amount\n");
+    for r in rows {
+        out += &format!(
+            "{},{}\n",
+            r.id,
+            r.amount.map(|a| a.to_string()).unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// What the rules `positive` (drop: amount > 0), `small` (quarantine: amount < 60) and
+/// `early` (warn: id < 50) make of `rows`, worked out by hand: NULL fails a check.
+#[derive(Debug, Default, PartialEq)]
+struct Expected {
+    landed: BTreeSet<u64>,
+    quarantined: BTreeSet<u64>,
+    dropped: BTreeSet<u64>,
+    /// Rows each rule failed: positive, small, early.
+    failed: [u64; 3],
+}
+
+fn expected(rows: &[Row]) -> Expected {
+    let mut e = Expected::default();
+    for r in rows {
+        let positive = r.amount.is_some_and(|a| a > 0);
+        let small = r.amount.is_some_and(|a| a < 60);
+        let early = r.id < 50;
+        for (i, passed) in [positive, small, early].into_iter().enumerate() {
+            e.failed[i] += u64::from(!passed);
+        }
+        if !small {
+            e.quarantined.insert(r.id);
+        } else if !positive {
+            e.dropped.insert(r.id);
+        } else {
+            e.landed.insert(r.id);
+        }
+    }
+    e
+}
+
+const RULES: [&str; 6] = [
+    "--expect-or-drop",
+    "positive=amount > 0",
+    "--expect-or-quarantine",
+    "small=amount < 60",
+    "--expect",
+    "early=id < 50",
+];
+
+fn ingest(s: &Scratch, format: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = common::args::ingest_args(
+        s,
+        &[
+            format!("cloudFiles.format={format}"),
+            "cloudFiles.inferColumnTypes=true".to_string(),
+        ],
+    );
+    args.extend(RULES.iter().map(|a| a.to_string()));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// The default quarantine table of an `ingest` stream (its checkpoint is the table's
+/// `_autoloader`).
+fn quarantine_of(table: &Path) -> PathBuf {
+    table.join("_autoloader/quarantine")
+}
+
+/// The values of an integer column of a table, each as read.
+fn ints(table: &Path, column: &str) -> Vec<i64> {
+    if !table.join("_delta_log").exists() {
+        return Vec::new();
+    }
+    common::column_strings(&read_table(table), column)
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+fn ids(table: &Path) -> BTreeSet<u64> {
+    let all = ints(table, "id");
+    let set: BTreeSet<u64> = all.iter().map(|i| *i as u64).collect();
+    assert_eq!(set.len(), all.len(), "an id twice in {}", table.display());
+    set
+}
+
+/// The `autoloader` object of every batch commit of a table.
+fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
+    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    commits
+        .iter()
+        .flat_map(|c| {
+            std::fs::read_to_string(c)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
+                .filter(|info| info.get("batch").is_some())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Per rule name: (passed, failed, dropped, quarantined), summed over `infos`.
+fn rule_counts(infos: &[serde_json::Value]) -> Vec<(String, [u64; 4])> {
+    let mut out: Vec<(String, [u64; 4])> = Vec::new();
+    for info in infos {
+        for e in info["expectations"].as_array().into_iter().flatten() {
+            let name = e["name"].as_str().unwrap().to_string();
+            let n = ["passed", "failed", "dropped", "quarantined"].map(|k| e[k].as_u64().unwrap());
+            match out.iter_mut().find(|(m, _)| *m == name) {
+                Some((_, c)) => (0..4).for_each(|i| c[i] += n[i]),
+                None => out.push((name, n)),
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The counts the commits should hold for `rows`.
+fn expected_counts(rows: &[Row]) -> Vec<(String, [u64; 4])> {
+    let e = expected(rows);
+    let n = rows.len() as u64;
+    // A row of `positive` that `small` also failed went to the quarantine.
+    let positive_quarantined = rows
+        .iter()
+        .filter(|r| !r.amount.is_some_and(|a| a > 0) && !r.amount.is_some_and(|a| a < 60))
+        .count() as u64;
+    let mut out = vec![
+        ("early".to_string(), [n - e.failed[2], e.failed[2], 0, 0]),
+        (
+            "positive".to_string(),
+            [
+                n - e.failed[0],
+                e.failed[0],
+                e.failed[0] - positive_quarantined,
+                positive_quarantined,
+            ],
+        ),
+        (
+            "small".to_string(),
+            [n - e.failed[1], e.failed[1], 0, e.failed[1]],
+        ),
+    ];
+    out.sort();
+    out
+}
+
+fn json_summary(out: &Output) -> serde_json::Value {
+    let stdout = common::ok(out);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+/// Every action on JSON and on CSV files, over two runs: the table holds exactly the rows
+/// that pass the drop and quarantine rules, the quarantine exactly those `small` failed
+/// (with the rules each failed, its file, record and batch), and the commits, the
+/// summary and the events count what was worked out here.
+#[test]
+fn each_action_on_json_and_csv_lands_drops_quarantines_and_counts() {
+    for (format, write) in [("json", jsonl as fn(&[Row]) -> String), ("csv", csv)] {
+        let s = Scratch::new();
+        let first = rows(1, 120);
+        let second = rows(121, 80);
+        s.land(&format!("a.{format}"), write(&first));
+        let out = run(&ingest(&s, format, &["--json"]), &[]);
+        let summary = json_summary(&out);
+        let e1 = expected(&first);
+        assert_eq!(
+            summary["rows"],
+            e1.landed.len() as u64,
+            "{format}: {summary}"
+        );
+        assert_eq!(summary["droppedRows"], e1.dropped.len() as u64, "{format}");
+        assert_eq!(summary["quarantinedRows"], e1.quarantined.len() as u64);
+        s.land(&format!("b.{format}"), write(&second));
+        common::ok(&run(&ingest(&s, format, &[]), &[]));
+
+        let all: Vec<Row> = first.iter().chain(&second).copied().collect();
+        let e = expected(&all);
+        assert_eq!(ids(&s.table()), e.landed, "{format}: the table");
+        let quarantine = quarantine_of(&s.table());
+        assert_eq!(ids(&quarantine), e.quarantined, "{format}: the quarantine");
+        assert_eq!(
+            rule_counts(&commit_infos(&s.table())),
+            expected_counts(&all),
+            "{format}: the commits' counts"
+        );
+        let dropped: u64 = commit_infos(&s.table())
+            .iter()
+            .map(|i| i["droppedRows"].as_u64().unwrap())
+            .sum();
+        assert_eq!(dropped, e.dropped.len() as u64, "{format}");
+
+        // A quarantined row says which rules it failed, where it came from, and when.
+        let batches = read_table(&quarantine);
+        let failed = common::column_strings(&batches, "_failed_expectations");
+        let id_col = common::column_strings(&batches, "id");
+        let record = common::column_strings(&batches, "_source_record");
+        let file = common::column_strings(&batches, "_source_file");
+        let batch = common::column_strings(&batches, "_batch");
+        for i in 0..id_col.len() {
+            let id: u64 = id_col[i].parse().unwrap();
+            let row = all.iter().find(|r| r.id == id).unwrap();
+            let mut names = vec!["small"];
+            if !row.amount.is_some_and(|a| a > 0) {
+                names.insert(0, "positive");
+            }
+            if id >= 50 {
+                names.insert(0, "early");
+            }
+            assert_eq!(
+                failed[i],
+                format!("[{}]", names.join(", ")),
+                "{format} id {id}"
+            );
+            let (in_file, from) = if id <= 120 { ("a", 1) } else { ("b", 121) };
+            assert!(
+                file[i].ends_with(&format!("/{in_file}.{format}")),
+                "{}",
+                file[i]
+            );
+            assert_eq!(record[i], (id - from + 1).to_string(), "{format} id {id}");
+            assert_eq!(batch[i], if id <= 120 { "0" } else { "1" });
+        }
+
+        // Lakeflow's shape, in the event log, per batch.
+        let events = common::events_of(&s.table().join("_autoloader"), "data_quality");
+        assert_eq!(events.len(), 2, "{format}");
+        let rules = events[0]["data_quality"]["expectations"]
+            .as_array()
+            .unwrap();
+        let small = rules.iter().find(|r| r["name"] == "small").unwrap();
+        assert_eq!(small["failed_records"], e1.failed[1]);
+        assert_eq!(small["passed_records"], 120 - e1.failed[1]);
+        assert!(small["dataset"].as_str().unwrap().ends_with("/table"));
+        assert_eq!(
+            events[0]["data_quality"]["dropped_records"],
+            e1.dropped.len() as u64
+        );
+    }
+}
+
+/// A `fail` rule: exit 1 naming the rule, the file, the record and its values; nothing
+/// of the batch lands and its file stays unconsumed, so a run with the rule fixed lands
+/// it whole.
+#[test]
+fn a_fail_rule_stops_the_flow_naming_the_row_and_keeps_the_file() {
+    let s = Scratch::new();
+    s.land("good.json", jsonl(&rows(1, 5)));
+    common::ok(&s.ingest(&["cloudFiles.format=json", "cloudFiles.inferColumnTypes=true"]));
+    s.land(
+        "bad.json",
+        "{\"id\": 10, \"amount\": 5}\n{\"id\": 11, \"amount\": -3}\n{\"id\": 12, \"amount\": 4}\n",
+    );
+    let mut args = common::args::ingest_args(
+        &s,
+        &["cloudFiles.format=json", "cloudFiles.inferColumnTypes=true"],
+    );
+    args.extend([
+        "--expect-or-fail".to_string(),
+        "positive=amount > 0".to_string(),
+    ]);
+    for _ in 0..2 {
+        let out = run(&args, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("expectation \"positive\" failed in ")
+                && err.contains(
+                    "bad.json, record 2: \"amount > 0\" is not true for id=11, amount=-3"
+                ),
+            "{err}"
+        );
+        assert_eq!(
+            ids(&s.table()),
+            (1..=5).collect(),
+            "nothing of the batch landed"
+        );
+    }
+    // The rule, now a drop rule (a change that applies to new rows): the file lands.
+    let fixed: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("--expect-or-fail", "--expect-or-drop"))
+        .collect();
+    common::ok(&run(&fixed, &[]));
+    assert_eq!(
+        ids(&s.table()),
+        [1, 2, 3, 4, 5, 10, 12].into_iter().collect()
+    );
+}
+
+/// Bad rules are exit 2 before any row lands: an unknown column, a type clash, a
+/// duplicate name, a syntax error with its position, an unknown action in a config.
+#[test]
+fn bad_rules_are_usage_errors_before_anything_lands() {
+    let s = Scratch::new();
+    s.land("a.json", jsonl(&rows(1, 5)));
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--expect", "r=amout > 0"],
+            "no column amout; did you mean amount?",
+        ),
+        (
+            &["--expect", "r=amount > 'x'"],
+            "expectation \"r\": check \"amount > 'x'\" at column",
+        ),
+        (
+            &["--expect", "r=id > 0", "--expect-or-drop", "r=id > 1"],
+            "expectation \"r\": the name is given twice",
+        ),
+        (
+            &["--expect-or-fail", "r=id > > 1"],
+            "expectation \"r\": check \"id > > 1\" at column 6",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = common::args::ingest_args(
+            &s,
+            &["cloudFiles.format=json", "cloudFiles.inferColumnTypes=true"],
+        );
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let out = run(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(message),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+        assert!(!s.table().join("_delta_log").exists(), "{flags:?}: a table");
+    }
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "orders"
+source = "landing"
+table = "table"
+options = { "cloudFiles.format" = "json" }
+[[stream.expect]]
+name = "r"
+check = "id > 0"
+on_violation = "skip"
+"#,
+    )
+    .unwrap();
+    let out = run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("on_violation = \"skip\": expected one of warn, drop, quarantine, fail"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A config's rules, as tables and as Lakeflow constraints pasted as written, with a
+/// quarantine table of its own; a rule added on a later run is a change of the flow's
+/// definition that applies to new rows, said once and recorded as an event.
+#[test]
+fn config_rules_and_constraints_and_a_rule_added_later() {
+    let s = Scratch::new();
+    s.land("a.json", jsonl(&rows(1, 60)));
+    let config = s.dir.path().join("streams.toml");
+    let write = |extra: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[[stream]]
+name = "orders"
+source = "landing"
+table = "bronze/orders"
+quarantine_table = "quarantine/orders"
+expect = [
+  "CONSTRAINT positive EXPECT (amount > 0) ON VIOLATION DROP ROW",
+  {{ name = "small", check = "amount < 60", on_violation = "quarantine" }},
+  {extra}
+]
+[stream.options]
+"cloudFiles.format" = "json"
+"cloudFiles.inferColumnTypes" = true
+"#
+            ),
+        )
+        .unwrap();
+    };
+    write("");
+    let run_config = || {
+        run(
+            &["run".into(), config.display().to_string(), "--once".into()],
+            &[],
+        )
+    };
+    common::ok(&run_config());
+    let table = s.dir.path().join("bronze/orders");
+    let quarantine = s.dir.path().join("quarantine/orders");
+    let e = expected(&rows(1, 60));
+    assert_eq!(ids(&table), e.landed);
+    assert_eq!(ids(&quarantine), e.quarantined);
+
+    write(r#""CONSTRAINT early EXPECT (id < 50)""#);
+    s.land("b.json", jsonl(&rows(61, 20)));
+    let out = run_config();
+    common::ok(&out);
+    assert!(
+        stderr(&out).contains("The flow's definition changed; it applies to new rows only"),
+        "{}",
+        stderr(&out)
+    );
+    let changed = common::events_of(&table.join("_autoloader/orders"), "flow_definition_changed");
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0]["changes"][0]["setting"], "expect.early");
+    let infos = commit_infos(&table);
+    let names: Vec<&str> = infos[1]["expectations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["positive", "small", "early"]);
+    assert_eq!(
+        infos[1]["expectations"][2]["failed"], 20,
+        "ids 61..80 all fail early"
+    );
+}
