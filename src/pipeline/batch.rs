@@ -291,7 +291,7 @@ pub(crate) async fn execute_counted(
             writers.abort();
             return Err(e.into());
         }
-        failpoint::hit("after-quarantine-commit");
+        failpoint::hit(failpoint::QUARANTINE_COMMITTED);
     }
     let table_version = sink.commit(writers, ctx.app_id, plan.batch, info).await?;
     if table_version % RELOAD_EVERY_VERSIONS == 0 {

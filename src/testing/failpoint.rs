@@ -50,6 +50,10 @@ pub const NAMES: &[&str] = &[
     "after-schema-evolve",
 ];
 
+/// The failpoint a batch reaches once its quarantined rows are committed to the
+/// quarantine table, before its own commit (`pipeline/batch.rs`).
+pub const QUARANTINE_COMMITTED: &str = "after-quarantine-commit";
+
 /// Failpoints of `autoloader reset`, in the order it reaches them (`tests/it/reset.rs`).
 pub const RESET_NAMES: &[&str] = &[
     "reset-after-lock",

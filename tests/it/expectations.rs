@@ -473,3 +473,73 @@ expect = [
         "ids 61..80 all fail early"
     );
 }
+
+/// Every input row of `all` is in exactly one of the table, the quarantine and the
+/// dropped count of the table's commits, as worked out from the input.
+fn assert_each_row_once(s: &Scratch, all: &[Row], context: &str) {
+    let e = expected(all);
+    assert_eq!(ids(&s.table()), e.landed, "{context}: the table");
+    assert_eq!(ids(&quarantine_of(&s.table())), e.quarantined, "{context}: the quarantine");
+    let infos = commit_infos(&s.table());
+    let dropped: u64 = infos.iter().map(|i| i["droppedRows"].as_u64().unwrap()).sum();
+    assert_eq!(dropped, e.dropped.len() as u64, "{context}: the dropped count");
+    assert_eq!(rule_counts(&infos), expected_counts(all), "{context}: the counts");
+}
+
+fn land_four(s: &Scratch) -> Vec<Row> {
+    let mut all = Vec::new();
+    for i in 0..4u64 {
+        let part = rows(1 + i * 50, 50);
+        s.land(&format!("f{i}.json"), jsonl(&part));
+        all.extend(part);
+    }
+    all
+}
+
+/// A flow with a quarantine killed (SIGKILL) at every step of its batches, including
+/// between the quarantine's commit and the batch's own, and at both Delta commits of a
+/// batch (the quarantine's is the first): the rerun leaves each row in exactly one place.
+#[test]
+fn a_quarantining_flow_killed_at_every_step_puts_each_row_in_one_place() {
+    use std::os::unix::process::ExitStatusExt;
+    let points = autoloader::testing::failpoint::NAMES
+        .iter()
+        .copied()
+        .filter(|n| *n != "after-schema-evolve")
+        .chain([autoloader::testing::failpoint::QUARANTINE_COMMITTED]);
+    for name in points {
+        // Two batches; each commits to the quarantine, then to the table.
+        let hits: &[u32] = match name {
+            "before-delta-commit" | "after-delta-commit" => &[1, 2, 3, 4],
+            "after-schema-write" => &[1],
+            _ => &[1, 2],
+        };
+        for &nth in hits {
+            let s = Scratch::new();
+            let all = land_four(&s);
+            let args = ingest(&s, "json", &["-o", "cloudFiles.maxFilesPerTrigger=2"]);
+            let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@{nth}"))]);
+            let context = format!("{name}@{nth}");
+            assert_eq!(crashed.status.signal(), Some(9), "{context}: {}", stderr(&crashed));
+            common::ok(&run(&args, &[]));
+            assert_each_row_once(&s, &all, &context);
+        }
+    }
+}
+
+/// Killed at pseudo-random moments until a run completes: each row in one place.
+#[test]
+fn random_sigkills_of_a_quarantining_flow_put_each_row_in_one_place() {
+    let s = Scratch::new();
+    let mut all = Vec::new();
+    for i in 0..12u64 {
+        let part = rows(1 + i * 2000, 2000);
+        s.land(&format!("f{i:02}.json"), jsonl(&part));
+        all.extend(part);
+    }
+    let args = ingest(&s, "json", &["-o", "cloudFiles.maxFilesPerTrigger=2", "-q"]);
+    let kills = common::sigkill_until_done(&args, |_| {});
+    assert!(kills > 0, "no run was ever killed: the test proved nothing");
+    common::ok(&run(&args, &[]));
+    assert_each_row_once(&s, &all, &format!("after {kills} kills"));
+}
