@@ -543,3 +543,98 @@ fn random_sigkills_of_a_quarantining_flow_put_each_row_in_one_place() {
     common::ok(&run(&args, &[]));
     assert_each_row_once(&s, &all, &format!("after {kills} kills"));
 }
+
+/// A Delta table as the source (bronze → silver in one config): the silver stream's
+/// rules judge the bronze rows; the bronze table keeps them all.
+#[test]
+fn rules_on_a_stream_reading_a_delta_table() {
+    let s = Scratch::new();
+    let all = rows(1, 90);
+    s.land("a.json", jsonl(&all));
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "bronze"
+source = "landing"
+table = "bronze"
+[stream.options]
+"cloudFiles.format" = "json"
+"cloudFiles.inferColumnTypes" = true
+
+[[stream]]
+name = "silver"
+source = "bronze"
+table = "silver"
+expect = [
+  "CONSTRAINT positive EXPECT (amount > 0) ON VIOLATION DROP ROW",
+  "CONSTRAINT small EXPECT (amount < 60) ON VIOLATION QUARANTINE ROW",
+  "CONSTRAINT early EXPECT (id < 50)",
+]
+"#,
+    )
+    .unwrap();
+    common::ok(&run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    ));
+    let e = expected(&all);
+    assert_eq!(ids(&s.dir.path().join("bronze")).len(), 90);
+    let silver = s.dir.path().join("silver");
+    assert_eq!(ids(&silver), e.landed);
+    assert_eq!(
+        ids(&silver.join("_autoloader/silver/quarantine")),
+        e.quarantined
+    );
+    assert_eq!(rule_counts(&commit_infos(&silver)), expected_counts(&all));
+}
+
+/// APPLY CHANGES with rules: they judge the change records before they are applied, so
+/// a dropped or quarantined record never changes the target; a quarantined delete is a
+/// delete not applied (the row stays as its last applied change left it).
+#[test]
+fn rules_on_a_cdc_flow_judge_change_records_before_they_apply() {
+    let s = Scratch::new();
+    let mut records: Vec<&str> = crate::cdc::RECORDS.to_vec();
+    // An unknown operation (dropped) and an insert without a name (quarantined).
+    records.push(r#"{"userId": 127, "name": "Zoe", "city": "Leon", "operation": "UPSERT", "sequenceNum": 3}"#);
+    records.push(r#"{"userId": 128, "name": null, "city": "Puebla", "operation": "INSERT", "sequenceNum": 3}"#);
+    s.land("changes.json", records.join("\n") + "\n");
+    let mut args = crate::cdc::ingest_args(&s, &crate::cdc::cdc_options(false), &[]);
+    args.extend(
+        [
+            "--expect-or-drop",
+            "known_operation=operation IN ('INSERT', 'UPDATE', 'DELETE')",
+            "--expect-or-quarantine",
+            "has_name=name IS NOT NULL OR operation = 'DELETE'",
+            "--expect-or-quarantine",
+            "keep_123=NOT (operation = 'DELETE' AND userId = 123)",
+        ]
+        .map(String::from),
+    );
+    common::ok(&run(&args, &[]));
+    let batches = read_table(&s.table());
+    let users = common::column_strings(&batches, "userId");
+    let cities = common::column_strings(&batches, "city");
+    let mut table: Vec<String> = users
+        .iter()
+        .zip(&cities)
+        .map(|(u, c)| format!("{u} {c}"))
+        .collect();
+    table.sort();
+    // Databricks' example, less the delete of 123: it keeps its update of sequence 5.
+    assert_eq!(
+        table,
+        ["123 Chihuahua", "124 Oaxaca", "125 Guadalajara", "126 Cancun"]
+    );
+    let quarantine = read_table(&quarantine_of(&s.table()));
+    let mut quarantined = common::column_strings(&quarantine, "userId");
+    quarantined.sort();
+    assert_eq!(quarantined, ["123", "128"]);
+    let ops = common::column_strings(&quarantine, "operation");
+    assert!(ops.contains(&"DELETE".to_string()), "{ops:?}");
+    let infos = commit_infos(&s.table());
+    assert_eq!(infos[0]["droppedRows"], 1);
+    assert_eq!(infos[0]["quarantinedRows"], 2);
+}
