@@ -404,3 +404,96 @@ fn a_webhook_that_is_down_does_not_hold_the_exit_and_its_alerts_go_out_next_run(
     assert_eq!(alerts[0]["event"]["type"], "rescued_data_seen");
     assert!(!pending.exists(), "nothing is left to send");
 }
+
+/// Expectations in a watcher: the Prometheus counters per rule and outcome, and an alert
+/// for the rule whose failure share passes `--alert-expectation-share` (not for the one
+/// below it).
+#[test]
+fn expectation_counters_and_an_alert_past_the_share() {
+    let s = Scratch::new();
+    let (hook, received) = webhook_server();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_autoloader"))
+        .args([
+            "ingest",
+            s.landing().to_str().unwrap(),
+            s.table().to_str().unwrap(),
+        ])
+        .args(["--poll-interval", "0.5", "--alert-webhook", &hook])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--alert-expectation-share",
+            "0.3",
+        ])
+        .args(["--expect-or-drop", "positive=amount > 0"])
+        .args(["--expect-or-quarantine", "small=amount < 100"])
+        .args([
+            "-o",
+            "cloudFiles.inferColumnTypes=true",
+            "-o",
+            "cloudFiles.format=json",
+        ])
+        .env("RUST_LOG", "autoloader=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let log_sink = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let mut l = log_sink.lock().unwrap();
+            l.push_str(&line.unwrap_or_default());
+            l.push('\n');
+        }
+    });
+    wait_until("the metrics address", WAIT, || {
+        log.lock().unwrap().contains("Serving metrics")
+    });
+    let metrics_addr = {
+        let l = log.lock().unwrap();
+        let at = l.find("addr=").unwrap() + 5;
+        l[at..].split_whitespace().next().unwrap().to_string()
+    };
+    // 10 rows: 5 fail `positive` (50%, past 0.3), 2 fail `small` (20%, below it).
+    let lines: String = (1..=10)
+        .map(|i| {
+            let amount = match i {
+                1..=5 => -i,
+                6 | 7 => 500,
+                _ => i,
+            };
+            format!("{{\"id\": {i}, \"amount\": {amount}}}\n")
+        })
+        .collect();
+    let tmp = s.landing().join(".a.json.tmp");
+    std::fs::write(&tmp, lines).unwrap();
+    std::fs::rename(&tmp, s.landing().join("a.json")).unwrap();
+    wait_until("the batch", WAIT, || {
+        s.table().join("_delta_log").exists() && common::row_count(&read_table(&s.table())) == 3
+    });
+    wait_until("the alert", WAIT, || !received.lock().unwrap().is_empty());
+    // A fixed sleep: it proves an absence (no alert for `small`), which nothing signals.
+    std::thread::sleep(Duration::from_millis(700));
+    let metrics = http_get(&metrics_addr, "/metrics");
+    let _ = child.kill();
+    let _ = child.wait();
+    for (rule, outcome, n) in [
+        ("positive", "passed", 5),
+        ("positive", "failed", 5),
+        ("positive", "dropped", 5),
+        ("small", "failed", 2),
+        ("small", "quarantined", 2),
+        ("small", "dropped", 0),
+    ] {
+        let series = format!(
+            "autoloader_expectation_records_total{{stream=\"table\",expectation=\"{rule}\",outcome=\"{outcome}\"}} {n}"
+        );
+        assert!(metrics.contains(&series), "{series} in:\n{metrics}");
+    }
+    let alerts = received.lock().unwrap();
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    let text = alerts[0]["text"].as_str().unwrap();
+    assert!(text.contains("positive failed 5 of 10"), "{text}");
+}

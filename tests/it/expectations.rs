@@ -479,11 +479,26 @@ expect = [
 fn assert_each_row_once(s: &Scratch, all: &[Row], context: &str) {
     let e = expected(all);
     assert_eq!(ids(&s.table()), e.landed, "{context}: the table");
-    assert_eq!(ids(&quarantine_of(&s.table())), e.quarantined, "{context}: the quarantine");
+    assert_eq!(
+        ids(&quarantine_of(&s.table())),
+        e.quarantined,
+        "{context}: the quarantine"
+    );
     let infos = commit_infos(&s.table());
-    let dropped: u64 = infos.iter().map(|i| i["droppedRows"].as_u64().unwrap()).sum();
-    assert_eq!(dropped, e.dropped.len() as u64, "{context}: the dropped count");
-    assert_eq!(rule_counts(&infos), expected_counts(all), "{context}: the counts");
+    let dropped: u64 = infos
+        .iter()
+        .map(|i| i["droppedRows"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        dropped,
+        e.dropped.len() as u64,
+        "{context}: the dropped count"
+    );
+    assert_eq!(
+        rule_counts(&infos),
+        expected_counts(all),
+        "{context}: the counts"
+    );
 }
 
 fn land_four(s: &Scratch) -> Vec<Row> {
@@ -520,7 +535,12 @@ fn a_quarantining_flow_killed_at_every_step_puts_each_row_in_one_place() {
             let args = ingest(&s, "json", &["-o", "cloudFiles.maxFilesPerTrigger=2"]);
             let crashed = run(&args, &[("AUTOLOADER_FAILPOINT", &format!("{name}@{nth}"))]);
             let context = format!("{name}@{nth}");
-            assert_eq!(crashed.status.signal(), Some(9), "{context}: {}", stderr(&crashed));
+            assert_eq!(
+                crashed.status.signal(),
+                Some(9),
+                "{context}: {}",
+                stderr(&crashed)
+            );
             common::ok(&run(&args, &[]));
             assert_each_row_once(&s, &all, &context);
         }
@@ -626,7 +646,12 @@ fn rules_on_a_cdc_flow_judge_change_records_before_they_apply() {
     // Databricks' example, less the delete of 123: it keeps its update of sequence 5.
     assert_eq!(
         table,
-        ["123 Chihuahua", "124 Oaxaca", "125 Guadalajara", "126 Cancun"]
+        [
+            "123 Chihuahua",
+            "124 Oaxaca",
+            "125 Guadalajara",
+            "126 Cancun"
+        ]
     );
     let quarantine = read_table(&quarantine_of(&s.table()));
     let mut quarantined = common::column_strings(&quarantine, "userId");
