@@ -314,6 +314,11 @@ pub struct EventFields {
     /// flow_definition_changed: each changed setting, its recorded and given value
     /// (`null`: not set) and its class (`onChange`).
     pub changes: Vec<Value>,
+    /// data_quality: Lakeflow's `flow_progress.data_quality` shape: `dropped_records`,
+    /// `quarantined_records`, and `expectations`, a list of `name`, `dataset`,
+    /// `passed_records`, `failed_records`, `dropped_records`, `quarantined_records`.
+    #[serde(rename = "data_quality")]
+    pub data_quality: Option<Map<String, Value>>,
 }
 
 /// `files`: a count of files, or their URIs.
