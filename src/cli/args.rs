@@ -356,6 +356,20 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What a table's expectations did: per day and rule, rows checked, failed, dropped
+    /// and quarantined, with an example file (from the counts in its commits).
+    Quality {
+        /// The Delta table: a local directory or s3://BUCKET/PATH.
+        #[arg(value_parser = location)]
+        table: Location,
+        /// Only batches committed at or after this time (2026-03-15T00:00:00Z) or this
+        /// long ago: a number and a unit, s, m, h, d or w (90m, 24h, 7d, 2w).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Drift report from a table's rescued-data column: per day and per rescued key.
     Drift {
         /// The Delta table: a local directory or s3://BUCKET/PATH.

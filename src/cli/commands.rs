@@ -21,8 +21,8 @@ use super::args::{
 };
 use super::render::{
     StreamReport, TerminalProgress, describe_settings, files, human_bytes, list_streams, plural,
-    print_drift, print_dry_run, print_json, print_reset_plan, print_review, print_status,
-    print_table, summary_line,
+    print_drift, print_dry_run, print_json, print_quality, print_reset_plan, print_review,
+    print_status, print_table, summary_line,
 };
 use crate::{EXIT_INTERRUPTED, error_text, runtime};
 
@@ -58,6 +58,16 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
         } => events(which, &types, since.as_deref(), json, state),
         Command::Status { which, json } => status(which, json, state),
         Command::Schema { command } => schema(command, state),
+        Command::Quality { table, since, json } => {
+            let since = parse_since(since.as_deref())?;
+            let report = runtime()?.block_on(reports::quality(&table, state, since))?;
+            if json {
+                print_json(&report, true);
+            } else {
+                print_quality(&report);
+            }
+            Ok(())
+        }
         Command::Drift { table, since, json } => {
             let since = parse_since(since.as_deref())?;
             let report = runtime()?.block_on(reports::drift(&table, state, since))?;

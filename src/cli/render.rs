@@ -281,6 +281,29 @@ pub(crate) fn print_drift(r: &reports::DriftReport) {
     }
 }
 
+pub(crate) fn print_quality(r: &reports::QualityReport) {
+    if r.days.is_empty() {
+        println!("(no expectations in this table's commits)");
+        return;
+    }
+    println!(
+        "{:<12} {:<24} {:>10} {:>10} {:>10} {:>12}  example file",
+        "day", "expectation", "checked", "failed", "dropped", "quarantined"
+    );
+    for d in &r.days {
+        println!(
+            "{:<12} {:<24} {:>10} {:>10} {:>10} {:>12}  {}",
+            d.day,
+            d.expectation,
+            d.checked,
+            d.failed,
+            d.dropped,
+            d.quarantined,
+            d.example_file.as_deref().unwrap_or("")
+        );
+    }
+}
+
 /// One stream's outcome as `--json` prints it: its name, `"status"`, and the summary's
 /// figures or the error with its exit code.
 #[derive(serde::Serialize)]

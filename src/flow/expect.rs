@@ -312,6 +312,9 @@ pub struct ExpectationCounts {
     pub failed: u64,
     pub dropped: u64,
     pub quarantined: u64,
+    /// The first file in which the rule failed a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example_file: Option<String>,
 }
 
 impl Tally {
@@ -330,6 +333,7 @@ impl Tally {
                 failed: r.failed,
                 dropped: r.dropped,
                 quarantined: r.quarantined,
+                example_file: None,
             })
             .collect()
     }
@@ -344,6 +348,9 @@ pub fn add_counts(into: &mut Vec<ExpectationCounts>, more: &[ExpectationCounts])
                 c.failed += m.failed;
                 c.dropped += m.dropped;
                 c.quarantined += m.quarantined;
+                if c.example_file.is_none() {
+                    c.example_file.clone_from(&m.example_file);
+                }
             }
             None => into.push(m.clone()),
         }

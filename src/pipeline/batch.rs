@@ -3,7 +3,9 @@
 
 use crate::flow::expect::{ExpectationCounts, Tally};
 use crate::pipeline::quarantine::{QuarantineTable, Stamp};
-use crate::pipeline::read::{QuarantineTo, ReadOutcome, Written, read_files, source_file};
+use crate::pipeline::read::{
+    QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_file,
+};
 use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::infer::{infer_parallel, skippable};
 use crate::pipeline::schema::one_pass::settle_first_version;
@@ -76,7 +78,7 @@ pub(crate) async fn execute_counted(
     plan: &Plan,
     rerun: Option<u32>,
     summary: &mut Summary,
-    mut quarantine: Option<&mut QuarantineTable>,
+    quarantine: Option<&mut QuarantineTable>,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
     let partition_columns: Vec<String> =
@@ -134,9 +136,11 @@ pub(crate) async fn execute_counted(
             &attempt.files,
             &attempt.skip,
             sink,
-            attempt.stop_at_new_fields,
-            observe,
-            quarantine_to,
+            ReadMode {
+                stop_at_new_fields: attempt.stop_at_new_fields,
+                observe_types: observe,
+                quarantine: quarantine_to,
+            },
         )
         .await?;
         let stands = match state.one_pass.take() {
@@ -196,7 +200,13 @@ pub(crate) async fn execute_counted(
     let rows: u64 = stats.iter().map(|s| s.rows).sum::<u64>() - filtered_rows - quality.left_out();
     let rescued_rows: u64 =
         stats.iter().map(|s| s.rescued_rows).sum::<u64>() - filtered_rescued - quality.rescued_rows;
-    let expectations = quality.named(ctx.req.flow.expectations.iter().map(|e| e.name.as_str()));
+    let mut expectations = quality.named(ctx.req.flow.expectations.iter().map(|e| e.name.as_str()));
+    for (i, counts) in expectations.iter_mut().enumerate() {
+        counts.example_file = stats
+            .iter()
+            .position(|s| s.quality.rules.get(i).is_some_and(|r| r.failed > 0))
+            .map(|f| attempt.files[f].meta.path.clone());
+    }
     if filtered_rescued > 0 {
         warn!(
             batch = plan.batch,
@@ -263,7 +273,7 @@ pub(crate) async fn execute_counted(
     if let Some((q_writer, q_schema)) = quarantined {
         // Before the batch's own commit, under the same txn: a replay finds it and does
         // not quarantine the rows twice.
-        let Some(table) = quarantine.as_deref_mut() else {
+        let Some(table) = quarantine else {
             writers.abort();
             return Err(IngestError::Internal(
                 "quarantined rows and no quarantine table".into(),

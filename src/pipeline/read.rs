@@ -61,6 +61,14 @@ impl Written {
     }
 }
 
+/// How a read goes: whether it stops at new fields (see [`read_files`]), whether it
+/// observes the records' types (one-pass inference), and where quarantined rows go.
+pub(crate) struct ReadMode<'a> {
+    pub stop_at_new_fields: bool,
+    pub observe_types: bool,
+    pub quarantine: Option<QuarantineTo<'a>>,
+}
+
 /// Where a read's quarantined rows go.
 pub(crate) struct QuarantineTo<'a> {
     pub table: &'a QuarantineTable,
@@ -122,10 +130,13 @@ pub(crate) async fn read_files(
     files: &[SourceFile],
     skip: &[bool],
     sink: &dyn Target,
-    stop_at_new_fields: bool,
-    observe_types: bool,
-    quarantine_to: Option<QuarantineTo<'_>>,
+    mode: ReadMode<'_>,
 ) -> Result<(Written, ReadOutcome), IngestError> {
+    let ReadMode {
+        stop_at_new_fields,
+        observe_types,
+        quarantine: quarantine_to,
+    } = mode;
     let workers = worker_count(files.len());
     let bytes: u64 = files
         .iter()
@@ -226,17 +237,19 @@ pub(crate) async fn read_files(
                             filtered.rescued_rows += applied.filtered.rescued_rows;
                             quality.add(&applied.quality);
                             if let Some(q) = applied.quarantine {
-                                let sent = match stamp {
+                                let rows = match stamp {
                                     Some(stamp) => quarantine::rows(q, &file_uri, first, stamp)
-                                        .map_err(|e| IngestError::Internal(e.to_string()))
-                                        .map(|rows| tx.blocking_send(Msg::Quarantine(rows))),
+                                        .map_err(|e| IngestError::Internal(e.to_string())),
                                     None => Err(IngestError::Internal(
                                         "rows to quarantine and no quarantine table".into(),
                                     )),
                                 };
-                                match sent {
-                                    Ok(Ok(())) => {}
-                                    Ok(Err(_)) => return false,
+                                match rows {
+                                    Ok(rows) => {
+                                        if tx.blocking_send(Msg::Quarantine(rows)).is_err() {
+                                            return false;
+                                        }
+                                    }
                                     Err(e) => {
                                         flow_error = Some(e);
                                         return false;

@@ -1,11 +1,12 @@
 //! Reports for people on call: schema history, diffs and versions as DDL, drift from the
-//! table's rescued-data column, a stream's status and events. Each takes a table (local or
+//! table's rescued-data column, what its expectations did (`quality`), a stream's status and events. Each takes a table (local or
 //! S3) and finds its streams' checkpoints under it, or a checkpoint named as such.
 
 mod drift;
 mod error;
 mod events;
 mod find;
+mod quality;
 mod schema;
 mod since;
 mod status;
@@ -14,6 +15,7 @@ pub use drift::*;
 pub use error::*;
 pub use events::*;
 pub use find::*;
+pub use quality::*;
 pub use schema::*;
 pub use since::*;
 pub use status::*;

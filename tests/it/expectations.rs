@@ -170,7 +170,7 @@ fn expected_counts(rows: &[Row]) -> Vec<(String, [u64; 4])> {
     // A row of `positive` that `small` also failed went to the quarantine.
     let positive_quarantined = rows
         .iter()
-        .filter(|r| !r.amount.is_some_and(|a| a > 0) && !r.amount.is_some_and(|a| a < 60))
+        .filter(|r| r.amount.is_none_or(|a| a <= 0) && r.amount.is_none_or(|a| a >= 60))
         .count() as u64;
     let mut out = vec![
         ("early".to_string(), [n - e.failed[2], e.failed[2], 0, 0]),
@@ -248,7 +248,7 @@ fn each_action_on_json_and_csv_lands_drops_quarantines_and_counts() {
             let id: u64 = id_col[i].parse().unwrap();
             let row = all.iter().find(|r| r.id == id).unwrap();
             let mut names = vec!["small"];
-            if !row.amount.is_some_and(|a| a > 0) {
+            if row.amount.is_none_or(|a| a <= 0) {
                 names.insert(0, "positive");
             }
             if id >= 50 {
@@ -268,6 +268,46 @@ fn each_action_on_json_and_csv_lands_drops_quarantines_and_counts() {
             assert_eq!(record[i], (id - from + 1).to_string(), "{format} id {id}");
             assert_eq!(batch[i], if id <= 120 { "0" } else { "1" });
         }
+
+        // `quality`: per day and rule, what the commits hold (one day: the test's).
+        let out = run(
+            &[
+                "quality".into(),
+                s.table().display().to_string(),
+                "--json".into(),
+            ],
+            &[],
+        );
+        let report: serde_json::Value = serde_json::from_str(&common::ok(&out)).unwrap();
+        let days = report["days"].as_array().unwrap();
+        for (name, [passed, failed, dropped, quarantined]) in expected_counts(&all) {
+            let d = days
+                .iter()
+                .find(|d| d["expectation"] == name.as_str())
+                .unwrap();
+            assert_eq!(d["checked"], passed + failed, "{format} {name}");
+            assert_eq!(
+                [&d["failed"], &d["dropped"], &d["quarantined"]],
+                [failed, dropped, quarantined]
+                    .map(serde_json::Value::from)
+                    .each_ref(),
+                "{format} {name}"
+            );
+            assert!(
+                d["exampleFile"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!(".{format}"))
+            );
+        }
+        let text = common::ok(&run(
+            &["quality".into(), s.table().display().to_string()],
+            &[],
+        ));
+        assert!(
+            text.contains("expectation") && text.contains("small"),
+            "{text}"
+        );
 
         // Lakeflow's shape, in the event log, per batch.
         let events = common::events_of(&s.table().join("_autoloader"), "data_quality");
