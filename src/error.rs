@@ -59,6 +59,9 @@ pub enum Error {
     /// `optimize` and `vacuum`.
     #[error(transparent)]
     Maintenance(#[from] crate::table::optimize::MaintenanceError),
+    /// `quarantine replay`.
+    #[error(transparent)]
+    Replay(#[from] crate::table::replay::ReplayError),
     /// An I/O failure outside any stream (the async runtime, the metrics listener).
     #[error("{what}: {source}")]
     Io {
@@ -97,6 +100,11 @@ impl Error {
             Error::StreamsFailed { class, .. } => *class,
             Error::Maintenance(e) if e.is_usage() => ErrorClass::Usage,
             Error::Maintenance(_) => ErrorClass::Failed,
+            Error::Replay(crate::table::replay::ReplayError::Checkpoint(e)) => e.class(),
+            Error::Replay(crate::table::replay::ReplayError::Table(e)) if e.is_usage() => {
+                ErrorClass::Usage
+            }
+            Error::Replay(_) => ErrorClass::Failed,
             Error::Io { .. } => ErrorClass::Failed,
         }
     }

@@ -273,6 +273,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+    /// A stream's quarantine table: rows a `quarantine` expectation kept out.
+    Quarantine {
+        #[command(subcommand)]
+        command: QuarantineCommand,
+    },
     /// A Delta table's properties, schema, version and flows; set its properties.
     Table {
         #[command(subcommand)]
@@ -515,6 +520,20 @@ pub(crate) enum TableCommand {
         /// KEY=VALUE, repeatable: pipelines.reset.allowed=false
         #[arg(required = true, value_name = "KEY=VALUE")]
         properties: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum QuarantineCommand {
+    /// Puts the quarantined rows back through the flow's rules (as its checkpoint
+    /// records them) and lands those that pass, exactly once; rows that fail only a
+    /// drop rule are dropped, the rest stay. Run it while the stream is stopped.
+    Replay {
+        #[command(flatten)]
+        which: StreamChoice,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -17,7 +17,8 @@ use autoloader::telemetry::metrics::Registry;
 use autoloader::{Error, ErrorClass, Location};
 
 use super::args::{
-    Cli, Command, IngestArgs, Reporting, RunArgs, SchemaCommand, StreamChoice, TableCommand,
+    Cli, Command, IngestArgs, QuarantineCommand, Reporting, RunArgs, SchemaCommand, StreamChoice,
+    TableCommand,
 };
 use super::render::{
     StreamReport, TerminalProgress, describe_settings, files, human_bytes, list_streams, plural,
@@ -58,6 +59,9 @@ pub(crate) fn run(cli: Cli, state: &StorageSettings) -> Result<(), Error> {
         } => events(which, &types, since.as_deref(), json, state),
         Command::Status { which, json } => status(which, json, state),
         Command::Schema { command } => schema(command, state),
+        Command::Quarantine {
+            command: QuarantineCommand::Replay { which, json },
+        } => replay(which, json, state),
         Command::Quality { table, since, json } => {
             let since = parse_since(since.as_deref())?;
             let report = runtime()?.block_on(reports::quality(&table, state, since))?;
@@ -208,6 +212,41 @@ fn events(
 }
 
 /// `status`: where each stream of a table stands.
+/// `quarantine replay`: the one stream's quarantine, back through its rules.
+fn replay(which: StreamChoice, json: bool, state: &StorageSettings) -> Result<(), Error> {
+    let found = reports::checkpoints(
+        which.table.as_ref(),
+        which.checkpoint.as_ref(),
+        which.stream.as_deref(),
+        state,
+    )?;
+    let target = which
+        .table
+        .as_ref()
+        .or(which.checkpoint.as_ref())
+        .expect("clap requires one");
+    let one = reports::only_one(target, found)?;
+    let summary = runtime()?.block_on(autoloader::table::replay::replay(&one.location, state))?;
+    if json {
+        print_json(&summary, false);
+    } else {
+        if let Some(n) = summary.finished_earlier {
+            println!("finished replay {n}, which had landed its rows before it was stopped");
+        }
+        match summary.replay {
+            Some(n) => println!(
+                "replay {n}: {} rows landed, {} dropped, {} still failing (left in the quarantine)",
+                summary.landed, summary.dropped, summary.still_failing
+            ),
+            None => println!(
+                "nothing to replay: {} rows still failing (left in the quarantine)",
+                summary.still_failing
+            ),
+        }
+    }
+    Ok(())
+}
+
 fn status(which: StreamChoice, json: bool, state: &StorageSettings) -> Result<(), Error> {
     let StreamChoice {
         table,

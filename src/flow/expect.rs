@@ -183,6 +183,16 @@ impl Expectation {
     pub fn definition_value(&self) -> String {
         format!("{}: {}", self.on_violation.name(), self.check.text())
     }
+
+    /// A rule from its name and its recorded [`Expectation::definition_value`].
+    pub fn from_definition(name: &str, value: &str) -> Result<Expectation, ExpectationError> {
+        let (action, check) = value
+            .split_once(": ")
+            .ok_or_else(|| invalid(name, format!("\"{value}\" is not \"action: check\"")))?;
+        let action = OnViolation::parse(action)
+            .ok_or_else(|| invalid(name, format!("unknown action \"{action}\"")))?;
+        Expectation::new(name, check, action)
+    }
 }
 
 /// Whether `text` starts with `word` (any case) followed by a space or its end.

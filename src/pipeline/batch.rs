@@ -2,7 +2,6 @@
 //! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
 
 use crate::flow::expect::{ExpectationCounts, Tally};
-use crate::pipeline::quarantine::{QuarantineTable, Stamp};
 use crate::pipeline::read::{
     QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_file,
 };
@@ -12,6 +11,7 @@ use crate::pipeline::schema::one_pass::settle_first_version;
 use crate::pipeline::schema::{ActiveSchema, OnePassInference, trailing_columns};
 use crate::pipeline::shared_table::align_to_current_table;
 use crate::pipeline::{DecodeError, IngestError, RELOAD_EVERY_VERSIONS, Summary};
+use crate::target::quarantine::{QuarantineTable, Stamp};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;

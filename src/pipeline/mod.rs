@@ -20,7 +20,6 @@ mod own_output;
 mod plan;
 mod pool;
 mod precheck;
-pub mod quarantine;
 mod read;
 mod request;
 mod run_context;

@@ -151,7 +151,7 @@ pub struct IngestRequest {
     /// (`checkpoint/claims.rs`). `None`: the stream's only process.
     pub worker: Option<crate::checkpoint::claims::Worker>,
     /// Where rows a `quarantine` expectation keeps out go (default: beside the
-    /// checkpoint, `pipeline::quarantine::default_location`).
+    /// checkpoint, `target::quarantine::default_location`).
     pub quarantine_table: Option<Location>,
 }
 
@@ -173,7 +173,7 @@ impl IngestRequest {
         quarantines.then(|| {
             self.quarantine_table
                 .clone()
-                .unwrap_or_else(|| super::quarantine::default_location(&self.checkpoint))
+                .unwrap_or_else(|| crate::target::quarantine::default_location(&self.checkpoint))
         })
     }
 

@@ -73,7 +73,7 @@ pub struct StreamRun<'a> {
     /// Whether the checkpoint holds the flow's definition (else the first plan records it).
     definition_recorded: bool,
     /// Where rows a `quarantine` expectation keeps out land (when a rule quarantines).
-    quarantine: Option<super::quarantine::QuarantineTable>,
+    quarantine: Option<crate::target::quarantine::QuarantineTable>,
 }
 
 /// Competing workers share the stream's `_schemas`: a version another worker wrote since
@@ -440,7 +440,9 @@ impl<'a> StreamRun<'a> {
         let commits = checkpoint.commits()?;
         let files_ingested = checkpoint.seen_files()?.len();
         let quarantine = match req.quarantine_location() {
-            Some(at) => Some(super::quarantine::QuarantineTable::open(&at, &req.storage).await?),
+            Some(at) => {
+                Some(crate::target::quarantine::QuarantineTable::open(&at, &req.storage).await?)
+            }
             None => None,
         };
         telemetry.live.update(|l| {

@@ -567,7 +567,7 @@ impl CdcTarget {
             .unwrap_or_default();
         bounds.sort_unstable();
         let prunable = !bounds.is_empty() || touched.is_empty();
-        let candidate = |stats: Option<&serde_json::Value>| -> bool {
+        let candidate = |_path: &str, stats: Option<&serde_json::Value>| -> bool {
             if !prunable {
                 return true;
             }

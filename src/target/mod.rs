@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 
 pub mod cdc;
 pub mod delta;
+pub mod quarantine;
 pub mod rewrite;
 
 pub use cdc::CdcTarget;

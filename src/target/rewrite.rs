@@ -38,9 +38,10 @@ const READ_BATCH_ROWS: usize = 8192;
 /// Chooses rows of a batch read with (at least) the selecting columns.
 pub type Selector = dyn Fn(&RecordBatch) -> Result<Vec<bool>, String> + Send + Sync;
 
-/// Whether a file may hold a selected row, from its add action's statistics (the JSON
-/// `stats`, absent when the writer kept none): `false` leaves it unread.
-pub type Candidate<'a> = dyn Fn(Option<&serde_json::Value>) -> bool + Sync + 'a;
+/// Whether a file may hold a selected row, from its path in the table and its add
+/// action's statistics (the JSON `stats`, absent when the writer kept none): `false`
+/// leaves it unread.
+pub type Candidate<'a> = dyn Fn(&str, Option<&serde_json::Value>) -> bool + Sync + 'a;
 
 /// What was taken out of the table.
 #[derive(Default)]
@@ -145,7 +146,7 @@ pub async fn take_rows(
         let stats = f
             .stats()
             .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
-        if !candidate(stats.as_ref()) {
+        if !candidate(&f.path(), stats.as_ref()) {
             continue;
         }
         let rows = f.num_records().unwrap_or(REWRITE_ROWS);

@@ -703,3 +703,131 @@ fn rules_on_a_cdc_flow_judge_change_records_before_they_apply() {
     assert_eq!(infos[0]["droppedRows"], 1);
     assert_eq!(infos[0]["quarantinedRows"], 2);
 }
+
+/// Runs `python3 -c CODE` (deltalake installed by .ci/run) and asserts it succeeded.
+fn python(code: &str) {
+    let out = std::process::Command::new("python3")
+        .args(["-c", code])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn replay(s: &Scratch, env: &[(&str, &str)]) -> Output {
+    run(
+        &[
+            "quarantine".into(),
+            "replay".into(),
+            s.table().display().to_string(),
+            "--json".into(),
+        ],
+        env,
+    )
+}
+
+/// `quarantine replay`: rows fixed in the quarantine table (an UPDATE by another writer)
+/// land once; a row fixed to fail only the drop rule is dropped; the others stay; a second
+/// replay lands nothing. A rule relaxed on a later run of the stream lets the rest land.
+#[test]
+fn a_replay_lands_fixed_rows_once() {
+    let s = Scratch::new();
+    let all = rows(1, 60);
+    s.land("a.json", jsonl(&all));
+    let args = ingest(&s, "json", &[]);
+    common::ok(&run(&args, &[]));
+    let e = expected(&all);
+    let quarantine = quarantine_of(&s.table());
+    let q: Vec<u64> = e.quarantined.iter().copied().collect();
+    assert!(q.len() >= 4, "{q:?}");
+    // Two rows fixed, one fixed into a negative amount (the drop rule's), one left.
+    python(&format!(
+        "from deltalake import DeltaTable\nimport os\nt = DeltaTable('{q}')\n\
+         t.update({{'amount': '10'}}, predicate='id IN ({a}, {b})')\n\
+         t.update({{'amount': '-1'}}, predicate='id = {c}')\nos._exit(0)",
+        q = quarantine.display(),
+        a = q[0],
+        b = q[1],
+        c = q[2],
+    ));
+    let out: serde_json::Value = serde_json::from_str(&common::ok(&replay(&s, &[]))).unwrap();
+    assert_eq!(out["replay"], 0, "{out}");
+    assert_eq!(out["landed"], 2);
+    assert_eq!(out["dropped"], 1);
+    assert_eq!(out["stillFailing"], q.len() as u64 - 3);
+    let mut landed = e.landed.clone();
+    landed.extend([q[0], q[1]]);
+    assert_eq!(ids(&s.table()), landed);
+    let left: BTreeSet<u64> = q[3..].iter().copied().collect();
+    assert_eq!(ids(&quarantine), left);
+
+    let again: serde_json::Value = serde_json::from_str(&common::ok(&replay(&s, &[]))).unwrap();
+    assert_eq!(again["replay"], serde_json::Value::Null, "{again}");
+    assert_eq!(ids(&s.table()), landed, "a second replay lands nothing");
+
+    // The stream, run again with the quarantine rule relaxed: the replay takes the rule
+    // as the checkpoint now records it.
+    let relaxed: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("small=amount < 60", "small=amount < 1000"))
+        .collect();
+    common::ok(&run(&relaxed, &[]));
+    let last: serde_json::Value = serde_json::from_str(&common::ok(&replay(&s, &[]))).unwrap();
+    assert_eq!(last["replay"], 1, "{last}");
+    // Those with a null amount fail the relaxed rule too (NULL fails a check): they stay.
+    let nulls: BTreeSet<u64> = left
+        .iter()
+        .copied()
+        .filter(|id| all[(*id - 1) as usize].amount.is_none())
+        .collect();
+    assert!(!nulls.is_empty() && nulls.len() < left.len(), "{left:?}");
+    assert_eq!(last["dropped"], 0);
+    assert_eq!(last["landed"], (left.len() - nulls.len()) as u64);
+    assert_eq!(ids(&quarantine), nulls);
+    landed.extend(left.difference(&nulls));
+    assert_eq!(ids(&s.table()), landed);
+}
+
+/// A replay killed at each of its steps (both commits, and between them), then run
+/// again: every fixed row lands exactly once and leaves the quarantine.
+#[test]
+fn a_replay_killed_at_every_step_lands_each_row_once() {
+    use std::os::unix::process::ExitStatusExt;
+    for point in [
+        "before-delta-commit@1",
+        "after-delta-commit@1",
+        autoloader::table::replay::AFTER_REPLAY_LANDED,
+        "before-delta-commit@2",
+        "after-delta-commit@2",
+    ] {
+        let s = Scratch::new();
+        let all = rows(1, 60);
+        s.land("a.json", jsonl(&all));
+        common::ok(&run(&ingest(&s, "json", &[]), &[]));
+        let quarantine = quarantine_of(&s.table());
+        python(&format!(
+            "from deltalake import DeltaTable\nimport os\n\
+             DeltaTable('{}').update({{'amount': '10'}})\nos._exit(0)",
+            quarantine.display()
+        ));
+        let killed = replay(&s, &[("AUTOLOADER_FAILPOINT", point)]);
+        assert_eq!(
+            killed.status.signal(),
+            Some(9),
+            "{point}: {}",
+            stderr(&killed)
+        );
+        let out: serde_json::Value = serde_json::from_str(&common::ok(&replay(&s, &[]))).unwrap();
+        let e = expected(&all);
+        let mut landed = e.landed.clone();
+        landed.extend(e.quarantined.iter());
+        assert_eq!(ids(&s.table()), landed, "{point}: {out}");
+        assert_eq!(ids(&quarantine), BTreeSet::new(), "{point}");
+        // And once more: nothing left, nothing twice.
+        common::ok(&replay(&s, &[]));
+        assert_eq!(ids(&s.table()), landed, "{point}");
+    }
+}

@@ -15,7 +15,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use crate::flow::Quarantined;
 use crate::location::Location;
 use crate::storage::StorageSettings;
-use crate::target::{BatchWriter, BatchWriters, DeltaAppend, TargetError};
+use crate::target::delta::{BatchWriter, BatchWriters, DeltaAppend, TargetError};
 
 /// The columns a quarantined row carries after its own, in this order.
 pub const FAILED_EXPECTATIONS: &str = "_failed_expectations";
