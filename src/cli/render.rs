@@ -206,6 +206,12 @@ pub(crate) fn print_status(st: &reports::Status) {
         human_bytes(st.bytes as f64)
     );
     println!("pending:        {}", count(st.files_pending, "file"));
+    for e in &st.expectations {
+        println!(
+            "expectation:    {} passed {}, failed {}, dropped {}, quarantined {}",
+            e.name, e.passed, e.failed, e.dropped, e.quarantined
+        );
+    }
     if let Some(c) = &st.changes {
         println!(
             "changes:        {} inserted, {} updated, {} deleted, {} stale, {} below a truncate",

@@ -39,6 +39,10 @@ pub struct Status {
     /// (since its last reset).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<CdcTotals>,
+    /// A stream with expectations: each rule's rows passed, failed, dropped and
+    /// quarantined, summed from the table's commits (since its last reset).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::flow::expect::ExpectationCounts>,
     /// A stream of competing workers (`--worker`): each slot under `workers/`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerStatus>,
@@ -180,10 +184,33 @@ fn table_of(checkpoint: &Location, started: Option<&str>) -> Option<Location> {
     started.and_then(|t| Location::parse(t).ok())
 }
 
-/// The CDC totals of the table a stream writes (`None`: not a CDC target, or unreadable).
-async fn cdc_totals(location: &Location, state: &StorageSettings) -> Option<CdcTotals> {
-    let target = DeltaAppend::open_existing(location, state).await.ok()??;
-    CdcTotals::of(&target.autoloader_commits().await.ok()?)
+/// The commits of the table a stream writes, since its last reset (none when unreadable).
+async fn table_commits(location: &Location, state: &StorageSettings) -> Vec<(u64, Value)> {
+    let Ok(Some(target)) = DeltaAppend::open_existing(location, state).await else {
+        return Vec::new();
+    };
+    target.autoloader_commits().await.unwrap_or_default()
+}
+
+/// Each rule's counts summed over the commits of stream `stream_id` (any stream's when
+/// unknown).
+fn expectation_totals(
+    commits: &[(u64, Value)],
+    stream_id: Option<&str>,
+) -> Vec<crate::flow::expect::ExpectationCounts> {
+    let mut out = Vec::new();
+    for (_, info) in commits {
+        if stream_id.is_some_and(|id| info.get("streamId").and_then(Value::as_str) != Some(id)) {
+            continue;
+        }
+        if let Some(counts) = info
+            .get("expectations")
+            .and_then(|e| serde_json::from_value::<Vec<_>>(e.clone()).ok())
+        {
+            crate::flow::expect::add_counts(&mut out, &counts);
+        }
+    }
+    out
 }
 
 /// Reads what a checkpoint says. When no process holds it, the store is read and the
@@ -216,7 +243,9 @@ pub async fn status(
     let all = events::read_events(&local).map_err(io)?;
     let table = from_events(&mut st, &all);
     if let Some(table) = table_of(checkpoint, table.as_deref()) {
-        st.changes = cdc_totals(&table, state).await;
+        let commits = table_commits(&table, state).await;
+        st.changes = CdcTotals::of(&commits);
+        st.expectations = expectation_totals(&commits, st.stream_id.as_deref());
     }
     if !slots.is_empty() {
         st.workers = worker_status(checkpoint, &slots, state)?;
