@@ -187,7 +187,7 @@ struct StreamConfig {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
     snapshot: Option<BTreeMap<String, toml::Value>>,
-    /// Data-quality rules (README "Expectations"): `[[stream.expect]]` tables with name,
+    /// Data-quality rules (docs/guide/quality.md): `[[stream.expect]]` tables with name,
     /// check and on_violation, or Lakeflow constraints as written:
     /// "CONSTRAINT valid_amount EXPECT (amount > 0) ON VIOLATION DROP ROW".
     #[serde(default)]

@@ -818,3 +818,36 @@ fn the_worker_example_runs_against_moto() {
         "the worker took a slot under the checkpoint"
     );
 }
+
+/// The expectations guide: its config on the bundled fixtures (2 dropped, 2 quarantined,
+/// 11 landed), `quality`, `quarantine replay`, and the same rules as `ingest` flags.
+#[test]
+fn the_expectations_examples_run() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let config = doc_block("docs/guide/quality.md", "## Rules in a config", "toml");
+    std::fs::write(dir.join("quality.toml"), config).unwrap();
+    let block = doc_block("docs/guide/quality.md", "## Rules in a config", "sh");
+    let out = ok(&run_doc_sh(&block, dir, &[]));
+    assert!(out.contains("2 dropped, 2 quarantined"), "{out}");
+    assert!(out.contains("not_too_big"), "quality: {out}");
+    assert!(
+        out.contains("nothing to replay: 2 rows still failing"),
+        "{out}"
+    );
+    let rows = common::read_with_python(&dir.join("out/orders"), "order_id");
+    assert_eq!(rows["num_rows"], 11, "{rows}");
+    let quarantine = dir.join("out/orders/_autoloader/orders/quarantine");
+    let q = common::read_with_python(&quarantine, "order_id");
+    assert_eq!(q["num_rows"], 2, "{q}");
+
+    let flags = doc_block(
+        "docs/guide/quality.md",
+        "## Rules on the command line",
+        "sh",
+    );
+    let out = ok(&run_doc_sh(&flags, dir, &[]));
+    assert!(out.contains("2 dropped, 2 quarantined"), "{out}");
+    let rows = common::read_with_python(&dir.join("out/orders_flags"), "order_id");
+    assert_eq!(rows["num_rows"], 11, "{rows}");
+}
