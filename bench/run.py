@@ -52,7 +52,9 @@ MIB = 1 << 20
 LOADS = []  # 1-minute load average just before each measured process
 OUR_TIMEOUT = 1800
 
-SETS = ["bulk", "csv", "drift", "small", "restart", "wide", "silver", "cdc"]
+SETS = ["bulk", "csv", "drift", "small", "restart", "wide", "silver", "cdc", "expect"]
+# `expect`: the bulk data ingested without rules and with three (warn, drop, quarantine),
+# the runs interleaved, to price the expectations (EXPECT_RULES).
 # `cdc`: APPLY CHANGES (SCD type 1) batches against Python deltalake's merge (CDC_SIZES).
 # `silver`: a Delta table as the source (bronze -> silver). The bronze table is the bulk
 # data set ingested by autoloader in up to SILVER_COMMITS commits (cached); then a first
@@ -445,6 +447,60 @@ def run_ours(name, path, m, args):
     res["table"] = table
     res["src"] = src
     return res
+
+
+# Three rules on the bulk orders: a warn rule that fails the refunded orders (~10%), a
+# drop rule no row fails, and a quarantine rule that takes the JPY orders (~10%).
+EXPECT_RULES = ["--expect", "not_refunded=status != 'refunded'",
+                "--expect-or-drop", "positive=amount > 0",
+                "--expect-or-quarantine", "known_currency=currency IN ('KRW', 'USD', 'EUR')"]
+
+
+def run_expect(size, args):
+    """The bulk set without rules and with EXPECT_RULES, alternately, at least 3 times
+    each; every run's rows + dropped + quarantined must be the set's rows."""
+    path, m = dataset("bulk", size)
+    src = os.path.join(path, "landing")
+    out = {"plain": [], "rules": []}
+    for i in range(max(3, args.repeat)):
+        for kind in ("plain", "rules"):
+            table = os.path.join(RUNS, "expect", kind)
+            shutil.rmtree(table, ignore_errors=True)
+            os.makedirs(os.path.join(RUNS, "expect"), exist_ok=True)
+            extra = EXPECT_RULES if kind == "rules" else []
+            warm(data_files(path))
+            LOADS.append(os.getloadavg()[0])
+            cmd = autoloader_cmd(src, table, extra)
+            rc, wall, rss, stdout, err = measure(cmd, os.path.join(RUNS, "expect", kind),
+                                                 OUR_TIMEOUT)
+            s = summary(stdout) or {}
+            landed = s.get("rows", 0) + s.get("droppedRows", 0) + s.get("quarantinedRows", 0)
+            ok = rc == 0 and landed == m["rows"]
+            out[kind].append({"wall": wall, "rss": rss, "ok": ok, "rows": s.get("rows"),
+                              "quarantined": s.get("quarantinedRows"),
+                              "error": None if ok else "exit %s: %s" % (rc, short(err))})
+            print("  %s run %d: %.2f s, %.0f MiB%s" % (kind, i + 1, wall, rss,
+                  "" if ok else ", " + out[kind][-1]["error"]), flush=True)
+    return {"m": m, "runs": out}
+
+
+def expect_report(e):
+    """Lines and a target for the `expect` set."""
+    best = {k: min(r["wall"] for r in v) for k, v in e["runs"].items()}
+    median = {k: sorted(r["wall"] for r in v)[len(v) // 2] for k, v in e["runs"].items()}
+    rss = {k: max(r["rss"] for r in v) for k, v in e["runs"].items()}
+    ok = all(r["ok"] for v in e["runs"].values() for r in v)
+    cost = best["rules"] / best["plain"] - 1
+    lines = ["", "expect: the bulk set (%d rows) without rules and with 3 (warn, drop, "
+             "quarantine; %s rows quarantined), runs interleaved" % (
+                 e["m"]["rows"], e["runs"]["rules"][0]["quarantined"]), "",
+             "| run | best s | median s | peak RSS MiB |", "|---|---|---|---|"]
+    for k in ("plain", "rules"):
+        lines.append("| %s | %.2f | %.2f | %.0f |" % (k, best[k], median[k], rss[k]))
+    target = "| expectations cost < 10%% on bulk (3 rules) | %+.1f%% (best), %+.1f%% (median)%s | %s |" % (
+        cost * 100, (median["rules"] / median["plain"] - 1) * 100,
+        "" if ok else "; a run's counts were wrong", "met" if ok and cost < 0.10 else "NOT met")
+    return lines, [target]
 
 
 def run_competitor(tool, name, path, m, args):
@@ -1488,7 +1544,12 @@ def main():
     restart = {}
     silver = None
     cdc = None
+    expect = None
     for name in only:
+        if name == "expect":
+            print("\n== expect-%s: bulk without and with 3 rules" % size, flush=True)
+            expect = run_expect(size, args)
+            continue
         if name == "cdc":
             n, b, c = CDC_SIZES[size]
             print("\n== cdc-%s: SCD 1 target of %d rows, %d batches of %d changes, "
@@ -1547,7 +1608,7 @@ def main():
     header = ["set", "tool", "wall s", "timed s", "MB/s", "rows/s", "files/s", "peak RSS MiB",
               "rows ok?", "ratio ours/theirs", "notes"]
     for name in only:
-        if name in ("silver", "cdc"):
+        if name in ("silver", "cdc", "expect"):
             continue
         m = dataset(name, size)[1]
         ours = results[name]["autoloader"]
@@ -1685,6 +1746,10 @@ def main():
                      "phase, cloudFiles.maxFilesPerTrigger=1 (one file = one MERGE commit); "
                      "deltalake: one process per phase, per file read_json, latest per key, "
                      "merge with s.seq > t.seq (target keeps op and seq)" % n, ""] + cdc_lines
+    if expect:
+        expect_lines, expect_targets = expect_report(expect)
+        cdc_lines = cdc_lines + expect_lines
+        targets += expect_targets
     now = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     head = ("%s run%s, %s, autoloader built from %s, %d cores; duckdb %s, polars %s, deltalake %s, pyarrow %s; MB = 10^6 bytes; "
             "1-min load average before the measured runs: %.1f to %.1f"

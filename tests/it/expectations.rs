@@ -831,3 +831,50 @@ fn a_replay_killed_at_every_step_lands_each_row_once() {
         assert_eq!(ids(&s.table()), landed, "{point}");
     }
 }
+
+/// A ONCE flow with rules: its one run judges its rows; the second run skips it.
+#[test]
+fn a_once_flow_judges_its_rows_once() {
+    let s = Scratch::new();
+    let all = rows(1, 40);
+    s.land("a.json", jsonl(&all));
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "backfill"
+source = "landing"
+table = "bronze"
+once = true
+expect = [
+  { name = "positive", check = "amount > 0", on_violation = "drop" },
+  { name = "small", check = "amount < 60", on_violation = "quarantine" },
+]
+[stream.options]
+"cloudFiles.format" = "json"
+"cloudFiles.inferColumnTypes" = true
+"#,
+    )
+    .unwrap();
+    let args = [
+        "run".to_string(),
+        config.display().to_string(),
+        "--once".into(),
+    ];
+    common::ok(&run(&args, &[]));
+    let out = common::ok(&run(&args, &[]));
+    assert!(out.contains("ran already; skipped"), "{out}");
+    let e = expected(&all);
+    let table = s.dir.path().join("bronze");
+    assert_eq!(ids(&table), e.landed);
+    assert_eq!(
+        ids(&table.join("_autoloader/backfill/quarantine")),
+        e.quarantined
+    );
+    let dropped: u64 = commit_infos(&table)
+        .iter()
+        .filter_map(|i| i["droppedRows"].as_u64())
+        .sum();
+    assert_eq!(dropped, e.dropped.len() as u64);
+}

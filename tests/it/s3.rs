@@ -1131,3 +1131,73 @@ fn a_missing_bucket_is_a_sentence_and_exit_2() {
         "{err}"
     );
 }
+
+/// Expectations on S3: the quarantine table beside the checkpoint on S3, `quality` read
+/// from the S3 table's log, and `quarantine replay` with a rule relaxed since.
+#[test]
+fn expectations_quality_and_replay_on_s3() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let s = Scratch::new();
+    let state = s.dir.path();
+    let lines: String = (1..=10)
+        .map(|i| format!("{{\"order_id\": {i}, \"amount\": {}}}\n", i * 10))
+        .collect();
+    moto.put("lake", "in/1.json", lines.as_str());
+    let ingest = |limit: &str| {
+        let rule = format!("small=amount < {limit}");
+        ok(&run_on(
+            &moto,
+            state,
+            &[
+                "ingest",
+                "s3://lake/in",
+                "s3://lake/t",
+                "--once",
+                "-o",
+                "cloudFiles.inferColumnTypes=true",
+                "--expect-or-quarantine",
+                &rule,
+                "--expect-or-drop",
+                "positive=amount > 15",
+            ],
+        ))
+    };
+    ingest("80");
+    let quality: serde_json::Value = serde_json::from_str(&ok(&run_on(
+        &moto,
+        state,
+        &["quality", "s3://lake/t", "--json"],
+    )))
+    .unwrap();
+    let days = quality["days"].as_array().unwrap();
+    let small = days.iter().find(|d| d["expectation"] == "small").unwrap();
+    assert_eq!(
+        (&small["checked"], &small["failed"], &small["quarantined"]),
+        (&10.into(), &3.into(), &3.into()),
+        "{quality}"
+    );
+    let positive = days
+        .iter()
+        .find(|d| d["expectation"] == "positive")
+        .unwrap();
+    assert_eq!(positive["dropped"], 1, "{quality}");
+    assert_eq!(
+        python_rows(&moto, "s3://lake/t/_autoloader/quarantine")["num_rows"],
+        3
+    );
+    // Relaxed, recorded by a run with nothing new, then replayed: 80 and 90 land, 100 stays.
+    ingest("100");
+    let replay: serde_json::Value = serde_json::from_str(&ok(&run_on(
+        &moto,
+        state,
+        &["quarantine", "replay", "s3://lake/t", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(replay["landed"], 2, "{replay}");
+    assert_eq!(replay["stillFailing"], 1, "{replay}");
+    assert_eq!(
+        sorted_ids(&python_rows(&moto, "s3://lake/t")),
+        (2..=9).collect::<Vec<i64>>()
+    );
+}
