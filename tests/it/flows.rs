@@ -515,3 +515,74 @@ fn a_number_against_a_string_column_points_to_inference() {
         "{err}"
     );
 }
+
+/// A Lakeflow SQL pipeline run as written (`autoloader run pipeline.sql`): a bronze table
+/// from `read_files` with a constraint and `pipelines.reset.allowed`, a silver table from
+/// `STREAM(bronze)` leaving a column out, and a ONCE backfill flow into a target declared
+/// with its columns; the same rows as the TOML flows would give.
+#[test]
+fn a_lakeflow_sql_pipeline_runs_as_written() {
+    let s = Scratch::new();
+    s.land("orders/a.json", ORDERS);
+    std::fs::create_dir_all(s.dir.path().join("archive")).unwrap();
+    std::fs::write(
+        s.dir.path().join("archive/old.json"),
+        "{\"order_id\": 100, \"amount\": 5, \"region\": \"eu\"}\n{\"order_id\": 101, \"amount\": 7, \"region\": \"us\"}\n",
+    )
+    .unwrap();
+    let sql = s.dir.path().join("pipeline.sql");
+    std::fs::write(
+        &sql,
+        r#"-- Bronze: every order, guarded against a full refresh.
+CREATE OR REFRESH STREAMING TABLE bronze_orders (
+  CONSTRAINT has_amount EXPECT (amount IS NOT NULL) ON VIOLATION DROP ROW
+)
+COMMENT 'raw orders'
+TBLPROPERTIES ('pipelines.reset.allowed' = 'false')
+AS SELECT *, _rescued_data
+FROM STREAM read_files('landing/orders', format => 'json', inferColumnTypes => true);
+
+/* Silver: the orders without their note. */
+CREATE OR REFRESH STREAMING TABLE silver.orders
+AS SELECT * EXCEPT (note) FROM STREAM(bronze_orders) WHERE region = 'eu';
+
+CREATE OR REFRESH STREAMING TABLE all_orders (order_id BIGINT, amount DOUBLE);
+CREATE FLOW backfill ONCE AS INSERT INTO all_orders BY NAME
+SELECT order_id, amount FROM read_files('archive', format => 'json') WHERE amount < 6;
+"#,
+    )
+    .unwrap();
+    let out = run_config(&sql, &[]);
+    common::ok(&out);
+    let dir = s.dir.path();
+    assert_eq!(order_ids(&dir.join("bronze_orders")), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(order_ids(&dir.join("silver/orders")), [1, 4, 5]);
+    assert!(!columns_of(&dir.join("silver/orders")).contains(&"note".to_string()));
+    assert_eq!(order_ids(&dir.join("all_orders")), [100]);
+    let props = common::read_with_python(&dir.join("bronze_orders"), "order_id");
+    assert_eq!(
+        props["configuration"]["pipelines.reset.allowed"], "false",
+        "{props}"
+    );
+    // A second run finds nothing new and skips the ONCE flow.
+    let again = common::ok(&run_config(&sql, &[]));
+    assert!(again.contains("ran already; skipped"), "{again}");
+    // What is not read yet is refused with its place, exit 2.
+    std::fs::write(
+        &sql,
+        "CREATE STREAMING TABLE t AS\nSELECT *, current_timestamp() AS at FROM read_files('x')",
+    )
+    .unwrap();
+    let refused = run_config(&sql, &[]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&refused)
+    );
+    assert!(
+        common::stderr(&refused).contains("line 2, column 11"),
+        "{}",
+        common::stderr(&refused)
+    );
+}

@@ -1,4 +1,5 @@
-//! Many streams from one TOML file (`autoloader run CONFIG.toml`).
+//! Many streams from one TOML file (`autoloader run CONFIG.toml`), or from a Lakeflow SQL
+//! pipeline read into the same shape (`autoloader run PIPELINE.sql`, `sql.rs`).
 //!
 //! ```toml
 //! [defaults.options]            # applied to every stream, which may override them
@@ -39,6 +40,8 @@ use crate::options::{self, OptionsError};
 use crate::pipeline::{FirstWriter, IngestRequest, SpecError, StreamSpec};
 use crate::source::SourceFormat;
 use crate::storage::StorageSettings;
+
+mod sql;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -340,10 +343,23 @@ pub fn load(
         path: path.into(),
         source,
     })?;
-    let parsed: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
+    // A Lakeflow SQL pipeline is read into the same shape as a TOML file.
+    let is_sql = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
+    let parsed: FileConfig = if is_sql {
+        sql::to_config(&text)
+            .and_then(|c| serde_json::from_value(c).map_err(|e| e.to_string()))
+            .map_err(|message| ConfigError::Parse {
+                path: path.into(),
+                message,
+            })?
+    } else {
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            message: e.to_string(),
+        })?
+    };
     let invalid = |message: String| ConfigError::Invalid {
         path: path.into(),
         message,
@@ -786,7 +802,7 @@ mod schema_tests {
     #[test]
     fn json_schema_lists_every_option() {
         let schema: serde_json::Value =
-            serde_json::from_str(include_str!("../schemas/config.schema.json")).unwrap();
+            serde_json::from_str(include_str!("../../schemas/config.schema.json")).unwrap();
         let props = &schema["$defs"]["options"]["properties"];
         for o in crate::options::OPTIONS {
             let supported = o.support == crate::options::Support::Supported;

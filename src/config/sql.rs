@@ -1,0 +1,696 @@
+//! A Lakeflow pipeline written in SQL (`autoloader run pipeline.sql`), read as written
+//! and translated into the streams and tables of a config file, so it runs through the
+//! same checks and the same builder as `streams.toml`.
+//!
+//! Statements (`;`-separated; `--` and `/* */` comments):
+//! - `CREATE [OR REFRESH] STREAMING TABLE [IF NOT EXISTS] name [(column TYPE, ...,
+//!   CONSTRAINT c EXPECT (cond) [ON VIOLATION ...])] [COMMENT '...'] [TBLPROPERTIES ('k' =
+//!   'v', ...)] [LOCATION 'path'] [AS query]`; without a query the table is a target for
+//!   flows. Its columns become `cloudFiles.schemaHints` of the flows reading files into
+//!   it, its constraints expectations of every flow into it, its properties the table's.
+//! - `CREATE FLOW name [ONCE] AS INSERT INTO target BY NAME query`.
+//!
+//! A query is `SELECT * | * EXCEPT (a, b) | a, b FROM source [WHERE condition]`, the
+//! source `STREAM read_files('path', format => 'json', option => value, ...)`,
+//! `cloud_files('path', 'format', map('option', 'value', ...))`, `STREAM(name)`,
+//! `STREAM name` or `name` (a table of this pipeline, or the Delta table at its place).
+//! A name `a.b.c` is the table at `a/b/c` under the SQL file's folder; `LOCATION`
+//! overrides it. Anything else (APPLY CHANGES, computed columns, joins) is refused with
+//! its line and column, exit 2.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use sqlparser::dialect::DatabricksDialect;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+/// A statement's tokens (no whitespace or comments), with the text they came from.
+struct Tokens<'a> {
+    text: &'a str,
+    /// Byte offset of each line's start.
+    lines: Vec<usize>,
+    tokens: Vec<TokenWithSpan>,
+    at: usize,
+}
+
+/// A table the pipeline defines, and what its statement said of it.
+#[derive(Default)]
+struct TableDef {
+    location: String,
+    properties: BTreeMap<String, String>,
+    /// `name TYPE` of each declared column.
+    columns: Vec<String>,
+    /// `CONSTRAINT ...` clauses, as written.
+    constraints: Vec<String>,
+}
+
+/// One flow: a streaming table's own query, or a `CREATE FLOW`.
+struct FlowDef {
+    name: String,
+    target: String,
+    once: bool,
+    query: Query,
+}
+
+struct Query {
+    columns: Option<Vec<String>>,
+    except: Option<Vec<String>>,
+    source: Source,
+    condition: Option<String>,
+}
+
+enum Source {
+    Files {
+        path: String,
+        options: Vec<(String, String)>,
+    },
+    Table(String),
+}
+
+/// The pipeline in `text` as a config (the JSON shape of `streams.toml`), or an error
+/// with its line and column.
+pub(super) fn to_config(text: &str) -> Result<Value, String> {
+    let mut tables: BTreeMap<String, TableDef> = BTreeMap::new();
+    let mut flows: Vec<FlowDef> = Vec::new();
+    let mut t = Tokens::new(text)?;
+    while !t.done() {
+        if t.eat(&Token::SemiColon) {
+            continue;
+        }
+        t.statement(&mut tables, &mut flows)?;
+        if !t.done() && !t.eat(&Token::SemiColon) {
+            return Err(t.error("expected ; after the statement"));
+        }
+    }
+    if flows.is_empty() {
+        return Err(
+            "the pipeline defines no flow: no CREATE STREAMING TABLE ... AS \
+                    SELECT and no CREATE FLOW"
+                .into(),
+        );
+    }
+    let place = |name: &str| -> String {
+        tables
+            .get(name)
+            .map(|t| t.location.clone())
+            .unwrap_or_else(|| name.replace('.', "/"))
+    };
+    let mut streams = Vec::new();
+    for f in &flows {
+        let Some(target) = tables.get(&f.target) else {
+            return Err(format!(
+                "flow {} inserts into {}, which no CREATE STREAMING TABLE defines",
+                f.name, f.target
+            ));
+        };
+        let mut options: BTreeMap<String, String> = BTreeMap::new();
+        let (source, source_format) = match &f.query.source {
+            Source::Files { path, options: o } => {
+                options.extend(o.iter().cloned());
+                if !target.columns.is_empty() {
+                    options.insert("cloudFiles.schemaHints".into(), target.columns.join(", "));
+                }
+                (path.clone(), "files")
+            }
+            Source::Table(name) => {
+                if !target.columns.is_empty() {
+                    return Err(format!(
+                        "flow {} reads the table {name} into {}, whose columns are \
+                         declared: declared columns apply to flows reading files only (not yet \
+                         to a table source)",
+                        f.name, f.target
+                    ));
+                }
+                (place(name), "delta")
+            }
+        };
+        let mut stream = json!({
+            "name": f.name.replace('.', "_"),
+            "source": source,
+            "source_format": source_format,
+            "table": target.location,
+            "options": options,
+            "once": f.once,
+        });
+        if let Some(c) = &f.query.columns {
+            stream["columns"] = json!(c);
+        }
+        if let Some(c) = &f.query.except {
+            stream["except_columns"] = json!(c);
+        }
+        if let Some(c) = &f.query.condition {
+            stream["where"] = json!(c);
+        }
+        if !target.constraints.is_empty() {
+            stream["expect"] = json!(target.constraints);
+        }
+        streams.push(stream);
+    }
+    let declared: Vec<Value> = tables
+        .values()
+        .filter(|t| !t.properties.is_empty())
+        .map(|t| json!({ "path": t.location, "properties": t.properties }))
+        .collect();
+    Ok(json!({ "stream": streams, "table": declared }))
+}
+
+impl<'a> Tokens<'a> {
+    fn new(text: &'a str) -> Result<Tokens<'a>, String> {
+        let dialect = DatabricksDialect {};
+        let tokens = Tokenizer::new(&dialect, text)
+            .tokenize_with_location()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .collect();
+        let mut lines = vec![0];
+        lines.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Ok(Tokens {
+            text,
+            lines,
+            tokens,
+            at: 0,
+        })
+    }
+
+    fn done(&self) -> bool {
+        self.at >= self.tokens.len() || matches!(self.tokens[self.at].token, Token::EOF)
+    }
+
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at).map(|t| &t.token)
+    }
+
+    fn error(&self, message: &str) -> String {
+        self.error_at(self.at, message)
+    }
+
+    /// An error at token `i`: its line and column, the message, and the token found.
+    fn error_at(&self, i: usize, message: &str) -> String {
+        let (position, found) = match self.tokens.get(i) {
+            Some(t) if !matches!(t.token, Token::EOF) => (
+                format!("line {}, column {}", t.span.start.line, t.span.start.column),
+                format!("`{}`", t.token),
+            ),
+            _ => ("the end".to_string(), "the end".to_string()),
+        };
+        format!("pipeline SQL at {position}: {message} (found {found})")
+    }
+
+    /// Byte offset of token `i`'s start in the text.
+    fn offset(&self, i: usize) -> usize {
+        let Some(t) = self.tokens.get(i) else {
+            return self.text.len();
+        };
+        let line = (t.span.start.line as usize).saturating_sub(1);
+        let start = self.lines.get(line).copied().unwrap_or(self.text.len());
+        let column = (t.span.start.column as usize).saturating_sub(1);
+        self.text[start..]
+            .char_indices()
+            .nth(column)
+            .map_or(self.text.len(), |(o, _)| start + o)
+    }
+
+    fn is_word(&self, word: &str) -> bool {
+        matches!(self.peek(), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+    }
+
+    fn eat_word(&mut self, word: &str) -> bool {
+        let yes = self.is_word(word);
+        if yes {
+            self.at += 1;
+        }
+        yes
+    }
+
+    fn word(&mut self, word: &str) -> Result<(), String> {
+        if self.eat_word(word) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected {word}")))
+        }
+    }
+
+    fn eat(&mut self, token: &Token) -> bool {
+        let yes = self.peek() == Some(token);
+        if yes {
+            self.at += 1;
+        }
+        yes
+    }
+
+    fn expect(&mut self, token: &Token) -> Result<(), String> {
+        if self.eat(token) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected `{token}`")))
+        }
+    }
+
+    /// A name, dotted parts joined (`catalog.db.table`).
+    fn name(&mut self) -> Result<String, String> {
+        let mut parts = Vec::new();
+        loop {
+            match self.peek() {
+                Some(Token::Word(w)) => {
+                    parts.push(w.value.clone());
+                    self.at += 1;
+                }
+                _ => return Err(self.error("expected a name")),
+            }
+            if !self.eat(&Token::Period) {
+                return Ok(parts.join("."));
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        match self.peek() {
+            Some(Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)) => {
+                let s = s.clone();
+                self.at += 1;
+                Ok(s)
+            }
+            _ => Err(self.error("expected a quoted string")),
+        }
+    }
+
+    /// An option's value: a string, a number, TRUE or FALSE.
+    fn value(&mut self) -> Result<String, String> {
+        let v = match self.peek() {
+            Some(Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)) => s.clone(),
+            Some(Token::Number(n, _)) => n.clone(),
+            Some(Token::Word(w)) if w.quote_style.is_none() => {
+                let v = w.value.to_ascii_lowercase();
+                if v != "true" && v != "false" {
+                    return Err(self.error("expected a value: a string, a number, true or false"));
+                }
+                v
+            }
+            _ => return Err(self.error("expected a value: a string, a number, true or false")),
+        };
+        self.at += 1;
+        Ok(v)
+    }
+
+    /// The text from token `from` up to (not including) token `to`.
+    fn text_between(&self, from: usize, to: usize) -> String {
+        self.text[self.offset(from)..self.offset(to)]
+            .trim()
+            .to_string()
+    }
+
+    fn statement(
+        &mut self,
+        tables: &mut BTreeMap<String, TableDef>,
+        flows: &mut Vec<FlowDef>,
+    ) -> Result<(), String> {
+        if self.is_word("APPLY") {
+            return Err(self.error(
+                "APPLY CHANGES INTO is not read from SQL yet: write the flow in streams.toml \
+                 ([stream.cdc], docs/guide/cdc.md)",
+            ));
+        }
+        self.word("CREATE")?;
+        if self.eat_word("OR") {
+            self.word("REFRESH")?;
+        }
+        if self.eat_word("FLOW") {
+            return self.flow(flows);
+        }
+        if self.is_word("MATERIALIZED") || self.is_word("VIEW") || self.is_word("TEMPORARY") {
+            return Err(self.error(
+                "materialized views and views need a query engine: only streaming tables and \
+                 flows are run (docs/databricks.md)",
+            ));
+        }
+        self.word("STREAMING")?;
+        self.word("TABLE")?;
+        if self.eat_word("IF") {
+            self.word("NOT")?;
+            self.word("EXISTS")?;
+        }
+        let name = self.name()?;
+        if tables.contains_key(&name) {
+            return Err(self.error(&format!("the table {name} is defined twice")));
+        }
+        let mut def = TableDef {
+            location: name.replace('.', "/"),
+            ..TableDef::default()
+        };
+        if self.eat(&Token::LParen) {
+            self.table_elements(&mut def)?;
+        }
+        loop {
+            if self.eat_word("COMMENT") {
+                self.string()?;
+            } else if self.eat_word("TBLPROPERTIES") {
+                self.expect(&Token::LParen)?;
+                loop {
+                    let key = self.string()?;
+                    self.expect(&Token::Eq)?;
+                    let value = self.value()?;
+                    def.properties.insert(key, value);
+                    if !self.eat(&Token::Comma) {
+                        break;
+                    }
+                }
+                self.expect(&Token::RParen)?;
+            } else if self.eat_word("LOCATION") {
+                def.location = self.string()?;
+            } else if self.is_word("PARTITIONED") || self.is_word("CLUSTER") {
+                return Err(self.error(
+                    "PARTITIONED BY and CLUSTER BY are not supported: partition columns come \
+                     from the source's folder names (docs/guide/table.md)",
+                ));
+            } else {
+                break;
+            }
+        }
+        if self.eat_word("AS") {
+            let query = self.query()?;
+            flows.push(FlowDef {
+                name: name.clone(),
+                target: name.clone(),
+                once: false,
+                query,
+            });
+        }
+        tables.insert(name, def);
+        Ok(())
+    }
+
+    /// `( column TYPE, ..., CONSTRAINT ... )` after a table's name.
+    fn table_elements(&mut self, def: &mut TableDef) -> Result<(), String> {
+        loop {
+            let start = self.at;
+            let is_constraint = self.is_word("CONSTRAINT");
+            // To the next top-level comma or the closing parenthesis.
+            let mut depth = 0usize;
+            loop {
+                match self.peek() {
+                    None | Some(Token::EOF) => return Err(self.error("expected `)`")),
+                    Some(Token::LParen) => depth += 1,
+                    Some(Token::RParen) if depth == 0 => break,
+                    Some(Token::RParen) => depth -= 1,
+                    Some(Token::Comma) if depth == 0 => break,
+                    _ => {}
+                }
+                self.at += 1;
+            }
+            if self.at == start {
+                return Err(self.error("expected a column or a CONSTRAINT"));
+            }
+            let element = self.text_between(start, self.at);
+            if is_constraint {
+                def.constraints.push(element);
+            } else {
+                def.columns.push(element);
+            }
+            if self.eat(&Token::RParen) {
+                return Ok(());
+            }
+            self.expect(&Token::Comma)?;
+        }
+    }
+
+    /// `FLOW name [ONCE] AS INSERT INTO target BY NAME query` (after CREATE).
+    fn flow(&mut self, flows: &mut Vec<FlowDef>) -> Result<(), String> {
+        let name = self.name()?;
+        let once = self.eat_word("ONCE");
+        self.word("AS")?;
+        if self.is_word("AUTO") {
+            return Err(self.error(
+                "AUTO CDC INTO is not read from SQL yet: write the flow in streams.toml \
+                 ([stream.cdc], docs/guide/cdc.md)",
+            ));
+        }
+        self.word("INSERT")?;
+        self.word("INTO")?;
+        let target = self.name()?;
+        self.word("BY")?;
+        self.word("NAME")?;
+        let query = self.query()?;
+        if flows.iter().any(|f| f.name == name) {
+            return Err(format!("the flow {name} is defined twice"));
+        }
+        flows.push(FlowDef {
+            name,
+            target,
+            once,
+            query,
+        });
+        Ok(())
+    }
+
+    /// `SELECT list FROM source [WHERE condition]`, to the end of the statement.
+    fn query(&mut self) -> Result<Query, String> {
+        self.word("SELECT")?;
+        let (columns, except) = self.select_list()?;
+        self.word("FROM")?;
+        let source = self.source()?;
+        let condition = if self.eat_word("WHERE") {
+            let start = self.at;
+            while !self.done() && self.peek() != Some(&Token::SemiColon) {
+                self.at += 1;
+            }
+            Some(self.text_between(start, self.at))
+        } else {
+            None
+        };
+        if !self.done() && self.peek() != Some(&Token::SemiColon) {
+            return Err(self.error(
+                "only WHERE may follow the source (joins, GROUP BY and the like need a query \
+                 engine)",
+            ));
+        }
+        Ok(Query {
+            columns,
+            except,
+            source,
+            condition,
+        })
+    }
+
+    /// `*`, `* EXCEPT (a, b)`, `*, a` (a is in `*`), or `a, b`.
+    #[allow(clippy::type_complexity)]
+    fn select_list(&mut self) -> Result<(Option<Vec<String>>, Option<Vec<String>>), String> {
+        let not_yet = |t: &Self, item: usize| {
+            t.error_at(
+                item,
+                "only *, * EXCEPT (...) and plain column names are read from a select list \
+                 yet (computed columns, aliases and functions: not yet)",
+            )
+        };
+        if self.eat(&Token::Mul) {
+            let mut except = None;
+            if self.eat_word("EXCEPT") {
+                self.expect(&Token::LParen)?;
+                let mut names = Vec::new();
+                loop {
+                    names.push(self.name()?);
+                    if !self.eat(&Token::Comma) {
+                        break;
+                    }
+                }
+                self.expect(&Token::RParen)?;
+                except = Some(names);
+            }
+            // `*, _rescued_data`: a column `*` already holds.
+            while self.eat(&Token::Comma) {
+                let item = self.at;
+                self.name()?;
+                if !self.is_word("FROM") && self.peek() != Some(&Token::Comma) {
+                    return Err(not_yet(self, item));
+                }
+            }
+            return Ok((None, except));
+        }
+        let mut names = Vec::new();
+        loop {
+            let item = self.at;
+            names.push(self.name().map_err(|_| not_yet(self, item))?);
+            if self.eat(&Token::Comma) {
+                continue;
+            }
+            if self.is_word("FROM") {
+                return Ok((Some(names), None));
+            }
+            return Err(not_yet(self, item));
+        }
+    }
+
+    fn source(&mut self) -> Result<Source, String> {
+        let streaming = self.eat_word("STREAM");
+        if self.eat_word("read_files") {
+            return self.read_files();
+        }
+        if self.eat_word("cloud_files") {
+            return self.cloud_files();
+        }
+        if streaming && self.eat(&Token::LParen) {
+            let name = self.name()?;
+            self.expect(&Token::RParen)?;
+            return Ok(Source::Table(name));
+        }
+        let name = self.name()?;
+        if self.peek() == Some(&Token::LParen) {
+            return Err(self.error(&format!(
+                "{name}(...) is not a source autoloader reads: read_files, cloud_files, or a \
+                 table"
+            )));
+        }
+        Ok(Source::Table(name))
+    }
+
+    /// `read_files('path', name => value, ...)`: the names are Auto Loader's and Spark's
+    /// options, with or without `cloudFiles.`.
+    fn read_files(&mut self) -> Result<Source, String> {
+        self.expect(&Token::LParen)?;
+        let path = self.string()?;
+        let mut options = Vec::new();
+        while self.eat(&Token::Comma) {
+            let key = self.name()?;
+            self.expect(&Token::RArrow)?;
+            let value = self.value()?;
+            options.push((option_key(&key), value));
+        }
+        self.expect(&Token::RParen)?;
+        Ok(Source::Files { path, options })
+    }
+
+    /// `cloud_files('path', 'format' [, map('key', 'value', ...)])`.
+    fn cloud_files(&mut self) -> Result<Source, String> {
+        self.expect(&Token::LParen)?;
+        let path = self.string()?;
+        self.expect(&Token::Comma)?;
+        let format = self.string()?;
+        let mut options = vec![("cloudFiles.format".to_string(), format)];
+        if self.eat(&Token::Comma) {
+            self.word("map")?;
+            self.expect(&Token::LParen)?;
+            loop {
+                let key = self.string()?;
+                self.expect(&Token::Comma)?;
+                let value = self.value()?;
+                options.push((option_key(&key), value));
+                if !self.eat(&Token::Comma) {
+                    break;
+                }
+            }
+            self.expect(&Token::RParen)?;
+        }
+        self.expect(&Token::RParen)?;
+        Ok(Source::Files { path, options })
+    }
+}
+
+/// An option named as `read_files` names it: `format` is `cloudFiles.format`, and a name
+/// that only the `cloudFiles.` spelling knows takes it.
+fn option_key(name: &str) -> String {
+    let known = |k: &str| {
+        crate::options::OPTIONS
+            .iter()
+            .any(|o| o.key.eq_ignore_ascii_case(k))
+    };
+    if name.eq_ignore_ascii_case("format") {
+        return "cloudFiles.format".into();
+    }
+    let prefixed = format!("cloudFiles.{name}");
+    if !known(name) && known(&prefixed) {
+        prefixed
+    } else {
+        name.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seeds_tables_and_flows_read_as_streams() {
+        let sql = r#"
+-- seed 003
+CREATE OR REFRESH STREAMING TABLE bronze_orders (
+  CONSTRAINT positive EXPECT (amount > 0) ON VIOLATION DROP ROW
+)
+TBLPROPERTIES ('pipelines.reset.allowed' = 'false')
+AS SELECT *, _rescued_data
+FROM STREAM read_files('landing/orders', format => 'json', inferColumnTypes => true,
+  schemaEvolutionMode => 'addNewColumns');
+CREATE OR REFRESH STREAMING TABLE raw_events
+AS SELECT * FROM cloud_files('events', 'json', map('cloudFiles.inferColumnTypes', 'true'));
+CREATE OR REFRESH STREAMING TABLE all_orders (order_id BIGINT, amount DECIMAL(10,2));
+CREATE FLOW backfill ONCE AS INSERT INTO all_orders BY NAME
+SELECT order_id, amount FROM read_files('archive', format => 'json') WHERE amount < 100;
+CREATE OR REFRESH STREAMING TABLE silver.orders AS SELECT * EXCEPT (note) FROM STREAM(bronze_orders)
+"#;
+        let c = to_config(sql).unwrap();
+        let streams = c["stream"].as_array().unwrap();
+        assert_eq!(streams.len(), 4);
+        let bronze = &streams[0];
+        assert_eq!(bronze["name"], "bronze_orders");
+        assert_eq!(bronze["source"], "landing/orders");
+        assert_eq!(bronze["options"]["cloudFiles.format"], "json");
+        assert_eq!(bronze["options"]["cloudFiles.inferColumnTypes"], "true");
+        assert_eq!(
+            bronze["options"]["cloudFiles.schemaEvolutionMode"],
+            "addNewColumns"
+        );
+        assert_eq!(
+            bronze["expect"][0],
+            "CONSTRAINT positive EXPECT (amount > 0) ON VIOLATION DROP ROW"
+        );
+        assert_eq!(streams[1]["options"]["cloudFiles.format"], "json");
+        let backfill = &streams[2];
+        assert_eq!(backfill["table"], "all_orders");
+        assert_eq!(backfill["once"], true);
+        assert_eq!(backfill["where"], "amount < 100");
+        assert_eq!(backfill["columns"], json!(["order_id", "amount"]));
+        assert_eq!(
+            backfill["options"]["cloudFiles.schemaHints"],
+            "order_id BIGINT, amount DECIMAL(10,2)"
+        );
+        let silver = &streams[3];
+        assert_eq!(silver["name"], "silver_orders");
+        assert_eq!(silver["table"], "silver/orders");
+        assert_eq!(silver["source"], "bronze_orders");
+        assert_eq!(silver["source_format"], "delta");
+        assert_eq!(silver["except_columns"], json!(["note"]));
+        assert_eq!(
+            c["table"][0]["properties"]["pipelines.reset.allowed"],
+            "false"
+        );
+    }
+
+    #[test]
+    fn what_is_not_read_yet_is_named_with_its_place() {
+        let cases = [
+            (
+                "CREATE STREAMING TABLE t AS SELECT *, current_timestamp() AS at FROM read_files('x')",
+                "line 1, column 39: only *, * EXCEPT",
+            ),
+            (
+                "CREATE STREAMING TABLE t AS SELECT * FROM read_files('x') a JOIN b ON a.x = b.x",
+                "only WHERE may follow",
+            ),
+            (
+                "APPLY CHANGES INTO t FROM STREAM(s) KEYS (id) SEQUENCE BY ts",
+                "line 1, column 1: APPLY CHANGES INTO is not read from SQL yet",
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM t",
+                "need a query engine",
+            ),
+            (
+                "CREATE FLOW f AS INSERT INTO nowhere BY NAME SELECT * FROM read_files('x')",
+                "which no CREATE STREAMING TABLE defines",
+            ),
+        ];
+        for (sql, message) in cases {
+            let e = to_config(sql).unwrap_err();
+            assert!(e.contains(message), "{sql}: {e}");
+        }
+    }
+}
