@@ -851,3 +851,20 @@ fn the_expectations_examples_run() {
     let rows = common::read_with_python(&dir.join("out/orders_flags"), "order_id");
     assert_eq!(rows["num_rows"], 11, "{rows}");
 }
+
+/// The SQL pipeline of "Coming from Databricks", run as printed on the fixtures.
+#[test]
+fn the_sql_pipeline_example_runs() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let sql = doc_block("docs/databricks.md", "## SQL pipelines as written", "sql");
+    std::fs::write(dir.join("pipeline.sql"), sql).unwrap();
+    let block = doc_block("docs/databricks.md", "## SQL pipelines as written", "sh");
+    ok(&run_doc_sh(&block, dir, &[]));
+    let bronze = common::read_with_python(&dir.join("bronze_orders"), "order_id");
+    assert_eq!(bronze["num_rows"], 13, "{bronze}");
+    assert_eq!(bronze["configuration"]["pipelines.reset.allowed"], "false");
+    let silver = common::read_with_python(&dir.join("silver/orders"), "order_id");
+    assert_eq!(silver["num_rows"], 11, "{silver}");
+    assert!(silver["types"].get("phone").is_none(), "{silver}");
+}
