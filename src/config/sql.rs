@@ -9,13 +9,16 @@
 //!   flows. Its columns become `cloudFiles.schemaHints` of the flows reading files into
 //!   it, its constraints expectations of every flow into it, its properties the table's.
 //! - `CREATE FLOW name [ONCE] AS INSERT INTO target BY NAME query`.
+//! - `APPLY CHANGES INTO target FROM source KEYS (...) ...` and `CREATE FLOW name AS AUTO
+//!   CDC INTO target ...`, every clause of Databricks' grammar, as `[stream.cdc]`
+//!   (`create_auto_cdc_flow`'s names).
 //!
 //! A query is `SELECT * | * EXCEPT (a, b) | a, b FROM source [WHERE condition]`, the
 //! source `STREAM read_files('path', format => 'json', option => value, ...)`,
 //! `cloud_files('path', 'format', map('option', 'value', ...))`, `STREAM(name)`,
 //! `STREAM name` or `name` (a table of this pipeline, or the Delta table at its place).
 //! A name `a.b.c` is the table at `a/b/c` under the SQL file's folder; `LOCATION`
-//! overrides it. Anything else (APPLY CHANGES, computed columns, joins) is refused with
+//! overrides it. Anything else (computed columns, joins, views) is refused with
 //! its line and column, exit 2.
 
 use std::collections::BTreeMap;
@@ -50,6 +53,8 @@ struct FlowDef {
     target: String,
     once: bool,
     query: Query,
+    /// APPLY CHANGES / AUTO CDC: the `[stream.cdc]` settings.
+    cdc: Option<BTreeMap<String, Value>>,
 }
 
 struct Query {
@@ -143,6 +148,9 @@ pub(super) fn to_config(text: &str) -> Result<Value, String> {
         }
         if !target.constraints.is_empty() {
             stream["expect"] = json!(target.constraints);
+        }
+        if let Some(cdc) = &f.cdc {
+            stream["cdc"] = json!(cdc);
         }
         streams.push(stream);
     }
@@ -305,11 +313,9 @@ impl<'a> Tokens<'a> {
         tables: &mut BTreeMap<String, TableDef>,
         flows: &mut Vec<FlowDef>,
     ) -> Result<(), String> {
-        if self.is_word("APPLY") {
-            return Err(self.error(
-                "APPLY CHANGES INTO is not read from SQL yet: write the flow in streams.toml \
-                 ([stream.cdc], docs/guide/cdc.md)",
-            ));
+        if self.eat_word("APPLY") {
+            self.word("CHANGES")?;
+            return self.auto_cdc(None, flows);
         }
         self.word("CREATE")?;
         if self.eat_word("OR") {
@@ -374,6 +380,7 @@ impl<'a> Tokens<'a> {
                 target: name.clone(),
                 once: false,
                 query,
+                cdc: None,
             });
         }
         tables.insert(name, def);
@@ -419,11 +426,12 @@ impl<'a> Tokens<'a> {
         let name = self.name()?;
         let once = self.eat_word("ONCE");
         self.word("AS")?;
-        if self.is_word("AUTO") {
-            return Err(self.error(
-                "AUTO CDC INTO is not read from SQL yet: write the flow in streams.toml \
-                 ([stream.cdc], docs/guide/cdc.md)",
-            ));
+        if self.eat_word("AUTO") {
+            self.word("CDC")?;
+            if once {
+                return Err(self.error("a ONCE flow appends: AUTO CDC has no ONCE"));
+            }
+            return self.auto_cdc(Some(name), flows);
         }
         self.word("INSERT")?;
         self.word("INTO")?;
@@ -439,8 +447,150 @@ impl<'a> Tokens<'a> {
             target,
             once,
             query,
+            cdc: None,
         });
         Ok(())
+    }
+
+    /// `INTO target FROM source KEYS (...) [IGNORE NULL UPDATES] [APPLY AS DELETE WHEN
+    /// cond] [APPLY AS TRUNCATE WHEN cond] SEQUENCE BY col [COLUMNS ...] [STORED AS SCD TYPE
+    /// n] [TRACK HISTORY ON ...]`, after `APPLY CHANGES` or `CREATE FLOW name AS AUTO CDC`
+    /// (an APPLY CHANGES flow is named after its target).
+    fn auto_cdc(&mut self, name: Option<String>, flows: &mut Vec<FlowDef>) -> Result<(), String> {
+        self.word("INTO")?;
+        let target = self.name()?;
+        self.word("FROM")?;
+        let source = self.source()?;
+        let mut cdc: BTreeMap<String, Value> = BTreeMap::new();
+        let clause_start = |t: &Self| {
+            [
+                "APPLY", "SEQUENCE", "COLUMNS", "STORED", "TRACK", "IGNORE", "KEYS",
+            ]
+            .iter()
+            .any(|w| t.is_word(w))
+                || t.done()
+                || t.peek() == Some(&Token::SemiColon)
+        };
+        while !self.done() && self.peek() != Some(&Token::SemiColon) {
+            if self.eat_word("KEYS") {
+                cdc.insert("keys".into(), json!(self.names_in_parens()?));
+            } else if self.eat_word("IGNORE") {
+                self.word("NULL")?;
+                self.word("UPDATES")?;
+                cdc.insert("ignore_null_updates".into(), json!(true));
+            } else if self.eat_word("APPLY") {
+                self.word("AS")?;
+                let key = if self.eat_word("DELETE") {
+                    "apply_as_deletes"
+                } else if self.eat_word("TRUNCATE") {
+                    "apply_as_truncates"
+                } else {
+                    return Err(self.error("expected DELETE or TRUNCATE"));
+                };
+                self.word("WHEN")?;
+                let start = self.at;
+                let mut depth = 0usize;
+                while depth > 0 || !clause_start(self) {
+                    match self.peek() {
+                        Some(Token::LParen) => depth += 1,
+                        Some(Token::RParen) => depth = depth.saturating_sub(1),
+                        _ => {}
+                    }
+                    self.at += 1;
+                }
+                if self.at == start {
+                    return Err(self.error("expected a condition"));
+                }
+                cdc.insert(key.into(), json!(self.text_between(start, self.at)));
+            } else if self.eat_word("SEQUENCE") {
+                self.word("BY")?;
+                let by = if self.eat_word("STRUCT") {
+                    self.names_in_parens()?
+                } else {
+                    vec![self.name()?]
+                };
+                cdc.insert("sequence_by".into(), json!(by));
+            } else if self.eat_word("COLUMNS") {
+                let (key, names) = self.column_choice("column_list", "except_column_list")?;
+                cdc.insert(key.into(), json!(names));
+            } else if self.eat_word("STORED") {
+                self.word("AS")?;
+                self.word("SCD")?;
+                self.word("TYPE")?;
+                let n = self.value()?;
+                if n != "1" && n != "2" {
+                    return Err(format!("SCD TYPE {n}: only 1 and 2 exist"));
+                }
+                cdc.insert(
+                    "stored_as_scd_type".into(),
+                    json!(n.parse::<u8>().unwrap_or(1)),
+                );
+            } else if self.eat_word("TRACK") {
+                self.word("HISTORY")?;
+                self.word("ON")?;
+                let (key, names) = self.column_choice(
+                    "track_history_column_list",
+                    "track_history_except_column_list",
+                )?;
+                cdc.insert(key.into(), json!(names));
+            } else {
+                return Err(self.error(
+                    "expected KEYS, IGNORE NULL UPDATES, APPLY AS DELETE/TRUNCATE WHEN, \
+                     SEQUENCE BY, COLUMNS, STORED AS SCD TYPE or TRACK HISTORY ON",
+                ));
+            }
+        }
+        let name = name.unwrap_or_else(|| target.clone());
+        if flows.iter().any(|f| f.name == name) {
+            return Err(format!("the flow {name} is defined twice"));
+        }
+        flows.push(FlowDef {
+            name,
+            target,
+            once: false,
+            query: Query {
+                columns: None,
+                except: None,
+                source,
+                condition: None,
+            },
+            cdc: Some(cdc),
+        });
+        Ok(())
+    }
+
+    /// `(a, b)`.
+    fn names_in_parens(&mut self) -> Result<Vec<String>, String> {
+        self.expect(&Token::LParen)?;
+        let mut names = Vec::new();
+        loop {
+            names.push(self.name()?);
+            if !self.eat(&Token::Comma) {
+                break;
+            }
+        }
+        self.expect(&Token::RParen)?;
+        Ok(names)
+    }
+
+    /// `a, b` (or `(a, b)`) as `only`, `* EXCEPT (a, b)` as `except`.
+    fn column_choice(
+        &mut self,
+        only: &'static str,
+        except: &'static str,
+    ) -> Result<(&'static str, Vec<String>), String> {
+        if self.eat(&Token::Mul) {
+            self.word("EXCEPT")?;
+            return Ok((except, self.names_in_parens()?));
+        }
+        if self.peek() == Some(&Token::LParen) {
+            return Ok((only, self.names_in_parens()?));
+        }
+        let mut names = vec![self.name()?];
+        while self.eat(&Token::Comma) {
+            names.push(self.name()?);
+        }
+        Ok((only, names))
     }
 
     /// `SELECT list FROM source [WHERE condition]`, to the end of the statement.
@@ -665,6 +815,49 @@ CREATE OR REFRESH STREAMING TABLE silver.orders AS SELECT * EXCEPT (note) FROM S
     }
 
     #[test]
+    fn apply_changes_and_auto_cdc_read_as_cdc_settings() {
+        let sql = r#"
+CREATE OR REFRESH STREAMING TABLE customers;
+APPLY CHANGES INTO customers
+FROM STREAM(raw_customer_cdc)
+  KEYS (customer_id)
+  APPLY AS DELETE WHEN operation = 'DELETE' AND (x IS NULL)
+  SEQUENCE BY updated_at
+  COLUMNS * EXCEPT (_rescued_data, operation)
+  STORED AS SCD TYPE 1;
+CREATE OR REFRESH STREAMING TABLE customers_history;
+CREATE FLOW history AS AUTO CDC INTO customers_history
+FROM STREAM raw_customer_cdc KEYS (customer_id, region) IGNORE NULL UPDATES
+  SEQUENCE BY STRUCT(updated_at, seq) STORED AS SCD TYPE 2 TRACK HISTORY ON address, name;
+"#;
+        let c = to_config(sql).unwrap();
+        let s1 = &c["stream"][0];
+        assert_eq!(s1["name"], "customers");
+        assert_eq!(s1["source_format"], "delta");
+        let cdc = &s1["cdc"];
+        assert_eq!(cdc["keys"], json!(["customer_id"]));
+        assert_eq!(
+            cdc["apply_as_deletes"],
+            "operation = 'DELETE' AND (x IS NULL)"
+        );
+        assert_eq!(cdc["sequence_by"], json!(["updated_at"]));
+        assert_eq!(
+            cdc["except_column_list"],
+            json!(["_rescued_data", "operation"])
+        );
+        assert_eq!(cdc["stored_as_scd_type"], 1);
+        let s2 = &c["stream"][1];
+        assert_eq!(s2["name"], "history");
+        assert_eq!(s2["table"], "customers_history");
+        let cdc = &s2["cdc"];
+        assert_eq!(cdc["keys"], json!(["customer_id", "region"]));
+        assert_eq!(cdc["ignore_null_updates"], true);
+        assert_eq!(cdc["sequence_by"], json!(["updated_at", "seq"]));
+        assert_eq!(cdc["stored_as_scd_type"], 2);
+        assert_eq!(cdc["track_history_column_list"], json!(["address", "name"]));
+    }
+
+    #[test]
     fn what_is_not_read_yet_is_named_with_its_place() {
         let cases = [
             (
@@ -676,8 +869,9 @@ CREATE OR REFRESH STREAMING TABLE silver.orders AS SELECT * EXCEPT (note) FROM S
                 "only WHERE may follow",
             ),
             (
-                "APPLY CHANGES INTO t FROM STREAM(s) KEYS (id) SEQUENCE BY ts",
-                "line 1, column 1: APPLY CHANGES INTO is not read from SQL yet",
+                "CREATE STREAMING TABLE t; APPLY CHANGES INTO t FROM STREAM(s) KEYS (id) \
+                 SEQUENCE BY ts PARTITION",
+                "line 1, column 88: expected KEYS",
             ),
             (
                 "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM t",

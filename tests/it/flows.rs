@@ -586,3 +586,116 @@ SELECT order_id, amount FROM read_files('archive', format => 'json') WHERE amoun
         common::stderr(&refused)
     );
 }
+
+/// Seed 001 in SQL: a bronze table of change records from `read_files`, then `APPLY
+/// CHANGES INTO` an SCD 1 table and `AUTO CDC INTO` an SCD 2 table from `STREAM(bronze)`;
+/// each equals the table the same flows give from a `streams.toml`.
+#[test]
+fn seed_001_in_sql_gives_the_tables_of_the_toml_flows() {
+    let s = Scratch::new();
+    s.land("cdc/changes.json", crate::cdc::RECORDS.join("\n") + "\n");
+    let dir = s.dir.path();
+    let sql = dir.join("pipeline.sql");
+    std::fs::write(
+        &sql,
+        r#"CREATE OR REFRESH STREAMING TABLE raw_customer_cdc
+AS SELECT * FROM STREAM read_files('landing/cdc', format => 'json', inferColumnTypes => true,
+                                   includeMetadata => false);
+
+CREATE OR REFRESH STREAMING TABLE customers;
+APPLY CHANGES INTO customers
+FROM STREAM(raw_customer_cdc)
+  KEYS (userId)
+  APPLY AS DELETE WHEN operation = 'DELETE'
+  SEQUENCE BY sequenceNum
+  COLUMNS * EXCEPT (operation, sequenceNum, _rescued_data)
+  STORED AS SCD TYPE 1;
+
+CREATE OR REFRESH STREAMING TABLE customers_history;
+CREATE FLOW history AS AUTO CDC INTO customers_history
+FROM STREAM(raw_customer_cdc)
+  KEYS (userId)
+  APPLY AS DELETE WHEN operation = 'DELETE'
+  SEQUENCE BY sequenceNum
+  COLUMNS * EXCEPT (operation, sequenceNum, _rescued_data)
+  STORED AS SCD TYPE 2;
+"#,
+    )
+    .unwrap();
+    common::ok(&run_config(&sql, &[]));
+    let toml = dir.join("toml");
+    std::fs::create_dir_all(&toml).unwrap();
+    let config = toml.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "raw_customer_cdc"
+source = "../landing/cdc"
+table = "raw_customer_cdc"
+[stream.options]
+"cloudFiles.format" = "json"
+"cloudFiles.inferColumnTypes" = true
+"cloudFiles.includeMetadata" = false
+
+[[stream]]
+name = "customers"
+source = "raw_customer_cdc"
+table = "customers"
+[stream.cdc]
+keys = ["userId"]
+apply_as_deletes = "operation = 'DELETE'"
+sequence_by = "sequenceNum"
+except_column_list = ["operation", "sequenceNum", "_rescued_data"]
+stored_as_scd_type = 1
+
+[[stream]]
+name = "history"
+source = "raw_customer_cdc"
+table = "customers_history"
+[stream.cdc]
+keys = ["userId"]
+apply_as_deletes = "operation = 'DELETE'"
+sequence_by = "sequenceNum"
+except_column_list = ["operation", "sequenceNum", "_rescued_data"]
+stored_as_scd_type = 2
+"#,
+    )
+    .unwrap();
+    common::ok(&run_config(&config, &[]));
+    let rows = |table: &Path| {
+        let batches = read_table(table);
+        let mut names: Vec<String> = batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            // Lineage names each run's own bronze files.
+            .filter(|n| n != "_metadata")
+            .collect();
+        names.sort();
+        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
+        let mut out: Vec<String> = (0..columns[0].len())
+            .map(|i| {
+                columns
+                    .iter()
+                    .map(|c| c[i].clone())
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        out.sort();
+        (names, out)
+    };
+    let scd1 = rows(&dir.join("customers"));
+    assert_eq!(scd1, rows(&toml.join("customers")));
+    assert_eq!(
+        scd1.1.len(),
+        3,
+        "Databricks' example leaves 3 rows: {:?}",
+        scd1.1
+    );
+    let scd2 = rows(&dir.join("customers_history"));
+    assert_eq!(scd2, rows(&toml.join("customers_history")));
+    assert!(scd2.0.contains(&"__END_AT".to_string()), "{:?}", scd2.0);
+}
