@@ -466,7 +466,8 @@ pub(crate) struct IngestArgs {
 /// `run`'s arguments.
 #[derive(Args)]
 pub(crate) struct RunArgs {
-    /// The config file (streams.toml).
+    /// The pipeline: a config file (streams.toml), a Lakeflow SQL file (pipeline.sql), or
+    /// a folder of SQL files.
     pub(crate) config: PathBuf,
     /// Ingest what has landed, then exit.
     #[arg(long)]
@@ -478,9 +479,26 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
     pub(crate) poll_interval: f64,
     /// Check the file and every stream's options, locations and webhooks, then exit
-    /// without running anything (0: valid; 2: the error).
-    #[arg(long, conflicts_with = "list")]
+    /// without running anything (0: valid; 2: the error). Spark's spelling: --dry-run.
+    #[arg(long, alias = "dry-run", conflicts_with = "list")]
     pub(crate) check: bool,
+    /// Run only these flows (Spark's --refresh): names of streams, or of a SQL pipeline's
+    /// tables (a.b or a_b).
+    #[arg(
+        long,
+        value_name = "A,B",
+        value_delimiter = ',',
+        conflicts_with = "stream"
+    )]
+    pub(crate) refresh: Vec<String>,
+    /// Reset these flows' tables (a full refresh, refused for a table with
+    /// pipelines.reset.allowed=false), then run them (and those of --refresh).
+    #[arg(long, value_name = "A,B", value_delimiter = ',', conflicts_with_all = ["stream", "full_refresh_all"])]
+    pub(crate) full_refresh: Vec<String>,
+    /// Reset every table of the pipeline (tables with pipelines.reset.allowed=false are
+    /// skipped, and said), then run every flow.
+    #[arg(long, conflicts_with = "stream")]
+    pub(crate) full_refresh_all: bool,
     /// Print each stream (name, source, table, checkpoint) and exit without running;
     /// the file is checked as by --check.
     #[arg(long)]

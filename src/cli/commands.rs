@@ -543,9 +543,13 @@ fn run_config_file(args: RunArgs, state: &StorageSettings) -> Result<(), Error> 
         list,
         json,
         rerun_once,
+        refresh,
+        full_refresh,
+        full_refresh_all,
         reporting,
     } = args;
     let mut streams = load_config(&config, stream.as_deref(), state, &reporting)?;
+    select_flows(&mut streams, &refresh, &full_refresh, &config)?;
     for name in &rerun_once {
         let flow = streams
             .iter_mut()
@@ -573,8 +577,103 @@ fn run_config_file(args: RunArgs, state: &StorageSettings) -> Result<(), Error> 
         );
         check_definitions(&streams, json)
     } else {
+        if full_refresh_all || !full_refresh.is_empty() {
+            full_refresh_tables(&streams, &full_refresh, full_refresh_all, state)?;
+        }
         run_config(streams, &reporting, run_mode(once, poll_interval), json)
     }
+}
+
+/// A name as `--refresh` and `--full-refresh` take it: a SQL table's dots are `_` in its
+/// flow's name.
+fn flow_name(name: &str) -> String {
+    name.trim().replace('.', "_")
+}
+
+/// Keeps the flows `--refresh` and `--full-refresh` name (all when neither names any);
+/// an unknown name is an error listing the flows.
+fn select_flows(
+    streams: &mut Vec<(NamedStream, AlertSettings)>,
+    refresh: &[String],
+    full_refresh: &[String],
+    config: &std::path::Path,
+) -> Result<(), Error> {
+    let wanted: Vec<String> = refresh
+        .iter()
+        .chain(full_refresh)
+        .map(|n| flow_name(n))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<&str> = streams.iter().map(|(s, _)| s.name.as_str()).collect();
+    if let Some(unknown) = wanted.iter().find(|w| !known.contains(&w.as_str())) {
+        return Err(OptionsError::Conflict(format!(
+            "{}: no flow named {unknown} (flows: {})",
+            config.display(),
+            known.join(", ")
+        ))
+        .into());
+    }
+    streams.retain(|(s, _)| wanted.contains(&s.name));
+    Ok(())
+}
+
+/// Spark's --full-refresh: resets the tables of the named flows (every table with
+/// `all`, where a guarded one is skipped) before they run; a guarded table named is
+/// refused (exit 4) and nothing is reset.
+fn full_refresh_tables(
+    streams: &[(NamedStream, AlertSettings)],
+    names: &[String],
+    all: bool,
+    state: &StorageSettings,
+) -> Result<(), Error> {
+    use autoloader::table::reset;
+    let names: Vec<String> = names.iter().map(|n| flow_name(n)).collect();
+    let mut tables: Vec<Location> = Vec::new();
+    for (s, _) in streams {
+        if (all || names.contains(&s.name))
+            && !tables
+                .iter()
+                .any(|t| t.resolved() == s.request.table.resolved())
+        {
+            tables.push(s.request.table.clone());
+        }
+    }
+    let flows: Vec<reset::ConfiguredFlow> = streams
+        .iter()
+        .map(|(s, _)| s.request.as_configured_flow())
+        .collect();
+    let options = reset::ResetOptions {
+        checkpoints_only: false,
+        keep_schema: false,
+        skip_guarded: all,
+        dry_run: false,
+    };
+    let rt = runtime()?;
+    let prepared = rt.block_on(reset::prepare(&tables, &flows, options, state))?;
+    if let Some(p) = prepared.plans.iter().find(|p| p.guarded && !all) {
+        return Err(reset::ResetError::Guarded {
+            table: p.table.clone(),
+        }
+        .into());
+    }
+    let done = rt.block_on(reset::execute(prepared))?;
+    for plan in &done {
+        if plan.guarded {
+            eprintln!(
+                "{}: not reset (pipelines.reset.allowed=false); its flows run on",
+                plan.table
+            );
+        } else {
+            eprintln!(
+                "{}: full refresh (generation {})",
+                plan.table,
+                plan.generation.unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
 }
 
 pub(crate) struct ResetArgs {

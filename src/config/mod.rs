@@ -333,33 +333,61 @@ pub fn valid_stream_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// A config file as written: TOML, a Lakeflow SQL file, or a folder of SQL files (read in
+/// name order, subfolders too, as one pipeline).
+fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ConfigError::Io { path, source }
+    };
+    let parse = |message: String| ConfigError::Parse {
+        path: path.into(),
+        message,
+    };
+    let is_sql = |p: &Path| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("sql"));
+    if path.is_dir() || is_sql(path) {
+        let mut files = Vec::new();
+        if path.is_dir() {
+            let mut todo = vec![path.to_path_buf()];
+            while let Some(dir) = todo.pop() {
+                for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+                    let p = entry.map_err(io(&dir))?.path();
+                    if p.is_dir() {
+                        todo.push(p);
+                    } else if is_sql(&p) {
+                        files.push(p);
+                    }
+                }
+            }
+            files.sort();
+            if files.is_empty() {
+                return Err(parse("the folder holds no .sql file".into()));
+            }
+        } else {
+            files.push(path.to_path_buf());
+        }
+        let mut texts = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).map_err(io(f))?;
+            let name = f.strip_prefix(path).unwrap_or(f).display().to_string();
+            texts.push((name, text));
+        }
+        // A Lakeflow SQL pipeline is read into the same shape as a TOML file.
+        return sql::files_to_config(&texts)
+            .and_then(|c| serde_json::from_value(c).map_err(|e| e.to_string()))
+            .map_err(parse);
+    }
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    toml::from_str(&text).map_err(|e| parse(e.to_string()))
+}
+
 /// Reads and validates a config file. `only` keeps one stream by name.
 pub fn load(
     path: &Path,
     only: Option<&str>,
     state: &StorageSettings,
 ) -> Result<Vec<NamedStream>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-        path: path.into(),
-        source,
-    })?;
-    // A Lakeflow SQL pipeline is read into the same shape as a TOML file.
-    let is_sql = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
-    let parsed: FileConfig = if is_sql {
-        sql::to_config(&text)
-            .and_then(|c| serde_json::from_value(c).map_err(|e| e.to_string()))
-            .map_err(|message| ConfigError::Parse {
-                path: path.into(),
-                message,
-            })?
-    } else {
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            message: e.to_string(),
-        })?
-    };
+    let parsed = read(path)?;
     let invalid = |message: String| ConfigError::Invalid {
         path: path.into(),
         message,
@@ -367,9 +395,16 @@ pub fn load(
     if parsed.stream.is_empty() {
         return Err(invalid("no [[stream]] is declared".into()));
     }
+    // Relative paths are relative to the file's folder (a folder of SQL files: itself).
     let base = std::fs::canonicalize(path)
         .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .and_then(|p| {
+            if p.is_dir() {
+                Some(p)
+            } else {
+                p.parent().map(Path::to_path_buf)
+            }
+        })
         .unwrap_or_default();
     // Every stream's table: a Delta source another stream creates is waited for.
     let tables_written: Vec<(&str, Location)> = parsed

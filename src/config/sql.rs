@@ -74,17 +74,33 @@ enum Source {
 
 /// The pipeline in `text` as a config (the JSON shape of `streams.toml`), or an error
 /// with its line and column.
-pub(super) fn to_config(text: &str) -> Result<Value, String> {
+#[cfg(test)]
+fn to_config(text: &str) -> Result<Value, String> {
+    files_to_config(&[(String::new(), text.to_string())])
+}
+
+/// The pipeline of several SQL files (name, text), read in order as one: a flow of one
+/// file may insert into a table of another. An error names its file, line and column.
+pub(super) fn files_to_config(files: &[(String, String)]) -> Result<Value, String> {
     let mut tables: BTreeMap<String, TableDef> = BTreeMap::new();
     let mut flows: Vec<FlowDef> = Vec::new();
-    let mut t = Tokens::new(text)?;
-    while !t.done() {
-        if t.eat(&Token::SemiColon) {
-            continue;
-        }
-        t.statement(&mut tables, &mut flows)?;
-        if !t.done() && !t.eat(&Token::SemiColon) {
-            return Err(t.error("expected ; after the statement"));
+    for (name, text) in files {
+        let in_file = |e: String| {
+            if name.is_empty() {
+                e
+            } else {
+                format!("{name}: {e}")
+            }
+        };
+        let mut t = Tokens::new(text).map_err(in_file)?;
+        while !t.done() {
+            if t.eat(&Token::SemiColon) {
+                continue;
+            }
+            t.statement(&mut tables, &mut flows).map_err(in_file)?;
+            if !t.done() && !t.eat(&Token::SemiColon) {
+                return Err(in_file(t.error("expected ; after the statement")));
+            }
         }
     }
     if flows.is_empty() {

@@ -699,3 +699,71 @@ stored_as_scd_type = 2
     assert_eq!(scd2, rows(&toml.join("customers_history")));
     assert!(scd2.0.contains(&"__END_AT".to_string()), "{:?}", scd2.0);
 }
+
+/// A folder of SQL files as one pipeline, driven with Spark's flags: `--dry-run`,
+/// `--refresh` (only those flows), `--full-refresh` (a guarded table refused, exit 4),
+/// `--full-refresh-all` (the guarded table skipped, the other rebuilt).
+#[test]
+fn a_folder_of_sql_files_runs_with_spark_s_flags() {
+    let s = Scratch::new();
+    s.land("orders/a.json", ORDERS);
+    let dir = s.dir.path();
+    let lib = dir.join("transformations");
+    std::fs::create_dir_all(lib.join("silver")).unwrap();
+    std::fs::write(
+        lib.join("bronze.sql"),
+        "CREATE OR REFRESH STREAMING TABLE bronze_orders\n\
+         TBLPROPERTIES ('pipelines.reset.allowed' = 'false')\n\
+         AS SELECT * FROM STREAM read_files('../landing/orders', format => 'json');\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lib.join("silver/orders.sql"),
+        "CREATE OR REFRESH STREAMING TABLE silver.orders\n\
+         AS SELECT * FROM STREAM(bronze_orders) WHERE region = 'eu';\n",
+    )
+    .unwrap();
+    let run_with = |flags: &[&str]| run_config(&lib, flags);
+    let dry = common::ok(&run_with(&["--dry-run"]));
+    assert!(
+        dry.contains("valid, 2 streams: bronze_orders, silver_orders"),
+        "{dry}"
+    );
+    assert!(
+        !lib.join("bronze_orders/_delta_log").exists(),
+        "a dry run writes no table"
+    );
+    common::ok(&run_with(&[]));
+    let silver = lib.join("silver/orders");
+    assert_eq!(order_ids(&silver), [1, 4, 5]);
+    // New orders land; only bronze is refreshed: silver has not read them yet.
+    s.land(
+        "orders/b.json",
+        "{\"order_id\": 7, \"amount\": 1, \"region\": \"eu\"}\n",
+    );
+    common::ok(&run_with(&["--refresh", "bronze_orders"]));
+    assert_eq!(order_ids(&lib.join("bronze_orders")).len(), 7);
+    assert_eq!(order_ids(&silver), [1, 4, 5]);
+    // A full refresh of silver rebuilds it from bronze, the new order with it.
+    let out = run_with(&["--full-refresh", "silver.orders"]);
+    common::ok(&out);
+    assert_eq!(order_ids(&silver), [1, 4, 5, 7]);
+    // bronze is guarded: refused, nothing reset.
+    let refused = run_with(&["--full-refresh", "bronze_orders"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(4),
+        "{}",
+        common::stderr(&refused)
+    );
+    assert_eq!(order_ids(&lib.join("bronze_orders")).len(), 7);
+    // All: bronze skipped and said, silver rebuilt.
+    let all = run_with(&["--full-refresh-all"]);
+    common::ok(&all);
+    assert!(common::stderr(&all).contains("not reset (pipelines.reset.allowed=false)"));
+    assert_eq!(order_ids(&silver), [1, 4, 5, 7]);
+    assert_eq!(order_ids(&lib.join("bronze_orders")).len(), 7);
+    let unknown = run_with(&["--refresh", "gold"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(common::stderr(&unknown).contains("no flow named gold"));
+}
