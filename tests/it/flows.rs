@@ -767,3 +767,46 @@ fn a_folder_of_sql_files_runs_with_spark_s_flags() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(common::stderr(&unknown).contains("no flow named gold"));
 }
+
+/// The SQL is the flow's definition: a WHERE edited applies to new rows (said once), a
+/// source changed needs a full refresh (refused, exit 2, before anything is read).
+#[test]
+fn an_edited_sql_pipeline_is_a_changed_definition() {
+    let s = Scratch::new();
+    s.land("orders/a.json", ORDERS);
+    let sql = s.dir.path().join("pipeline.sql");
+    let write = |body: &str| std::fs::write(&sql, body).unwrap();
+    write(
+        "CREATE OR REFRESH STREAMING TABLE eu AS SELECT * FROM \
+         STREAM read_files('landing/orders', format => 'json') WHERE region = 'eu'",
+    );
+    common::ok(&run_config(&sql, &[]));
+    write(
+        "CREATE OR REFRESH STREAMING TABLE eu AS SELECT * FROM \
+         STREAM read_files('landing/orders', format => 'json') WHERE region IN ('eu', 'uk')",
+    );
+    let out = run_config(&sql, &[]);
+    common::ok(&out);
+    assert!(
+        common::stderr(&out).contains("applies to new rows only"),
+        "{}",
+        common::stderr(&out)
+    );
+    write(
+        "CREATE OR REFRESH STREAMING TABLE eu AS SELECT * FROM \
+         STREAM read_files('elsewhere', format => 'json') WHERE region IN ('eu', 'uk')",
+    );
+    std::fs::create_dir_all(s.dir.path().join("elsewhere")).unwrap();
+    let refused = run_config(&sql, &[]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&refused)
+    );
+    assert!(
+        common::stderr(&refused).contains("needs a full refresh"),
+        "{}",
+        common::stderr(&refused)
+    );
+}
