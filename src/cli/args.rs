@@ -497,7 +497,7 @@ pub(crate) struct RunArgs {
     pub(crate) full_refresh: Vec<String>,
     /// Reset every table of the pipeline (tables with pipelines.reset.allowed=false are
     /// skipped, and said), then run every flow.
-    #[arg(long, conflicts_with = "stream")]
+    #[arg(long, conflicts_with_all = ["stream", "refresh"])]
     pub(crate) full_refresh_all: bool,
     /// Print each stream (name, source, table, checkpoint) and exit without running;
     /// the file is checked as by --check.

@@ -568,6 +568,29 @@ fn stream_spec(
 /// Each stream needs its own checkpoint and schema location.
 fn check_shared_places(out: &[NamedStream], invalid: &Invalid<'_>) -> Result<(), ConfigError> {
     for (i, a) in out.iter().enumerate() {
+        // A quarantine is one stream's: a replay lands all its rows by that stream's rules.
+        if let Some(q) = a.request.quarantine_location() {
+            if let Some(t) = out
+                .iter()
+                .find(|s| s.request.table.normalized() == q.normalized())
+            {
+                return Err(invalid(format!(
+                    "stream \"{}\": its quarantine table {q} is the table of stream \"{}\"",
+                    a.name, t.name
+                )));
+            }
+            if let Some(b) = out[i + 1..].iter().find(|b| {
+                b.request
+                    .quarantine_location()
+                    .is_some_and(|p| p.normalized() == q.normalized())
+            }) {
+                return Err(invalid(format!(
+                    "streams \"{}\" and \"{}\" share the quarantine table {q}; each stream needs \
+                     its own",
+                    a.name, b.name
+                )));
+            }
+        }
         for b in &out[i + 1..] {
             if a.request.checkpoint.normalized() == b.request.checkpoint.normalized() {
                 return Err(invalid(format!(

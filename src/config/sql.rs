@@ -449,8 +449,11 @@ impl<'a> Tokens<'a> {
             }
             return self.auto_cdc(Some(name), flows);
         }
+        // Databricks also writes `INSERT [ONCE] INTO` and `INSERT INTO ONCE`.
         self.word("INSERT")?;
+        let once = self.eat_word("ONCE") || once;
         self.word("INTO")?;
+        let once = self.eat_word("ONCE") || once;
         let target = self.name()?;
         self.word("BY")?;
         self.word("NAME")?;
@@ -506,13 +509,19 @@ impl<'a> Tokens<'a> {
                 self.word("WHEN")?;
                 let start = self.at;
                 let mut depth = 0usize;
-                while depth > 0 || !clause_start(self) {
+                while !self.done()
+                    && self.peek() != Some(&Token::SemiColon)
+                    && (depth > 0 || !clause_start(self))
+                {
                     match self.peek() {
                         Some(Token::LParen) => depth += 1,
                         Some(Token::RParen) => depth = depth.saturating_sub(1),
                         _ => {}
                     }
                     self.at += 1;
+                }
+                if depth > 0 {
+                    return Err(self.error_at(start, "a `(` of this condition is not closed"));
                 }
                 if self.at == start {
                     return Err(self.error("expected a condition"));
@@ -888,6 +897,11 @@ FROM STREAM raw_customer_cdc KEYS (customer_id, region) IGNORE NULL UPDATES
                 "CREATE STREAMING TABLE t; APPLY CHANGES INTO t FROM STREAM(s) KEYS (id) \
                  SEQUENCE BY ts PARTITION",
                 "line 1, column 88: expected KEYS",
+            ),
+            (
+                "CREATE STREAMING TABLE t; APPLY CHANGES INTO t FROM STREAM(s) KEYS (id) \
+                 APPLY AS DELETE WHEN (op = 'D' SEQUENCE BY ts",
+                "line 1, column 94: a `(` of this condition is not closed",
             ),
             (
                 "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM t",

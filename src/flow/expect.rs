@@ -203,8 +203,8 @@ fn starts_with_word(text: &str, word: &str) -> bool {
 fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
     let head = text.get(..word.len())?;
     let rest = &text[word.len()..];
-    (head.eq_ignore_ascii_case(word) && (rest.is_empty() || rest.starts_with(char::is_whitespace)))
-        .then(|| rest.trim_start())
+    let ends = rest.is_empty() || rest.starts_with(char::is_whitespace) || rest.starts_with('(');
+    (head.eq_ignore_ascii_case(word) && ends).then(|| rest.trim_start())
 }
 
 /// A name, plain or in backquotes, and what follows it.

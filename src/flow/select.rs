@@ -142,6 +142,9 @@ impl FlowSpec {
                 Some((0..names.len()).filter(|i| !left_out.contains(i)).collect())
             }
         };
+        if let Some(indices) = &projection {
+            self.rules_see_the_table(&names, indices)?;
+        }
         let schema = match &projection {
             Some(indices) => {
                 Arc::new(decoded.project(indices).map_err(|e| FlowError::Columns {
@@ -158,6 +161,36 @@ impl FlowSpec {
             schema,
             rescued: None,
         })
+    }
+
+    /// With a quarantine rule, every rule reads only columns the table keeps: a
+    /// quarantined row holds the table's columns, and `quarantine replay` judges it again.
+    fn rules_see_the_table(&self, names: &[&str], kept: &[usize]) -> Result<(), FlowError> {
+        use crate::flow::expect::OnViolation;
+        if !self
+            .expectations
+            .iter()
+            .any(|e| e.on_violation == OnViolation::Quarantine)
+        {
+            return Ok(());
+        }
+        for rule in &self.expectations {
+            for column in rule.check.columns() {
+                let at = names.iter().position(|n| n.eq_ignore_ascii_case(column));
+                if at.is_some_and(|i| !kept.contains(&i)) {
+                    return Err(FlowError::Columns {
+                        key: "columns",
+                        message: format!(
+                            "expectation \"{}\" reads {column}, which the table leaves out: \
+                             a quarantined row holds the table's columns, and quarantine \
+                             replay could not judge it again; keep {column} in the table",
+                            rule.name
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The table's columns for a decoded schema (what a table created for it holds).

@@ -286,6 +286,9 @@ pub(crate) async fn execute_counted(
             "schemaVersion": state.version.version,
             "rows": quality.quarantined_rows,
             "expectations": expectations,
+            // What a replayed batch is compared with (`QuarantineTable::commit`).
+            "files": plan.files.iter().map(|f| json!([f.key, f.size, f.mtime_ms])).collect::<Vec<_>>(),
+            "rules": ctx.req.flow.expectations.iter().map(|e| json!([e.name, e.definition_value()])).collect::<Vec<_>>(),
         });
         let committed = table
             .commit(

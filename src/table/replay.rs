@@ -31,6 +31,9 @@ use crate::target::quarantine::COLUMNS;
 use crate::target::rewrite::{Selector, take_rows};
 use crate::testing::failpoint;
 
+/// The entry of a replay's rules that holds the stream's `timeZone` (not a rule).
+const TIME_ZONE: &str = "timeZone";
+
 /// The failpoint between a replay's two commits (`tests/it/expectations.rs`).
 pub const AFTER_REPLAY_LANDED: &str = "after-replay-landed";
 
@@ -109,10 +112,14 @@ pub async fn replay(
     let table_at = d
         .get("table")
         .ok_or_else(|| usage("the recorded definition names no table".into()))?;
-    let rules: Vec<(String, String)> = d
+    let mut rules: Vec<(String, String)> = d
         .iter()
         .filter_map(|(k, v)| Some((k.strip_prefix(EXPECT_PREFIX)?.to_string(), v.to_string())))
         .collect();
+    // The stream's time zone reads its timestamps, in the rules as at ingest.
+    if let Some(zone) = d.get("timeZone") {
+        rules.push((TIME_ZONE.to_string(), zone.to_string()));
+    }
     let parse = |t: &str| Location::parse(t).map_err(|e| usage(e.to_string()));
     let mut table = DeltaAppend::open(&parse(table_at)?, storage).await?;
     let mut quarantine = DeltaAppend::open(&parse(quarantine_at)?, storage).await?;
@@ -127,6 +134,27 @@ pub async fn replay(
         && rewritten.is_none_or(|r| r < n)
     {
         let record = recorded_replay(&table, n).await?;
+        // Its rows are told apart by the files it read: each must still be there.
+        let active: BTreeSet<String> = quarantine
+            .table()
+            .snapshot()
+            .map_err(|e| usage(e.to_string()))?
+            .log_data()
+            .into_iter()
+            .map(|f| f.path().to_string())
+            .collect();
+        if let Some(gone) = record.files.iter().find(|f| !active.contains(*f)) {
+            return Err(ReplayError::Table(MaintenanceError::Failed {
+                location: quarantine.location().to_string(),
+                reason: format!(
+                    "replay {n} landed its rows in the table and was stopped before it took \
+                     them out of the quarantine; since then its file {gone} was replaced (an \
+                     UPDATE or a compaction of the quarantine), so they cannot be told apart: \
+                     delete from the quarantine the rows whose _batch, _source_file and \
+                     _source_record the table's replay commit holds, or leave them"
+                ),
+            }));
+        }
         let (taken, _) = take(&quarantine, &record).await?;
         summary.quarantine_version =
             Some(commit_rewrite(&mut quarantine, taken, &app, &record).await?);
@@ -292,9 +320,16 @@ fn verdict(
 ) -> Result<(BooleanArray, BooleanArray), ReplayError> {
     let usage = |m: String| ReplayError::Table(MaintenanceError::Usage(m));
     let data = data_columns(batch)?;
+    let zone = match rules.iter().find(|(k, _)| k == TIME_ZONE) {
+        Some((_, z)) => z
+            .parse::<chrono_tz::Tz>()
+            .map_err(|e| usage(format!("timeZone {z}: {e}")))?,
+        None => chrono_tz::Tz::UTC,
+    };
     // In a replay a `fail` rule keeps its rows where they are, as a quarantine rule does.
     let rules: Vec<Expectation> = rules
         .iter()
+        .filter(|(name, _)| name != TIME_ZONE)
         .map(|(name, value)| {
             Expectation::from_definition(name, value).map(|mut r| {
                 if r.on_violation == OnViolation::Fail {
@@ -305,8 +340,7 @@ fn verdict(
         })
         .collect::<Result<_, _>>()
         .map_err(|e| usage(e.to_string()))?;
-    let bound = BoundRules::bind(&rules, &data.schema(), chrono_tz::Tz::UTC)
-        .map_err(|e| usage(e.to_string()))?;
+    let bound = BoundRules::bind(&rules, &data.schema(), zone).map_err(|e| usage(e.to_string()))?;
     let v = bound.judge(&data).map_err(|e| usage(e.to_string()))?;
     let rows = data.num_rows();
     let stays = v

@@ -149,8 +149,44 @@ impl QuarantineTable {
             .await?
             .is_some_and(|v| u64::try_from(v).is_ok_and(|v| v >= batch));
         if done {
-            BatchWriters(vec![writer]).abort();
-            return Ok(None);
+            // The batch ran before and was stopped between its two commits. Its rows here
+            // are those of the same files judged by the same rules only if the plan and the
+            // rules are the ones recorded; a plan made again of changed files is new rows.
+            let earlier = self
+                .table
+                .autoloader_commits()
+                .await?
+                .into_iter()
+                .rev()
+                .map(|(_, c)| c)
+                .find(|c| {
+                    c.get("streamId") == info.get("streamId") && c.get("batch") == info.get("batch")
+                });
+            let same = |key: &str| {
+                earlier
+                    .as_ref()
+                    .is_some_and(|c| c.get(key) == info.get(key))
+            };
+            if earlier.is_none() || (same("files") && same("rules")) {
+                BatchWriters(vec![writer]).abort();
+                return Ok(None);
+            }
+            if same("files") {
+                BatchWriters(vec![writer]).abort();
+                return Err(TargetError::Incompatible {
+                    location: self.table.location().to_string(),
+                    reason: format!(
+                        "batch {batch} put rows in the quarantine under other rules (recorded: \
+                         {}; now: {}) and was stopped before its own commit: judged again by \
+                         the new rules, a row could land in both tables. Run once more with \
+                         the rules the batch was judged by, then change them",
+                        earlier
+                            .and_then(|c| c.get("rules").cloned())
+                            .unwrap_or_default(),
+                        info.get("rules").cloned().unwrap_or_default()
+                    ),
+                });
+            }
         }
         self.table.ensure_created(schema, stream_id).await?;
         let version = self

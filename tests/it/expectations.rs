@@ -878,3 +878,86 @@ expect = [
         .sum();
     assert_eq!(dropped, e.dropped.len() as u64);
 }
+
+/// A batch stopped between its quarantine commit and its own, run again with a changed
+/// rule: refused (a row could land in both places), then run with its rules: once each.
+#[test]
+fn a_batch_stopped_after_its_quarantine_keeps_its_rules() {
+    use std::os::unix::process::ExitStatusExt;
+    let s = Scratch::new();
+    let all = rows(1, 60);
+    s.land("a.json", jsonl(&all));
+    let args = ingest(&s, "json", &[]);
+    let killed = run(
+        &args,
+        &[(
+            "AUTOLOADER_FAILPOINT",
+            autoloader::testing::failpoint::QUARANTINE_COMMITTED,
+        )],
+    );
+    assert_eq!(killed.status.signal(), Some(9), "{}", stderr(&killed));
+    let relaxed: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("small=amount < 60", "small=amount < 1000"))
+        .collect();
+    let refused = run(&relaxed, &[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("under other rules"),
+        "{}",
+        stderr(&refused)
+    );
+    common::ok(&run(&args, &[]));
+    assert_each_row_once(&s, &all, "after the refusal");
+}
+
+/// Mistakes a quarantine cannot live with, refused before anything runs: a rule reading a
+/// column the table leaves out, and two streams sharing one quarantine table.
+#[test]
+fn a_quarantine_needs_its_columns_and_its_own_table() {
+    let s = Scratch::new();
+    s.land("a.json", jsonl(&rows(1, 5)));
+    let mut args = ingest(&s, "json", &["--except-columns", "amount"]);
+    args.retain(|a| a != "--json");
+    let out = run(&args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("reads amount, which the table leaves out"),
+        "{}",
+        stderr(&out)
+    );
+    let config = s.dir.path().join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "a"
+source = "landing"
+table = "ta"
+quarantine_table = "q"
+expect = [{ name = "r", check = "id > 2", on_violation = "quarantine" }]
+[stream.options]
+"cloudFiles.format" = "json"
+
+[[stream]]
+name = "b"
+source = "landing"
+table = "tb"
+quarantine_table = "q"
+expect = [{ name = "r", check = "id > 2", on_violation = "quarantine" }]
+[stream.options]
+"cloudFiles.format" = "json"
+"#,
+    )
+    .unwrap();
+    let out = run(
+        &["run".into(), config.display().to_string(), "--once".into()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("share the quarantine table"),
+        "{}",
+        stderr(&out)
+    );
+}
