@@ -961,3 +961,27 @@ expect = [{ name = "r", check = "id > 2", on_violation = "quarantine" }]
         stderr(&out)
     );
 }
+
+/// A snapshot flow with rules: each snapshot's rows are judged; the quarantined ones keep
+/// the snapshot's stamp columns, as they would have landed.
+#[test]
+fn a_snapshot_flow_judges_each_snapshot() {
+    let s = Scratch::new();
+    let all = rows(1, 40);
+    s.land("a.json", jsonl(&all));
+    let mut args = ingest(&s, "json", &[]);
+    args.extend(["-o".to_string(), "snapshot.unit=file".to_string()]);
+    common::ok(&run(&args, &[]));
+    let e = expected(&all);
+    assert_eq!(ids(&s.table()), e.landed);
+    let quarantine = quarantine_of(&s.table());
+    assert_eq!(ids(&quarantine), e.quarantined);
+    let batches = read_table(&quarantine);
+    let table = read_table(&s.table());
+    for stamp in ["_snapshot_id", "_ingested_at"] {
+        let q = common::column_strings(&batches, stamp);
+        assert!(q.iter().all(|v| v != "null"), "{stamp}: {q:?}");
+        // The snapshot's one stamp, in the table and the quarantine alike.
+        assert_eq!(q[0], common::column_strings(&table, stamp)[0], "{stamp}");
+    }
+}
