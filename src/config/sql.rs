@@ -129,7 +129,12 @@ pub(super) fn files_to_config(files: &[(String, String)]) -> Result<Value, Strin
             Source::Files { path, options: o } => {
                 options.extend(o.iter().cloned());
                 if !target.columns.is_empty() {
-                    options.insert("cloudFiles.schemaHints".into(), target.columns.join(", "));
+                    // The table's declared columns, then the query's own hints.
+                    let mut hints = target.columns.join(", ");
+                    if let Some(own) = options.get("cloudFiles.schemaHints") {
+                        hints = format!("{hints}, {own}");
+                    }
+                    options.insert("cloudFiles.schemaHints".into(), hints);
                 }
                 (path.clone(), "files")
             }
@@ -223,12 +228,23 @@ impl<'a> Tokens<'a> {
 
     /// Byte offset of token `i`'s start in the text.
     fn offset(&self, i: usize) -> usize {
-        let Some(t) = self.tokens.get(i) else {
-            return self.text.len();
-        };
-        let line = (t.span.start.line as usize).saturating_sub(1);
+        self.tokens
+            .get(i)
+            .map_or(self.text.len(), |t| self.byte_at(t.span.start))
+    }
+
+    /// Byte offset just past token `i`.
+    fn end_offset(&self, i: usize) -> usize {
+        self.tokens
+            .get(i)
+            .map_or(self.text.len(), |t| self.byte_at(t.span.end))
+    }
+
+    /// The byte offset of a tokenizer location (line and column from 1, in characters).
+    fn byte_at(&self, at: sqlparser::tokenizer::Location) -> usize {
+        let line = (at.line as usize).saturating_sub(1);
         let start = self.lines.get(line).copied().unwrap_or(self.text.len());
-        let column = (t.span.start.column as usize).saturating_sub(1);
+        let column = (at.column as usize).saturating_sub(1);
         self.text[start..]
             .char_indices()
             .nth(column)
@@ -317,11 +333,18 @@ impl<'a> Tokens<'a> {
         Ok(v)
     }
 
-    /// The text from token `from` up to (not including) token `to`.
+    /// The text of tokens `from` up to (not including) `to`, as written but without its
+    /// comments (a space where there was space or a comment between two tokens).
     fn text_between(&self, from: usize, to: usize) -> String {
-        self.text[self.offset(from)..self.offset(to)]
-            .trim()
-            .to_string()
+        let mut out = String::new();
+        for i in from..to.min(self.tokens.len()) {
+            let start = self.offset(i);
+            if i > from && start > self.end_offset(i - 1) {
+                out.push(' ');
+            }
+            out.push_str(&self.text[start..self.end_offset(i)]);
+        }
+        out
     }
 
     fn statement(
@@ -788,7 +811,8 @@ mod tests {
         let sql = r#"
 -- seed 003
 CREATE OR REFRESH STREAMING TABLE bronze_orders (
-  CONSTRAINT positive EXPECT (amount > 0) ON VIOLATION DROP ROW
+  CONSTRAINT positive EXPECT (amount > 0) -- don't keep refunds
+    ON VIOLATION DROP ROW
 )
 TBLPROPERTIES ('pipelines.reset.allowed' = 'false')
 AS SELECT *, _rescued_data
@@ -798,7 +822,7 @@ CREATE OR REFRESH STREAMING TABLE raw_events
 AS SELECT * FROM cloud_files('events', 'json', map('cloudFiles.inferColumnTypes', 'true'));
 CREATE OR REFRESH STREAMING TABLE all_orders (order_id BIGINT, amount DECIMAL(10,2));
 CREATE FLOW backfill ONCE AS INSERT INTO all_orders BY NAME
-SELECT order_id, amount FROM read_files('archive', format => 'json') WHERE amount < 100;
+SELECT order_id, amount FROM read_files('archive', format => 'json', schemaHints => 'note STRING') WHERE amount < 100;
 CREATE OR REFRESH STREAMING TABLE silver.orders AS SELECT * EXCEPT (note) FROM STREAM(bronze_orders)
 "#;
         let c = to_config(sql).unwrap();
@@ -825,7 +849,7 @@ CREATE OR REFRESH STREAMING TABLE silver.orders AS SELECT * EXCEPT (note) FROM S
         assert_eq!(backfill["columns"], json!(["order_id", "amount"]));
         assert_eq!(
             backfill["options"]["cloudFiles.schemaHints"],
-            "order_id BIGINT, amount DECIMAL(10,2)"
+            "order_id BIGINT, amount DECIMAL(10,2), note STRING"
         );
         let silver = &streams[3];
         assert_eq!(silver["name"], "silver_orders");
