@@ -424,14 +424,6 @@ impl BoundRules {
         self
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.rules.iter().map(|(r, _)| r.name.as_str())
-    }
-
     /// Judges every row of `batch` (of the bound schema) by every rule.
     pub fn judge(&self, batch: &RecordBatch) -> Result<Verdict, ExpectationError> {
         let arrow = |name: &str, e: ArrowError| invalid(name, e.to_string());

@@ -174,15 +174,16 @@ pub async fn replay(
         files,
         rules,
     };
-    let (taken, counts) = take(&quarantine, &record).await?;
+    let (taken, kept) = take(&quarantine, &record).await?;
     if taken.removes.is_empty() {
-        summary.still_failing = counts.kept;
+        summary.still_failing = kept;
         return Ok(summary);
     }
     let mut writer = None;
     let mut landed_rows = 0u64;
     for batch in &taken.rows {
-        let (data, lands) = judge_leaving(batch, &record)?;
+        let (_, lands) = verdict(batch, &record.rules)?;
+        let data = data_columns(batch)?;
         let rows = arrow_select::filter::filter_record_batch(&data, &lands)
             .map_err(|e| usage(e.to_string()))?;
         if rows.num_rows() == 0 {
@@ -211,7 +212,7 @@ pub async fn replay(
     summary.replay = Some(number);
     summary.landed = landed_rows;
     summary.dropped = taken_rows - landed_rows;
-    summary.still_failing = counts.kept;
+    summary.still_failing = kept;
     Ok(summary)
 }
 
@@ -236,18 +237,12 @@ async fn recorded_replay(table: &DeltaAppend, number: i64) -> Result<ReplayRecor
         })
 }
 
-/// Rows still kept in the quarantine by a take.
-#[derive(Debug, Default)]
-struct Kept {
-    kept: u64,
-}
-
 /// Takes the rows that leave the quarantine (they pass, or fail only `drop` rules) out of
-/// the record's files, judged by the record's rules.
+/// the record's files, judged by the record's rules; and how many rows stay.
 async fn take(
     quarantine: &DeltaAppend,
     record: &ReplayRecord,
-) -> Result<(crate::target::rewrite::Taken, Kept), ReplayError> {
+) -> Result<(crate::target::rewrite::Taken, u64), ReplayError> {
     let files: BTreeSet<String> = record.files.iter().cloned().collect();
     let candidate = move |path: &str, _: Option<&serde_json::Value>| files.contains(path);
     let rules = record.rules.clone();
@@ -272,12 +267,7 @@ async fn take(
         &new_writer,
     )
     .await?;
-    Ok((
-        taken,
-        Kept {
-            kept: kept.load(std::sync::atomic::Ordering::Relaxed),
-        },
-    ))
+    Ok((taken, kept.load(std::sync::atomic::Ordering::Relaxed)))
 }
 
 /// Commits the quarantine's files rewritten without the rows that left.
@@ -351,13 +341,4 @@ fn verdict(
         .lands
         .unwrap_or_else(|| BooleanArray::from(vec![true; rows]));
     Ok((leaves, lands))
-}
-
-/// A taken batch's rows in the table's columns, and which of them land.
-fn judge_leaving(
-    batch: &RecordBatch,
-    record: &ReplayRecord,
-) -> Result<(RecordBatch, BooleanArray), ReplayError> {
-    let (_, lands) = verdict(batch, &record.rules)?;
-    Ok((data_columns(batch)?, lands))
 }

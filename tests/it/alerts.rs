@@ -44,6 +44,27 @@ fn webhook_server() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
     (url, received)
 }
 
+/// The address a watcher started with `--metrics-addr 127.0.0.1:0` serves metrics on, as
+/// it logs it at start (its stderr is read from then on).
+fn metrics_address(child: &mut std::process::Child) -> String {
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let log_sink = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let mut l = log_sink.lock().unwrap();
+            l.push_str(&line.unwrap_or_default());
+            l.push('\n');
+        }
+    });
+    wait_until("the metrics address", WAIT, || {
+        log.lock().unwrap().contains("Serving metrics")
+    });
+    let l = log.lock().unwrap();
+    let at = l.find("addr=").unwrap() + 5;
+    l[at..].split_whitespace().next().unwrap().to_string()
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     // One write: `write!` sends each piece of the format separately, and a server that
@@ -84,26 +105,7 @@ fn seed_incident_alerts_once_per_incident_and_reports_drift() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The metrics address is logged at start.
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let log_sink = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let line = line.unwrap_or_default();
-            let mut l = log_sink.lock().unwrap();
-            l.push_str(&line);
-            l.push('\n');
-        }
-    });
-    wait_until("the metrics address", WAIT, || {
-        log.lock().unwrap().contains("Serving metrics")
-    });
-    let metrics_addr = {
-        let l = log.lock().unwrap();
-        let at = l.find("addr=").unwrap() + 5;
-        l[at..].split_whitespace().next().unwrap().to_string()
-    };
+    let metrics_addr = metrics_address(&mut child);
 
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/orders/drift");
     let mut expected_rows = 0;
@@ -438,24 +440,7 @@ fn expectation_counters_and_an_alert_past_the_share() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let log_sink = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let mut l = log_sink.lock().unwrap();
-            l.push_str(&line.unwrap_or_default());
-            l.push('\n');
-        }
-    });
-    wait_until("the metrics address", WAIT, || {
-        log.lock().unwrap().contains("Serving metrics")
-    });
-    let metrics_addr = {
-        let l = log.lock().unwrap();
-        let at = l.find("addr=").unwrap() + 5;
-        l[at..].split_whitespace().next().unwrap().to_string()
-    };
+    let metrics_addr = metrics_address(&mut child);
     // 10 rows: 5 fail `positive` (50%, past 0.3), 2 fail `small` (20%, below it).
     let lines: String = (1..=10)
         .map(|i| {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::{self, Scratch, read_table, run, stderr};
+use crate::common::{self, Scratch, commit_infos, json_summary, read_table, run, stderr};
 
 /// One input row: `id`, and `amount` (None: null).
 #[derive(Clone, Copy)]
@@ -124,28 +124,6 @@ fn ids(table: &Path) -> BTreeSet<u64> {
     set
 }
 
-/// The `autoloader` object of every batch commit of a table.
-fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
-    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    commits.sort();
-    commits
-        .iter()
-        .flat_map(|c| {
-            std::fs::read_to_string(c)
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
-                .filter(|info| info.get("batch").is_some())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 /// Per rule name: (passed, failed, dropped, quarantined), summed over `infos`.
 fn rule_counts(infos: &[serde_json::Value]) -> Vec<(String, [u64; 4])> {
     let mut out: Vec<(String, [u64; 4])> = Vec::new();
@@ -190,11 +168,6 @@ fn expected_counts(rows: &[Row]) -> Vec<(String, [u64; 4])> {
     ];
     out.sort();
     out
-}
-
-fn json_summary(out: &Output) -> serde_json::Value {
-    let stdout = common::ok(out);
-    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
 /// Every action on JSON and on CSV files, over two runs: the table holds exactly the rows

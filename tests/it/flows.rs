@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::common::rows::order_ids;
-use crate::common::{self, Scratch, column_strings, read_table};
+use crate::common::{self, Scratch, column_strings, commit_infos, json_summary, read_table};
 
 /// The seed's orders: two before 2025, two after, one without a date and one whose date
 /// does not read as a DATE (rescued, so null in `order_date`).
@@ -27,33 +27,6 @@ fn columns_of(table: &Path) -> Vec<String> {
         .iter()
         .map(|f| f.name().clone())
         .collect()
-}
-
-/// The `autoloader` object of every batch commit of the table (table creation has none).
-fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
-    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    commits.sort();
-    commits
-        .iter()
-        .flat_map(|c| {
-            std::fs::read_to_string(c)
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
-                .filter(|info| info.get("batch").is_some())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn json_summary(out: &Output) -> serde_json::Value {
-    let stdout = common::ok(out);
-    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
 fn run_config(config: &Path, extra: &[&str]) -> Output {

@@ -708,3 +708,30 @@ pub fn events_of(checkpoint: &Path, kind: &str) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).expect("an event is JSON"))
         .collect()
 }
+
+/// The `autoloader` object of every batch commit of the table (table creation has none).
+pub fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
+    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    commits
+        .iter()
+        .flat_map(|c| {
+            std::fs::read_to_string(c)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
+                .filter(|info| info.get("batch").is_some())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+pub fn json_summary(out: &Output) -> serde_json::Value {
+    let stdout = ok(out);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
