@@ -157,6 +157,7 @@ impl IngestError {
             | IngestError::Decode(_)
             | IngestError::NewColumnsRejected { .. }
             | IngestError::ExpectationFailed(_)
+            | IngestError::ComputeFailed(_)
             | IngestError::Internal(_) => ErrorClass::Failed,
         }
     }

@@ -160,6 +160,10 @@ pub(crate) struct FlowArgs {
     /// Every column but these reaches the table: --except-columns note,debug
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     pub(crate) except_columns: Option<Vec<String>>,
+    /// A column the flow computes, `expression AS name` (repeat for more):
+    /// --with-column "_metadata.file_path AS _source_file"
+    #[arg(long = "with-column", value_name = "EXPR AS NAME")]
+    pub(crate) with_columns: Vec<String>,
     /// Only rows for which this condition is true reach the table (others are counted as
     /// filtered): --where "order_date < '2025-01-01' AND region IN ('eu', 'us')"
     #[arg(long = "where", value_name = "CONDITION")]
@@ -191,6 +195,7 @@ impl FlowArgs {
             self.except_columns.clone(),
             self.condition.as_deref(),
         )
+        .and_then(|f| f.with_columns(&self.with_columns))
         .map_err(|e| Error::Ingest(e.into()))?;
         let given = [
             (&self.expect, OnViolation::Warn),

@@ -168,9 +168,14 @@ struct StreamConfig {
     /// Every column but these reaches the table. Not with columns.
     #[schemars(length(min = 1))]
     except_columns: Option<Vec<String>>,
+    /// Columns the flow computes, each `expression AS name` (Spark's selectExpr), e.g.
+    /// "_metadata.file_path AS _source_file" or "current_timestamp() AS _ingested_at":
+    /// placed after the data columns (docs/guide/flows.md lists the functions).
+    #[serde(default)]
+    with_columns: Vec<String>,
     /// Only rows for which this condition is true reach the table; the others are counted
-    /// as filtered. E.g. "order_date < '2025-01-01' AND region IN ('eu', 'us')" (README
-    /// "Flows": comparisons, IN, BETWEEN, IS NULL, AND, OR, NOT).
+    /// as filtered. E.g. "order_date < '2025-01-01' AND region IN ('eu', 'us')" (any
+    /// condition of the expression language: comparisons, IN, LIKE, functions, ...).
     #[serde(rename = "where")]
     condition: Option<String>,
     /// A ONCE flow (one-time backfill): runs to completion once, then later runs skip it;
@@ -539,6 +544,7 @@ fn stream_spec(
         s.except_columns.clone(),
         s.condition.as_deref(),
     )
+    .and_then(|f| f.with_columns(&s.with_columns))
     .map_err(|e| invalid(format!("stream \"{}\": {e}", s.name)))?;
     let rules = s
         .expect

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use sqlparser::dialect::DatabricksDialect;
+use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 /// A statement's tokens (no whitespace or comments), with the text they came from.
@@ -60,8 +61,17 @@ struct FlowDef {
 struct Query {
     columns: Option<Vec<String>>,
     except: Option<Vec<String>>,
+    /// Computed items, `expression AS name` each (our `with_columns`).
+    computed: Vec<String>,
     source: Source,
     condition: Option<String>,
+}
+
+/// A select item after `*` or among columns.
+enum Item {
+    Column(String),
+    /// `expression AS name`, as written (comments left out).
+    Computed(String),
 }
 
 enum Source {
@@ -163,6 +173,9 @@ pub(super) fn files_to_config(files: &[(String, String)]) -> Result<Value, Strin
         }
         if let Some(c) = &f.query.except {
             stream["except_columns"] = json!(c);
+        }
+        if !f.query.computed.is_empty() {
+            stream["with_columns"] = json!(f.query.computed);
         }
         if let Some(c) = &f.query.condition {
             stream["where"] = json!(c);
@@ -599,6 +612,7 @@ impl<'a> Tokens<'a> {
             query: Query {
                 columns: None,
                 except: None,
+                computed: Vec::new(),
                 source,
                 condition: None,
             },
@@ -644,7 +658,7 @@ impl<'a> Tokens<'a> {
     /// `SELECT list FROM source [WHERE condition]`, to the end of the statement.
     fn query(&mut self) -> Result<Query, String> {
         self.word("SELECT")?;
-        let (columns, except) = self.select_list()?;
+        let (columns, except, computed) = self.select_list()?;
         self.word("FROM")?;
         let source = self.source()?;
         let condition = if self.eat_word("WHERE") {
@@ -665,23 +679,22 @@ impl<'a> Tokens<'a> {
         Ok(Query {
             columns,
             except,
+            computed,
             source,
             condition,
         })
     }
 
-    /// `*`, `* EXCEPT (a, b)`, `*, a` (a is in `*`), or `a, b`.
+    /// `*` or `* EXCEPT (a, b)` first, or plain columns; then more columns (one `*` holds
+    /// is the same column) and computed items, `expression AS name`.
     #[allow(clippy::type_complexity)]
-    fn select_list(&mut self) -> Result<(Option<Vec<String>>, Option<Vec<String>>), String> {
-        let not_yet = |t: &Self, item: usize| {
-            t.error_at(
-                item,
-                "only *, * EXCEPT (...) and plain column names are read from a select list \
-                 yet (computed columns, aliases and functions: not yet)",
-            )
-        };
+    fn select_list(
+        &mut self,
+    ) -> Result<(Option<Vec<String>>, Option<Vec<String>>, Vec<String>), String> {
+        let mut star = false;
+        let mut except = None;
         if self.eat(&Token::Mul) {
-            let mut except = None;
+            star = true;
             if self.eat_word("EXCEPT") {
                 self.expect(&Token::LParen)?;
                 let mut names = Vec::new();
@@ -694,27 +707,88 @@ impl<'a> Tokens<'a> {
                 self.expect(&Token::RParen)?;
                 except = Some(names);
             }
-            // `*, _rescued_data`: a column `*` already holds.
-            while self.eat(&Token::Comma) {
-                let item = self.at;
-                self.name()?;
-                if !self.is_word("FROM") && self.peek() != Some(&Token::Comma) {
-                    return Err(not_yet(self, item));
-                }
+            if !self.eat(&Token::Comma) {
+                return Ok((None, except, Vec::new()));
             }
-            return Ok((None, except));
         }
         let mut names = Vec::new();
+        let mut computed = Vec::new();
         loop {
-            let item = self.at;
-            names.push(self.name().map_err(|_| not_yet(self, item))?);
-            if self.eat(&Token::Comma) {
-                continue;
+            let start = self.at;
+            // The item runs to the next comma outside parentheses, or FROM.
+            let mut depth = 0usize;
+            while !self.done() {
+                match self.peek() {
+                    Some(Token::LParen) => depth += 1,
+                    Some(Token::RParen) => depth = depth.saturating_sub(1),
+                    Some(Token::Comma) if depth == 0 => break,
+                    _ if depth == 0 && self.is_word("FROM") => break,
+                    _ => {}
+                }
+                self.at += 1;
             }
-            if self.is_word("FROM") {
-                return Ok((Some(names), None));
+            if self.at == start {
+                return Err(self.error("expected a column or an expression"));
             }
-            return Err(not_yet(self, item));
+            match self.select_item(start, self.at)? {
+                Item::Column(name) => {
+                    if !star {
+                        names.push(name);
+                    }
+                }
+                Item::Computed(text) => computed.push(text),
+            }
+            if !self.eat(&Token::Comma) {
+                break;
+            }
+        }
+        if star {
+            Ok((None, except, computed))
+        } else {
+            Ok((Some(names), None, computed))
+        }
+    }
+
+    /// One select item, tokens `from..to`: a plain column, or `expression AS name` checked
+    /// by the expression engine (an error points at its place in the file).
+    fn select_item(&self, from: usize, to: usize) -> Result<Item, String> {
+        use sqlparser::ast::{Expr, SelectItem};
+        let raw = &self.text[self.offset(from)..self.end_offset(to - 1)];
+        let start = self.tokens[from].span.start;
+        let at = |p: crate::expr::Position, message: &str| {
+            let (line, column) = if p.line <= 1 {
+                (start.line, start.column + p.column - 1)
+            } else {
+                (start.line + p.line - 1, p.column)
+            };
+            format!("pipeline SQL at line {line}, column {column}: {message}")
+        };
+        let from_expr = |e: crate::expr::PredicateError| match e {
+            crate::expr::PredicateError::Invalid { at: p, message, .. } => at(p, &message),
+            other => self.error_at(from, &other.to_string()),
+        };
+        let dialect = DatabricksDialect {};
+        let item = Parser::new(&dialect)
+            .try_with_sql(raw)
+            .and_then(|mut p| {
+                let item = p.parse_select_item()?;
+                p.expect_token(&Token::EOF)?;
+                Ok(item)
+            })
+            .map_err(|e| from_expr(crate::expr::PredicateError::from_parser(raw, e)))?;
+        match item {
+            SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Ok(Item::Column(ident.value)),
+            SelectItem::ExprWithAlias { expr, .. } => {
+                crate::expr::value::ValueExpr::from_ast(raw, &expr).map_err(from_expr)?;
+                Ok(Item::Computed(self.text_between(from, to)))
+            }
+            SelectItem::UnnamedExpr(_) => {
+                Err(self.error_at(from, "name what this item computes: `expression AS name`"))
+            }
+            _ => Err(self.error_at(
+                from,
+                "a qualified * is not read (a join needs a query engine)",
+            )),
         }
     }
 
@@ -815,7 +889,9 @@ CREATE OR REFRESH STREAMING TABLE bronze_orders (
     ON VIOLATION DROP ROW
 )
 TBLPROPERTIES ('pipelines.reset.allowed' = 'false')
-AS SELECT *, _rescued_data
+AS SELECT *, _rescued_data,
+    _metadata.file_path AS _source_file, -- lineage
+    current_timestamp() AS _ingested_at
 FROM STREAM read_files('landing/orders', format => 'json', inferColumnTypes => true,
   schemaEvolutionMode => 'addNewColumns');
 CREATE OR REFRESH STREAMING TABLE raw_events
@@ -841,6 +917,15 @@ CREATE OR REFRESH STREAMING TABLE silver.orders AS SELECT * EXCEPT (note) FROM S
             bronze["expect"][0],
             "CONSTRAINT positive EXPECT (amount > 0) ON VIOLATION DROP ROW"
         );
+        assert_eq!(
+            bronze["with_columns"],
+            json!([
+                "_metadata.file_path AS _source_file",
+                "current_timestamp() AS _ingested_at"
+            ]),
+            "computed items as written, without the comment"
+        );
+        assert_eq!(bronze.get("columns"), None, "_rescued_data is in *");
         assert_eq!(streams[1]["options"]["cloudFiles.format"], "json");
         let backfill = &streams[2];
         assert_eq!(backfill["table"], "all_orders");
@@ -910,8 +995,28 @@ FROM STREAM raw_customer_cdc KEYS (customer_id, region) IGNORE NULL UPDATES
     fn what_is_not_read_yet_is_named_with_its_place() {
         let cases = [
             (
-                "CREATE STREAMING TABLE t AS SELECT *, current_timestamp() AS at FROM read_files('x')",
-                "line 1, column 39: only *, * EXCEPT",
+                "CREATE STREAMING TABLE t AS SELECT *, frob(a) AS at FROM read_files('x')",
+                "line 1, column 39: unknown function frob()",
+            ),
+            (
+                "CREATE STREAMING TABLE t AS\nSELECT id,\n  sum(amount) AS total FROM read_files('x')",
+                "line 3, column 3: sum() aggregates",
+            ),
+            (
+                "CREATE STREAMING TABLE t AS SELECT *, rank() OVER (ORDER BY a) AS r FROM t0",
+                "line 1, column 39: rank() OVER (...) is a window",
+            ),
+            (
+                "CREATE STREAMING TABLE t AS SELECT *, upper(a) FROM t0",
+                "line 1, column 39: name what this item computes",
+            ),
+            (
+                "CREATE STREAMING TABLE t AS SELECT *, (SELECT max(x) FROM u) AS m FROM t0",
+                "line 1, column 40: a subquery needs a query engine",
+            ),
+            (
+                "CREATE STREAMING TABLE t AS SELECT *, a +* 2 AS m FROM t0",
+                "line 1, column 42:",
             ),
             (
                 "CREATE STREAMING TABLE t AS SELECT * FROM read_files('x') a JOIN b ON a.x = b.x",

@@ -1,18 +1,20 @@
-//! A flow's `where`: a small SQL condition, parsed by `sqlparser` (Databricks dialect, so
-//! `` `col` `` is a column and `"x"` a string, as in Spark), bound against an Arrow schema
-//! and evaluated over Arrow arrays with arrow's kernels.
+//! The one expression engine of flows: conditions (`where`, expectations, CDC's `APPLY AS
+//! DELETE WHEN`, `optimize --where`) here, and the values a select list computes in
+//! [`value`]. Parsed by `sqlparser` (Databricks dialect, so `` `col` `` is a column and
+//! `"x"` a string, as in Spark), bound against an Arrow schema and evaluated over Arrow
+//! arrays with arrow's kernels.
 //!
-//! The language: comparisons (`= == != <> < <= > >=`) of a column with a literal (either
-//! side), `[NOT] IN (...)`, `[NOT] BETWEEN a AND b`, `IS [NOT] NULL`, `AND`, `OR`, `NOT`,
-//! parentheses, and a BOOLEAN column alone. Literals: numbers, strings, `TRUE`/`FALSE`, `DATE '...'`,
-//! `TIMESTAMP '...'`. A string compared with a DATE or TIMESTAMP column is read as one,
-//! as Spark casts it; a literal that cannot be read as its column's type is an error at
-//! bind time, with its position, so a typo never silently filters everything.
+//! A condition is any boolean value expression. A column compared with literals
+//! (`= == != <> < <= > >=`, `[NOT] IN (...)`, `[NOT] BETWEEN`, `IS [NOT] NULL`, a BOOLEAN
+//! column alone) takes a fast form here: the literal is read as its column's type (a string
+//! compared with a DATE or TIMESTAMP column is read as one, as Spark casts it), and a literal
+//! that cannot be is an error at bind time with its position, so a typo never silently
+//! filters everything. Anything else (`lower(region) = 'eu'`, `qty * price > 100`,
+//! `name LIKE 'a%'`, `CASE ...`) is computed by [`value`], with Spark's type rules.
 //!
 //! Evaluation follows SQL's three-valued logic: a comparison with a null value is
 //! unknown, and a row is kept only where the whole condition is true (as Spark's WHERE).
 
-use std::fmt;
 use std::sync::Arc;
 
 use arrow_arith::boolean::{and_kleene, is_not_null, is_null, not, or_kleene};
@@ -24,56 +26,18 @@ use arrow_schema::{ArrowError, DataType as ArrowType, Schema as ArrowSchema, Tim
 use chrono_tz::Tz;
 use sqlparser::ast::{self, BinaryOperator, Spanned, UnaryOperator};
 use sqlparser::dialect::DatabricksDialect;
-use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Location as SqlLocation, Token};
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Token;
 
 use crate::parse::scalars;
 
-/// Nesting deeper than this is refused (an error, never a stack overflow).
-const MAX_DEPTH: usize = 64;
+mod functions;
+mod syntax;
+pub mod value;
 
-/// Where in the condition's text an error is: line and column, from 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
-    pub line: u64,
-    pub column: u64,
-}
-
-impl Position {
-    fn of(location: SqlLocation) -> Self {
-        Position {
-            line: location.line.max(1),
-            column: location.column.max(1),
-        }
-    }
-}
-
-impl fmt::Display for Position {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 1 {
-            write!(f, "line {}, column {}", self.line, self.column)
-        } else {
-            write!(f, "column {}", self.column)
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum PredicateError {
-    /// The condition does not parse, names an unknown column, or compares a column with
-    /// a literal of another type.
-    #[error("where \"{text}\" at {at}: {message}")]
-    Invalid {
-        text: String,
-        at: Position,
-        message: String,
-    },
-    /// A batch does not have the columns the condition was bound to.
-    #[error("where \"{text}\": {message}")]
-    Mismatch { text: String, message: String },
-    #[error("where \"{text}\": {source}")]
-    Evaluate { text: String, source: ArrowError },
-}
+pub(crate) use syntax::unknown_column;
+use syntax::{Literal, MAX_DEPTH, Value, literal, parser_error, sql_type};
+pub use syntax::{Position, PredicateError};
 
 /// A condition that parsed, not yet bound to a schema (what a config holds before the
 /// stream's schema is known).
@@ -104,41 +68,20 @@ enum Node {
     },
     /// A BOOLEAN column alone (`is_test`, `NOT is_test`).
     Truth(Name),
+    /// Anything else: a value expression that must be a condition
+    /// (`lower(region) = 'eu'`, `amount * qty > 100`, `name LIKE 'a%'`).
+    Value {
+        expr: value::ValueExpr,
+        /// Where it starts, and its text, for an error saying it is not a condition.
+        at: Position,
+        shown: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 struct Name {
     text: String,
     at: Position,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Literal {
-    value: Value,
-    at: Position,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Value {
-    Number(String),
-    Text(String),
-    Bool(bool),
-    Null,
-    Date(String),
-    Timestamp(String),
-}
-
-impl Value {
-    fn describe(&self) -> String {
-        match self {
-            Value::Number(n) => format!("the number {n}"),
-            Value::Text(t) => format!("the string '{t}'"),
-            Value::Bool(b) => format!("the boolean {b}"),
-            Value::Null => "NULL".into(),
-            Value::Date(d) => format!("DATE '{d}'"),
-            Value::Timestamp(t) => format!("TIMESTAMP '{t}'"),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,250 +189,150 @@ impl Node {
                     out.push(&column.text);
                 }
             }
-        }
-    }
-}
-
-/// sqlparser's messages end in ` at Line: L, Column: C`; that becomes our position.
-fn parser_error(text: &str, e: ParserError) -> PredicateError {
-    let (message, at) = match e {
-        ParserError::TokenizerError(m) | ParserError::ParserError(m) => {
-            match m.rsplit_once(" at Line: ").and_then(|(msg, rest)| {
-                let (line, column) = rest.split_once(", Column: ")?;
-                Some((
-                    msg.to_string(),
-                    Position {
-                        line: line.trim().parse().ok()?,
-                        column: column.trim().parse().ok()?,
-                    },
-                ))
-            }) {
-                Some(found) => found,
-                None => (m, Position { line: 1, column: 1 }),
+            Node::Value { expr: v, .. } => {
+                for c in v.columns() {
+                    if !out.contains(&c) {
+                        out.push(c);
+                    }
+                }
             }
         }
-        ParserError::RecursionLimitExceeded => (
-            format!("nested more than {MAX_DEPTH} deep"),
-            Position { line: 1, column: 1 },
-        ),
-    };
-    let message = if message.starts_with("No infix parser for token")
-        || message.starts_with("No prefix parser for token")
-    {
-        // sqlparser names the token by its Rust name (`ShiftRight`): show the text there.
-        let found: String = text
-            .lines()
-            .nth(at.line.saturating_sub(1) as usize)
-            .unwrap_or("")
-            .chars()
-            .skip(at.column.saturating_sub(1) as usize)
-            .take_while(|c| !c.is_whitespace())
-            .collect();
-        format!(
-            "unexpected {found}: a condition compares columns with literals (=, <>, <, <=, >, \
-             >=, IN, BETWEEN, IS NULL), joined by AND, OR and NOT"
-        )
-    } else {
-        message
-            .replacen("Expected: ", "expected ", 1)
-            .replacen(", found: ", ", found ", 1)
-    };
-    PredicateError::Invalid {
-        text: text.to_string(),
-        at,
-        message,
     }
 }
 
-/// Our node for a parsed expression: only what the language has.
+/// Our node for a parsed expression: a column compared with literals takes the fast forms
+/// (the literal read as the column's type); anything else is a value expression that must
+/// be a condition.
 fn node(text: &str, expr: &ast::Expr, depth: usize) -> Result<Node, PredicateError> {
     let at = Position::of(expr.span().start);
-    let invalid = |at: Position, message: String| PredicateError::Invalid {
-        text: text.to_string(),
-        at,
-        message,
-    };
     if depth > MAX_DEPTH {
-        return Err(invalid(at, format!("nested more than {MAX_DEPTH} deep")));
+        return Err(PredicateError::Invalid {
+            text: text.to_string(),
+            at,
+            message: format!("nested more than {MAX_DEPTH} deep"),
+        });
     }
     let sub = |e: &ast::Expr| node(text, e, depth + 1);
-    let column = |e: &ast::Expr| column_name(text, e);
-    let literal = |e: &ast::Expr| literal(text, e);
-    Ok(match expr {
-        ast::Expr::Nested(inner) => sub(inner)?,
+    let column = column_name;
+    let literal = |e: &ast::Expr| literal(text, e).ok();
+    let comparison = |op: &BinaryOperator| match op {
+        BinaryOperator::Eq => Some(Op::Eq),
+        BinaryOperator::NotEq => Some(Op::NotEq),
+        BinaryOperator::Lt => Some(Op::Lt),
+        BinaryOperator::LtEq => Some(Op::LtEq),
+        BinaryOperator::Gt => Some(Op::Gt),
+        BinaryOperator::GtEq => Some(Op::GtEq),
+        _ => None,
+    };
+    let fast = match expr {
+        ast::Expr::Nested(inner) => Some(sub(inner)?),
         ast::Expr::UnaryOp {
             op: UnaryOperator::Not,
             expr,
-        } => Node::Not(Box::new(sub(expr)?)),
-        ast::Expr::BinaryOp { left, op, right } => match op {
-            BinaryOperator::And => Node::And(Box::new(sub(left)?), Box::new(sub(right)?)),
-            BinaryOperator::Or => Node::Or(Box::new(sub(left)?), Box::new(sub(right)?)),
-            _ => {
-                let op = match op {
-                    BinaryOperator::Eq => Op::Eq,
-                    BinaryOperator::NotEq => Op::NotEq,
-                    BinaryOperator::Lt => Op::Lt,
-                    BinaryOperator::LtEq => Op::LtEq,
-                    BinaryOperator::Gt => Op::Gt,
-                    BinaryOperator::GtEq => Op::GtEq,
-                    other => {
-                        return Err(invalid(
-                            Position::of(right.span().start),
-                            format!(
-                                "operator {other} is not supported (use = != < <= > >=, IN, \
-                                 BETWEEN, IS NULL, AND, OR, NOT)"
-                            ),
-                        ));
-                    }
-                };
-                if is_column(left) {
-                    Node::Compare {
-                        column: column(left)?,
-                        op,
-                        literal: literal(right)?,
-                    }
-                } else if is_column(right) {
-                    Node::Compare {
-                        column: column(right)?,
-                        op: op.flipped(),
-                        literal: literal(left)?,
-                    }
-                } else {
-                    return Err(invalid(
-                        at,
-                        "a comparison needs a column on one side and a literal on the other".into(),
-                    ));
-                }
+        } => Some(Node::Not(Box::new(sub(expr)?))),
+        ast::Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => Some(Node::And(Box::new(sub(left)?), Box::new(sub(right)?))),
+        ast::Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Or,
+            right,
+        } => Some(Node::Or(Box::new(sub(left)?), Box::new(sub(right)?))),
+        ast::Expr::BinaryOp { left, op, right } => {
+            match (comparison(op), is_column(left), is_column(right)) {
+                (Some(op), true, false) => literal(right).map(|literal| Node::Compare {
+                    column: column(left),
+                    op,
+                    literal,
+                }),
+                (Some(op), false, true) => literal(left).map(|literal| Node::Compare {
+                    column: column(right),
+                    op: op.flipped(),
+                    literal,
+                }),
+                _ => None,
             }
-        },
+        }
         ast::Expr::InList {
             expr,
             list,
             negated,
-        } => Node::In {
-            column: column(expr)?,
-            list: list.iter().map(literal).collect::<Result<_, _>>()?,
-            negated: *negated,
-        },
+        } if is_column(expr) => list
+            .iter()
+            .map(literal)
+            .collect::<Option<Vec<_>>>()
+            .map(|list| Node::In {
+                column: column(expr),
+                list,
+                negated: *negated,
+            }),
         ast::Expr::Between {
             expr,
             negated,
             low,
             high,
-        } => {
-            let name = column(expr)?;
-            let range = Node::And(
-                Box::new(Node::Compare {
-                    column: name.clone(),
-                    op: Op::GtEq,
-                    literal: literal(low)?,
-                }),
-                Box::new(Node::Compare {
-                    column: name,
-                    op: Op::LtEq,
-                    literal: literal(high)?,
-                }),
-            );
-            if *negated {
-                Node::Not(Box::new(range))
-            } else {
-                range
+        } if is_column(expr) => match (literal(low), literal(high)) {
+            (Some(low), Some(high)) => {
+                let name = column(expr);
+                let range = Node::And(
+                    Box::new(Node::Compare {
+                        column: name.clone(),
+                        op: Op::GtEq,
+                        literal: low,
+                    }),
+                    Box::new(Node::Compare {
+                        column: name,
+                        op: Op::LtEq,
+                        literal: high,
+                    }),
+                );
+                Some(if *negated {
+                    Node::Not(Box::new(range))
+                } else {
+                    range
+                })
             }
-        }
-        ast::Expr::Identifier(_) => Node::Truth(column(expr)?),
-        ast::Expr::IsNull(e) => Node::IsNull {
-            column: column(e)?,
+            _ => None,
+        },
+        ast::Expr::Identifier(_) => Some(Node::Truth(column(expr))),
+        ast::Expr::IsNull(e) if is_column(e) => Some(Node::IsNull {
+            column: column(e),
             negated: false,
-        },
-        ast::Expr::IsNotNull(e) => Node::IsNull {
-            column: column(e)?,
-            negated: true,
-        },
-        _ => {
-            return Err(invalid(
-                at,
-                format!(
-                    "`{expr}` is not supported here: a condition is comparisons of a column \
-                     with a literal, IN, BETWEEN, IS [NOT] NULL, joined by AND, OR, NOT"
-                ),
-            ));
-        }
-    })
-}
-
-fn is_column(e: &ast::Expr) -> bool {
-    matches!(
-        e,
-        ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
-    )
-}
-
-fn column_name(text: &str, e: &ast::Expr) -> Result<Name, PredicateError> {
-    match e {
-        ast::Expr::Identifier(ident) => Ok(Name {
-            text: ident.value.clone(),
-            at: Position::of(ident.span.start),
         }),
-        _ => Err(PredicateError::Invalid {
-            text: text.to_string(),
-            at: Position::of(e.span().start),
-            message: match e {
-                ast::Expr::CompoundIdentifier(_) => {
-                    format!("`{e}`: nested fields are not supported; name a top-level column")
-                }
-                _ => format!("expected a column, found `{e}`"),
-            },
+        ast::Expr::IsNotNull(e) if is_column(e) => Some(Node::IsNull {
+            column: column(e),
+            negated: true,
+        }),
+        _ => None,
+    };
+    match fast {
+        Some(n) => Ok(n),
+        None => Ok(Node::Value {
+            expr: value::ValueExpr::from_ast(text, expr)?,
+            at,
+            shown: expr.to_string(),
         }),
     }
 }
 
-fn literal(text: &str, e: &ast::Expr) -> Result<Literal, PredicateError> {
-    let at = Position::of(e.span().start);
-    let invalid = |message: String| PredicateError::Invalid {
-        text: text.to_string(),
-        at,
-        message,
-    };
-    let value = match e {
-        ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) => Value::Number(n.clone()),
-            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => {
-                Value::Text(s.clone())
-            }
-            ast::Value::Boolean(b) => Value::Bool(*b),
-            ast::Value::Null => Value::Null,
-            other => return Err(invalid(format!("literal {other} is not supported"))),
+fn is_column(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::Identifier(_))
+}
+
+/// The name of an [`is_column`] expression.
+fn column_name(e: &ast::Expr) -> Name {
+    match e {
+        ast::Expr::Identifier(ident) => Name {
+            text: ident.value.clone(),
+            at: Position::of(ident.span.start),
         },
-        ast::Expr::UnaryOp {
-            op: op @ (UnaryOperator::Minus | UnaryOperator::Plus),
-            expr,
-        } => match literal(text, expr)?.value {
-            Value::Number(n) if *op == UnaryOperator::Minus => {
-                Value::Number(match n.strip_prefix('-') {
-                    Some(positive) => positive.to_string(),
-                    None => format!("-{n}"),
-                })
-            }
-            Value::Number(n) => Value::Number(n),
-            _ => return Err(invalid(format!("`{e}`: a sign goes before a number only"))),
+        other => Name {
+            text: other.to_string(),
+            at: Position::of(other.span().start),
         },
-        ast::Expr::TypedString(t) => {
-            let Some(s) = t.value.value.clone().into_string() else {
-                return Err(invalid(format!("`{e}` is not a literal")));
-            };
-            match t.data_type {
-                ast::DataType::Date => Value::Date(s),
-                ast::DataType::Timestamp(..) => Value::Timestamp(s),
-                _ => {
-                    return Err(invalid(format!(
-                        "`{e}`: only DATE '...' and TIMESTAMP '...' literals are supported"
-                    )));
-                }
-            }
-        }
-        _ => return Err(invalid(format!("expected a literal, found `{e}`"))),
-    };
-    Ok(Literal { value, at })
+    }
 }
 
 /// A condition bound to a schema, ready to evaluate over its batches.
@@ -520,6 +363,19 @@ enum Bound {
         index: usize,
         negated: bool,
     },
+    Value(value::BoundValue),
+}
+
+/// Why evaluating failed: a kernel, or a value expression's row.
+enum EvalError {
+    Arrow(ArrowError),
+    Value(PredicateError),
+}
+
+impl From<ArrowError> for EvalError {
+    fn from(e: ArrowError) -> Self {
+        EvalError::Arrow(e)
+    }
 }
 
 /// A column as it is compared: cast first when the literal's type is wider (a SMALLINT
@@ -556,9 +412,12 @@ impl Predicate {
                 message: "the batch's columns are not the ones the condition was bound to".into(),
             });
         }
-        let result = eval(&self.root, batch).map_err(|source| PredicateError::Evaluate {
-            text: self.text.clone(),
-            source,
+        let result = eval(&self.root, batch).map_err(|e| match e {
+            EvalError::Arrow(source) => PredicateError::Evaluate {
+                text: self.text.clone(),
+                source,
+            },
+            EvalError::Value(e) => e,
         })?;
         // Unknown is not true: nulls become false.
         Ok(match result.nulls() {
@@ -568,7 +427,7 @@ impl Predicate {
     }
 }
 
-fn eval(node: &Bound, batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
+fn eval(node: &Bound, batch: &RecordBatch) -> Result<BooleanArray, EvalError> {
     Ok(match node {
         Bound::And(a, b) => and_kleene(&eval(a, batch)?, &eval(b, batch)?)?,
         Bound::Or(a, b) => or_kleene(&eval(a, batch)?, &eval(b, batch)?)?,
@@ -594,6 +453,13 @@ fn eval(node: &Bound, batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
             let any = any.unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()]));
             if *negated { not(&any)? } else { any }
         }
+        Bound::Value(v) => v
+            .evaluate(batch)
+            .map_err(EvalError::Value)?
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .cloned()
+            .ok_or_else(|| ArrowError::CastError("a condition that is not BOOLEAN".into()))?,
         Bound::IsNull { index, negated } => {
             let column = batch.column(*index);
             if *negated {
@@ -697,6 +563,21 @@ impl Binder<'_> {
                 index: self.column(column)?,
                 negated: *negated,
             },
+            Node::Value { expr: v, at, shown } => {
+                let bound = v.bind(self.schema, self.zone)?;
+                match bound.data_type() {
+                    ArrowType::Boolean => Bound::Value(bound),
+                    other => {
+                        return Err(self.invalid(
+                            *at,
+                            format!(
+                                "`{shown}` is {}, not a condition: compare it with a value",
+                                sql_type(other)
+                            ),
+                        ));
+                    }
+                }
+            }
             Node::Truth(column) => {
                 let index = self.column(column)?;
                 let field = &self.schema.fields()[index];
@@ -894,31 +775,6 @@ impl Binder<'_> {
             }
         })
     }
-}
-
-/// "no column X", with the closest name when one is close enough to be a typo.
-pub(crate) fn unknown_column(name: &str, names: &[&str]) -> String {
-    let lower = name.to_ascii_lowercase();
-    let closest = names
-        .iter()
-        .map(|n| {
-            (
-                *n,
-                crate::options::edit_distance(&lower, &n.to_ascii_lowercase()),
-            )
-        })
-        .min_by_key(|(_, d)| *d)
-        .filter(|(_, d)| *d <= 2.max(name.len() / 4));
-    match closest {
-        Some((best, _)) => format!("no column {name}; did you mean {best}?"),
-        None => format!("no column {name} (columns: {})", names.join(", ")),
-    }
-}
-
-/// An Arrow type as the user knows it from the schema (Spark's names).
-fn sql_type(t: &ArrowType) -> String {
-    crate::schema::DataType::from_arrow(t)
-        .map_or_else(|| t.to_string(), |d| d.to_string().to_uppercase())
 }
 
 #[cfg(test)]
@@ -1141,14 +997,21 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_forms_are_refused() {
-        assert!(error("id + 1 = 2").contains("column 1"));
-        assert!(error("id = name").contains("expected a literal"));
-        assert!(error("1 = 1").contains("a column on one side"));
-        assert!(error("upper(name) = 'A'").contains("a column on one side"));
-        assert!(error("upper(name)").contains("`upper(name)` is not supported"));
-        assert!(error("id LIKE 'a%'").contains("not supported"));
-        assert!(error("s.x = 1").contains("nested fields"));
+    fn value_expressions_are_conditions_too() {
+        // Beyond a column and a literal, the value engine (value.rs) computes the sides.
+        assert_eq!(kept("id + 1 = 3"), [2]);
+        assert_eq!(kept("upper(name) = 'B'"), [2]);
+        assert_eq!(kept("name LIKE 'c%' OR id * 2 = 2"), [1, 3]);
+        assert_eq!(kept("small > id"), [3]);
+        // What is not a condition, or does not compare, is refused at bind time.
+        let e = error("upper(name)");
+        assert!(
+            e.contains("`upper(name)` is STRING, not a condition"),
+            "{e}"
+        );
+        assert!(error("id = name").contains("cannot compare INT with STRING"));
+        assert!(error("s.x = 1").contains("no column s"));
+        assert!(error("count(id) > 1").contains("query engine"));
     }
 
     #[test]

@@ -166,6 +166,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         "which columns are left out; older rows keep the old selection",
     ),
     setting(
+        "with_columns",
+        NewRowsOnly,
+        "the columns the flow computes; older rows keep the old values (or none)",
+    ),
+    setting(
         "expect.<name>",
         NewRowsOnly,
         "a data-quality rule (its action and check): rows committed before were judged by the old rules (or none)",

@@ -1,5 +1,10 @@
-//! A flow: which of a stream's columns reach its table (`columns` or `except_columns`)
-//! and which rows (`where`), as a `SELECT ... WHERE ...` over the decoded batch.
+//! A flow: which of a stream's columns reach its table (`columns` or `except_columns`),
+//! what it computes (`with_columns`: `expr AS name`, Spark's `selectExpr`), and which rows
+//! (`where`), as a `SELECT ... WHERE ...` over the decoded batch.
+//!
+//! Computed columns are values of the one expression engine (`expr::value`) over the
+//! decoded columns; they go after the stream's data columns and before the trailing ones,
+//! and the flow's expectations may read them.
 //!
 //! The condition binds against the stream's whole decoded schema (a column left out of
 //! the table can still be filtered on); the projection keeps the trailing columns
@@ -15,6 +20,7 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use chrono_tz::Tz;
 
+use crate::expr::value::{BoundValue, ValueExpr};
 use crate::expr::{self as predicate, Condition, Predicate, PredicateError};
 use crate::flow::expect::{BoundRules, Expectation, ExpectationError, Tally, Violation};
 
@@ -31,11 +37,74 @@ pub enum Columns {
     Except(Vec<String>),
 }
 
+/// A column the flow computes: `expr AS name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Computed {
+    pub name: String,
+    pub expr: ValueExpr,
+}
+
+impl Computed {
+    /// Parses `expr AS name` (or `expr name`), as Spark's `selectExpr` reads an item.
+    pub fn parse(text: &str) -> Result<Computed, FlowError> {
+        use sqlparser::ast::SelectItem;
+        let invalid = |message: String| FlowError::Columns {
+            key: "with_columns",
+            message: format!("\"{text}\": {message}"),
+        };
+        let dialect = sqlparser::dialect::DatabricksDialect;
+        let mut parser = sqlparser::parser::Parser::new(&dialect)
+            .with_recursion_limit(64)
+            .try_with_sql(text)
+            .map_err(|e| invalid(e.to_string()))?;
+        let item = parser
+            .parse_select_item()
+            .map_err(|e| computed_error(PredicateError::from_parser(text, e)))?;
+        let next = parser.peek_token();
+        if next.token != sqlparser::tokenizer::Token::EOF {
+            return Err(invalid(format!(
+                "expected the end after the name, found {}",
+                next.token
+            )));
+        }
+        match item {
+            SelectItem::ExprWithAlias { expr, alias } => Ok(Computed {
+                name: alias.value,
+                expr: ValueExpr::from_ast(text, &expr).map_err(computed_error)?,
+            }),
+            _ => Err(invalid(
+                "name the column: `expression AS name` (a plain column goes in columns)".into(),
+            )),
+        }
+    }
+
+    /// The text it was parsed from, as the flow definition records it.
+    pub fn text(&self) -> &str {
+        self.expr.text()
+    }
+}
+
+/// An expression's error as a `with_columns` error.
+fn computed_error(e: PredicateError) -> FlowError {
+    match e {
+        PredicateError::Invalid { text, at, message } => FlowError::Columns {
+            key: "with_columns",
+            message: format!("\"{text}\" at {at}: {message}"),
+        },
+        other => FlowError::Columns {
+            key: "with_columns",
+            message: other.to_string(),
+        },
+    }
+}
+
 /// A stream's projection and filter, checked for syntax when the config or flags are read
 /// and bound to the schema once the stream's schema is known.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FlowSpec {
     pub columns: Columns,
+    /// Columns computed from the decoded ones, in order (names unique).
+    pub computed: Vec<Computed>,
     pub condition: Option<Condition>,
     /// Data-quality rules, in the order given (names unique).
     pub expectations: Vec<Expectation>,
@@ -52,6 +121,14 @@ pub enum FlowError {
     /// A `fail` rule failed a row: nothing of the batch may land.
     #[error("expectation \"{}\" ({}) failed: {}", .0.rule, .0.check, .0.values)]
     Violated(Box<Violation>),
+    /// A value could not be computed for a row (ANSI: a cast that cannot read its input, a
+    /// division by zero); `row` is the input batch's row, when known.
+    #[error("{what}: {message}")]
+    Computed {
+        what: String,
+        row: Option<usize>,
+        message: String,
+    },
 }
 
 impl FlowSpec {
@@ -69,6 +146,9 @@ impl FlowSpec {
                     message: "give columns or except_columns, not both".into(),
                 });
             }
+            // No column at all is allowed for a flow that computes every column it keeps
+            // (checked by `with_columns`).
+            (Some(c), None) if c.is_empty() => Columns::Only(c),
             (Some(c), None) => Columns::Only(checked_names("columns", c)?),
             (None, Some(c)) => Columns::Except(checked_names("except_columns", c)?),
             (None, None) => Columns::All,
@@ -76,9 +156,36 @@ impl FlowSpec {
         let condition = condition.map(Condition::parse).transpose()?;
         Ok(FlowSpec {
             columns,
+            computed: Vec::new(),
             condition,
             expectations: Vec::new(),
         })
+    }
+
+    /// The spec with these computed columns (`expr AS name` each; names unique).
+    pub fn with_columns(mut self, items: &[String]) -> Result<FlowSpec, FlowError> {
+        if items.is_empty() && self.columns == Columns::Only(Vec::new()) {
+            return Err(FlowError::Columns {
+                key: "columns",
+                message: "the list is empty".into(),
+            });
+        }
+        let mut computed: Vec<Computed> = Vec::with_capacity(items.len());
+        for item in items {
+            let c = Computed::parse(item)?;
+            if computed
+                .iter()
+                .any(|o| o.name.eq_ignore_ascii_case(&c.name))
+            {
+                return Err(FlowError::Columns {
+                    key: "with_columns",
+                    message: format!("{} is computed twice", c.name),
+                });
+            }
+            computed.push(c);
+        }
+        self.computed = computed;
+        Ok(self)
     }
 
     /// The spec with these rules (names checked unique).
@@ -93,7 +200,10 @@ impl FlowSpec {
 
     /// Whether the flow keeps every row and column (nothing to bind or apply).
     pub fn is_everything(&self) -> bool {
-        self.columns == Columns::All && self.condition.is_none() && self.expectations.is_empty()
+        self.columns == Columns::All
+            && self.computed.is_empty()
+            && self.condition.is_none()
+            && self.expectations.is_empty()
     }
 
     /// Binds the flow to a decoded schema whose last columns are `trailing` (always
@@ -110,22 +220,43 @@ impl FlowSpec {
             .as_ref()
             .map(|c| c.bind(decoded, zone))
             .transpose()?;
+        let computed = self
+            .computed
+            .iter()
+            .map(|c| c.expr.bind(decoded, zone).map_err(computed_error))
+            .collect::<Result<Vec<BoundValue>, FlowError>>()?;
+        // The decoded columns, then the computed ones: what rules read and what is projected.
+        let extended = if computed.is_empty() {
+            Arc::clone(decoded)
+        } else {
+            let mut fields: Vec<arrow_schema::FieldRef> =
+                decoded.fields().iter().cloned().collect();
+            for (c, bound) in self.computed.iter().zip(&computed) {
+                fields.push(Arc::new(arrow_schema::Field::new(
+                    &c.name,
+                    bound.data_type().clone(),
+                    true,
+                )));
+            }
+            Arc::new(arrow_schema::Schema::new_with_metadata(
+                fields,
+                decoded.metadata().clone(),
+            ))
+        };
         let rules = if self.expectations.is_empty() {
             None
         } else {
-            Some(BoundRules::bind(&self.expectations, decoded, zone)?)
+            Some(BoundRules::bind(&self.expectations, &extended, zone)?)
         };
         let names: Vec<&str> = decoded.fields().iter().map(|f| f.name().as_str()).collect();
         let is_trailing = |i: usize| trailing.iter().any(|t| t == names[i]);
-        let projection: Option<Vec<usize>> = match &self.columns {
-            Columns::All => None,
+        let data: Vec<usize> = match &self.columns {
+            Columns::All => (0..names.len()).collect(),
             Columns::Only(listed) => {
                 let chosen = resolve("columns", listed, &names)?;
-                Some(
-                    (0..names.len())
-                        .filter(|i| chosen.contains(i) || is_trailing(*i))
-                        .collect(),
-                )
+                (0..names.len())
+                    .filter(|i| chosen.contains(i) || is_trailing(*i))
+                    .collect()
             }
             Columns::Except(listed) => {
                 let left_out = resolve("except_columns", listed, &names)?;
@@ -139,15 +270,47 @@ impl FlowSpec {
                         ),
                     });
                 }
-                Some((0..names.len()).filter(|i| !left_out.contains(i)).collect())
+                (0..names.len()).filter(|i| !left_out.contains(i)).collect()
             }
         };
+        for c in &self.computed {
+            if let Some(&i) = data
+                .iter()
+                .find(|&&i| names[i].eq_ignore_ascii_case(&c.name))
+            {
+                return Err(FlowError::Columns {
+                    key: "with_columns",
+                    message: format!(
+                        "{} is already a column of the table; leave it out (except_columns, \
+                         or * EXCEPT ({}) in SQL) to replace it, or give the computed one \
+                         another name",
+                        c.name, names[i]
+                    ),
+                });
+            }
+        }
+        // Data columns, then computed ones, then the trailing ones (rescued data and
+        // `_metadata` stay last).
+        let projection: Option<Vec<usize>> = if self.columns == Columns::All && computed.is_empty()
+        {
+            None
+        } else {
+            let (body, tail): (Vec<usize>, Vec<usize>) =
+                data.into_iter().partition(|&i| !is_trailing(i));
+            let added = names.len()..names.len() + computed.len();
+            Some(body.into_iter().chain(added).chain(tail).collect())
+        };
         if let Some(indices) = &projection {
-            self.rules_see_the_table(&names, indices)?;
+            let all: Vec<&str> = extended
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            self.rules_see_the_table(&all, indices)?;
         }
         let schema = match &projection {
             Some(indices) => {
-                Arc::new(decoded.project(indices).map_err(|e| FlowError::Columns {
+                Arc::new(extended.project(indices).map_err(|e| FlowError::Columns {
                     key: "columns",
                     message: e.to_string(),
                 })?)
@@ -156,6 +319,11 @@ impl FlowSpec {
         };
         Ok(BoundFlow {
             predicate,
+            computed: (!computed.is_empty()).then(|| Computing {
+                values: computed,
+                names: self.computed.iter().map(|c| c.name.clone()).collect(),
+                schema: extended,
+            }),
             rules,
             projection,
             schema,
@@ -258,11 +426,21 @@ fn resolve(key: &'static str, listed: &[String], names: &[&str]) -> Result<Vec<u
 #[derive(Debug, Clone)]
 pub struct BoundFlow {
     predicate: Option<Predicate>,
+    computed: Option<Computing>,
     rules: Option<BoundRules>,
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
     /// The decoded schema's rescued-data column, whose filtered rows are counted apart.
     rescued: Option<usize>,
+}
+
+/// The computed columns of a bound flow.
+#[derive(Debug, Clone)]
+struct Computing {
+    values: Vec<BoundValue>,
+    names: Vec<String>,
+    /// The decoded columns and the computed ones.
+    schema: SchemaRef,
 }
 
 /// What [`BoundFlow::apply`] left out of a batch.
@@ -294,6 +472,7 @@ impl BoundFlow {
     pub fn apply(&self, batch: RecordBatch) -> Result<Applied, FlowError> {
         let input_rows = batch.num_rows();
         let (batch, filtered, mut kept) = self.filter(batch)?;
+        let batch = self.compute(batch, kept.as_ref(), input_rows)?;
         let mut quality = Tally::default();
         let mut quarantine = None;
         let batch = match &self.rules {
@@ -337,6 +516,35 @@ impl BoundFlow {
         })
     }
 
+    /// `batch` with the computed columns added; a row that cannot be computed is an error
+    /// naming its input row.
+    fn compute(
+        &self,
+        batch: RecordBatch,
+        kept: Option<&BooleanArray>,
+        input_rows: usize,
+    ) -> Result<RecordBatch, FlowError> {
+        let Some(c) = &self.computed else {
+            return Ok(batch);
+        };
+        let mut columns = batch.columns().to_vec();
+        for (value, name) in c.values.iter().zip(&c.names) {
+            let array = value.evaluate(&batch).map_err(|e| match e {
+                PredicateError::Failed { text, row, message } => FlowError::Computed {
+                    what: format!("computing {name} ({text})"),
+                    row: row.map(|r| input_positions(kept, input_rows)[r]),
+                    message,
+                },
+                other => FlowError::Predicate(other),
+            })?;
+            columns.push(array);
+        }
+        RecordBatch::try_new(Arc::clone(&c.schema), columns).map_err(|e| FlowError::Columns {
+            key: "with_columns",
+            message: e.to_string(),
+        })
+    }
+
     /// The rows the condition keeps; what it left out; and which input rows it kept,
     /// when not all.
     fn filter(
@@ -346,7 +554,14 @@ impl BoundFlow {
         let Some(p) = &self.predicate else {
             return Ok((batch, Filtered::default(), None));
         };
-        let keep = p.evaluate(&batch)?;
+        let keep = p.evaluate(&batch).map_err(|e| match e {
+            PredicateError::Failed { text, row, message } => FlowError::Computed {
+                what: format!("where {text}"),
+                row,
+                message,
+            },
+            other => FlowError::Predicate(other),
+        })?;
         let kept = keep.true_count();
         if kept == batch.num_rows() {
             return Ok((batch, Filtered::default(), None));

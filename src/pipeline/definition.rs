@@ -114,6 +114,10 @@ impl IngestRequest {
             Columns::Only(c) => d.set("columns", c.join(",")),
             Columns::Except(c) => d.set("except_columns", c.join(",")),
         }
+        if !self.flow.computed.is_empty() {
+            let texts: Vec<&str> = self.flow.computed.iter().map(|c| c.text()).collect();
+            d.set("with_columns", texts.join("; "));
+        }
         for rule in &self.flow.expectations {
             d.set(
                 &format!("{}{}", definition::EXPECT_PREFIX, rule.name),

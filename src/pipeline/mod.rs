@@ -34,8 +34,8 @@ mod unsettled;
 pub mod watch;
 pub(crate) use request::{ALERT_DRAIN, CLEAN_BUDGET, RELOAD_EVERY_VERSIONS};
 pub use request::{
-    ExpectationFailure, IngestError, IngestRequest, NoProgress, Progress, StopFlag, Summary,
-    TableTypeClash,
+    ComputeFailure, ExpectationFailure, IngestError, IngestRequest, NoProgress, Progress, StopFlag,
+    Summary, TableTypeClash,
 };
 
 pub use crate::flow::once::OnceFlow;

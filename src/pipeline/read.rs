@@ -273,6 +273,17 @@ pub(crate) async fn read_files(
                             )));
                             return false;
                         }
+                        Err(FlowError::Computed { what, row, message }) => {
+                            flow_error = Some(IngestError::ComputeFailed(Box::new(
+                                crate::pipeline::ComputeFailure {
+                                    what,
+                                    file: file_uri.to_string(),
+                                    record: row.map(|r| first + r as u64),
+                                    message,
+                                },
+                            )));
+                            return false;
+                        }
                         Err(e) => {
                             flow_error = Some(IngestError::Internal(e.to_string()));
                             return false;

@@ -81,6 +81,9 @@ pub enum IngestError {
     /// A `fail` expectation failed a row: nothing of the batch was committed.
     #[error(transparent)]
     ExpectationFailed(Box<ExpectationFailure>),
+    /// A computed column or a condition could not be computed for a row.
+    #[error(transparent)]
+    ComputeFailed(Box<ComputeFailure>),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -100,6 +103,21 @@ pub struct ExpectationFailure {
     /// The record's number in its file, from 1.
     pub record: u64,
     pub values: String,
+}
+
+/// The row a computed column or a condition could not be computed for (Spark's ANSI mode).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what} failed in {file}, {}: {message}. Nothing of this batch was committed and its \
+     files stay unconsumed: fix the file or the expression and run again",
+    match record { Some(r) => format!("record {r}"), None => "a record of this batch".into() }
+)]
+pub struct ComputeFailure {
+    pub what: String,
+    pub file: String,
+    /// The record's number in its file, from 1, when known.
+    pub record: Option<u64>,
+    pub message: String,
 }
 
 /// A column this stream pins to a type that the shared table holds with another.
