@@ -1737,6 +1737,20 @@ mod tests {
     }
 
     #[test]
+    fn databricks_casts_and_keyword_forms() {
+        assert_eq!(strings("score::INT"), some(&["0", "2", "0", "NULL"]));
+        assert_eq!(strings("ltrim(name)"), some(&["Ann ", "bob", "Cy", "NULL"]));
+        assert_eq!(
+            strings("id BETWEEN 2 AND 3"),
+            some(&["false", "true", "true", "NULL"])
+        );
+        assert_eq!(
+            strings("isnull(id)"),
+            some(&["false", "false", "false", "true"])
+        );
+    }
+
+    #[test]
     fn bind_errors_point_at_the_cause() {
         assert!(error("nme || 'x'").contains("no column nme; did you mean name?"));
         assert!(error("_metadata.file_pth").contains("did you mean file_path?"));

@@ -88,6 +88,30 @@ pub(crate) fn conform(
         }
         columns.push(column);
     }
+    // An upstream table's own rescued data (a bronze table read by a silver flow): carried
+    // on, not rescued again under its own name.
+    let mut upstream: Vec<Option<Map<String, Value>>> = Vec::new();
+    for (idx, f) in in_schema.fields().iter().enumerate() {
+        if !used[idx]
+            && Some(f.name()) == layout.rescued.as_ref()
+            && let Some(texts) = batch.column(idx).as_any().downcast_ref::<StringArray>()
+        {
+            upstream = texts
+                .iter()
+                .map(|t| match serde_json::from_str::<Value>(t?) {
+                    Ok(Value::Object(m)) => Some(m),
+                    _ => None,
+                })
+                .collect();
+            let unread: Vec<usize> = (0..n)
+                .filter(|&r| texts.is_valid(r) && upstream[r].is_none())
+                .collect();
+            if !unread.is_empty() {
+                rescue_values(f, batch.column(idx), &unread, &mut rescued, path)?;
+            }
+            used[idx] = true;
+        }
+    }
     for (idx, f) in in_schema.fields().iter().enumerate() {
         if !used[idx] {
             // A column the schema lacks: maybe a new one (the evolution check reads
@@ -114,15 +138,27 @@ pub(crate) fn conform(
         if Some(&f.name) == layout.rescued.as_ref() {
             let texts: Vec<Option<String>> = rescued
                 .iter_mut()
-                .map(|m| {
-                    (!m.is_empty()).then(|| {
+                .enumerate()
+                .map(|(r, m)| {
+                    if !m.is_empty() {
                         rescued_count += 1;
                         m.insert(
                             FILE_PATH_KEY.to_string(),
                             Value::String(file.meta.path.clone()),
                         );
-                        Value::Object(std::mem::take(m)).to_string()
-                    })
+                    }
+                    // The upstream's values first, and its `_file_path` (the file they
+                    // were first rescued from) kept.
+                    let mut row = upstream
+                        .get_mut(r)
+                        .and_then(Option::take)
+                        .unwrap_or_default();
+                    for (k, v) in std::mem::take(m) {
+                        if !(k == FILE_PATH_KEY && row.contains_key(FILE_PATH_KEY)) {
+                            row.insert(k, v);
+                        }
+                    }
+                    (!row.is_empty()).then(|| Value::Object(row).to_string())
                 })
                 .collect();
             arrays.push(Arc::new(StringArray::from(texts)));

@@ -330,10 +330,19 @@ fn the_docs_flow_examples_run() {
             "user_id",
             "amount",
             "order_date",
+            "city",
+            "amount_with_tax",
             "_rescued_data",
             "_metadata"
         ]
     );
+    let batches = read_table(&table);
+    assert_eq!(
+        column_strings(&batches, "city")[..3],
+        ["Busan", "Incheon", "Seoul"],
+        "a struct field, computed"
+    );
+    assert_eq!(column_strings(&batches, "amount_with_tax")[0], "1140.7");
     // The `ingest` example, run from the scratch folder as the guide's paths read.
     let line = common::doc_block("docs/guide/table.md", "## Flows", "sh");
     assert!(
@@ -543,7 +552,7 @@ SELECT order_id, amount FROM read_files('archive', format => 'json') WHERE amoun
     // What is not read yet is refused with its place, exit 2.
     std::fs::write(
         &sql,
-        "CREATE STREAMING TABLE t AS\nSELECT *, current_timestamp() AS at FROM read_files('x')",
+        "CREATE STREAMING TABLE t AS\nSELECT *, current_user() AS at FROM read_files('x')",
     )
     .unwrap();
     let refused = run_config(&sql, &[]);
@@ -554,7 +563,7 @@ SELECT order_id, amount FROM read_files('archive', format => 'json') WHERE amoun
         common::stderr(&refused)
     );
     assert!(
-        common::stderr(&refused).contains("line 2, column 11"),
+        common::stderr(&refused).contains("line 2, column 11: unknown function current_user()"),
         "{}",
         common::stderr(&refused)
     );
@@ -782,4 +791,229 @@ fn an_edited_sql_pipeline_is_a_changed_definition() {
         "{}",
         common::stderr(&refused)
     );
+}
+
+/// Seed 003's `bronze_orders` and `silver_orders` as written (only the path and the table
+/// name mapped): lineage and ingest time computed in bronze, and silver promoting a field
+/// the bronze schema rescued (`discount_rate` typed DOUBLE by the first file, a string in
+/// the second) with `COALESCE` and `get_json_object`. Each equals the tables the same flows
+/// give from a `streams.toml` with `with_columns`.
+#[test]
+fn seed_003_bronze_and_silver_compute_their_columns_as_toml_does() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let sql = dir.join("pipeline.sql");
+    std::fs::write(
+        &sql,
+        r#"-- SDP에서 스키마 추론 + 진화 + 구조 데이터 컬럼 활용
+CREATE OR REFRESH STREAMING TABLE bronze_orders
+AS SELECT
+    *,
+    _rescued_data,
+    _metadata.file_path AS _source_file,
+    current_timestamp() AS _ingested_at
+FROM STREAM read_files(
+    'landing/orders',
+    format => 'json',
+    inferColumnTypes => true,
+    schemaEvolutionMode => 'addNewColumns',
+    rescuedDataColumn => '_rescued_data'
+);
+
+-- Silver 레이어에서 rescued_data를 파싱하여 정식 컬럼으로 추출
+CREATE OR REFRESH STREAMING TABLE silver_orders AS
+SELECT
+    *,
+    -- rescued_data에서 새 필드를 추출
+    COALESCE(
+        coupon_code,
+        get_json_object(_rescued_data, '$.coupon_code')
+    ) AS coupon_code_final,
+    COALESCE(
+        discount_rate,
+        CAST(get_json_object(_rescued_data, '$.discount_rate') AS DOUBLE)
+    ) AS discount_rate_final
+FROM STREAM(bronze_orders);
+"#,
+    )
+    .unwrap();
+    let toml = dir.join("toml");
+    std::fs::create_dir_all(&toml).unwrap();
+    let config = toml.join("streams.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[stream]]
+name = "bronze_orders"
+source = "../landing/orders"
+table = "bronze_orders"
+with_columns = ["_metadata.file_path AS _source_file", "current_timestamp() AS _ingested_at"]
+[stream.options]
+"cloudFiles.format" = "json"
+"cloudFiles.inferColumnTypes" = true
+"cloudFiles.schemaEvolutionMode" = "addNewColumns"
+"rescuedDataColumn" = "_rescued_data"
+
+[[stream]]
+name = "silver_orders"
+source = "bronze_orders"
+table = "silver_orders"
+with_columns = [
+  "COALESCE(coupon_code, get_json_object(_rescued_data, '$.coupon_code')) AS coupon_code_final",
+  "COALESCE(discount_rate, CAST(get_json_object(_rescued_data, '$.discount_rate') AS DOUBLE)) AS discount_rate_final",
+]
+"#,
+    )
+    .unwrap();
+    let started = chrono::Utc::now();
+    // Run 1 fixes discount_rate as DOUBLE; in run 2 a string there is rescued.
+    s.land(
+        "orders/1.json",
+        r#"{"order_id": 1, "amount": 10.5, "coupon_code": "A", "discount_rate": 0.1}
+"#,
+    );
+    common::ok(&run_config(&sql, &[]));
+    common::ok(&run_config(&config, &[]));
+    s.land(
+        "orders/2.json",
+        r#"{"order_id": 2, "amount": 20, "discount_rate": "0.25"}
+{"order_id": 3, "amount": 30}
+"#,
+    );
+    common::ok(&run_config(&sql, &[]));
+    common::ok(&run_config(&config, &[]));
+
+    let bronze = dir.join("bronze_orders");
+    assert_eq!(
+        columns_of(&bronze),
+        [
+            "order_id",
+            "amount",
+            "coupon_code",
+            "discount_rate",
+            "_source_file",
+            "_ingested_at",
+            "_rescued_data",
+            "_metadata"
+        ],
+        "computed columns go after the data columns, before the trailing ones"
+    );
+    let batches = read_table(&bronze);
+    let files = column_strings(&batches, "_source_file");
+    assert!(
+        files
+            .iter()
+            .all(|f| f.starts_with("file://") && f.contains("/landing/orders/")),
+        "{files:?}"
+    );
+    for at in column_strings(&batches, "_ingested_at") {
+        let at = chrono::DateTime::parse_from_rfc3339(&at).unwrap_or_else(|e| panic!("{at}: {e}"));
+        assert!(at >= started && at <= chrono::Utc::now(), "{at}");
+    }
+    let silver = dir.join("silver_orders");
+    let batches = read_table(&silver);
+    let by_id = |column: &str| {
+        let ids = column_strings(&batches, "order_id");
+        let values = column_strings(&batches, column);
+        let mut pairs: Vec<(String, String)> = ids.into_iter().zip(values).collect();
+        pairs.sort();
+        pairs.into_iter().map(|(_, v)| v).collect::<Vec<_>>()
+    };
+    let rescued = by_id("_rescued_data");
+    assert!(
+        rescued[1].starts_with(r#"{"discount_rate":"0.25","_file_path":"file://"#)
+            && rescued[1].ends_with(r#"/landing/orders/2.json"}"#),
+        "bronze's rescued data carried on as it was, naming the landing file: {rescued:?}"
+    );
+    assert_eq!(by_id("discount_rate"), ["0.1", "null", "null"]);
+    assert_eq!(
+        by_id("discount_rate_final"),
+        ["0.1", "0.25", "null"],
+        "the rescued string promoted back"
+    );
+    assert_eq!(by_id("coupon_code_final"), ["A", "null", "null"]);
+
+    // The same tables from the TOML flows (but the instant each run read them).
+    let rows = |table: &Path| {
+        let batches = read_table(table);
+        let names: Vec<String> = batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| n != "_ingested_at" && n != "_metadata")
+            .collect();
+        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
+        let mut out: Vec<String> = (0..columns[0].len())
+            .map(|i| {
+                columns
+                    .iter()
+                    .map(|c| c[i].clone())
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        out.sort();
+        (names, out)
+    };
+    assert_eq!(rows(&bronze), rows(&toml.join("bronze_orders")));
+    assert_eq!(rows(&silver), rows(&toml.join("silver_orders")));
+}
+
+/// ANSI: a value a computed column cannot read stops the flow naming the file and the
+/// record, nothing lands and the file stays unconsumed; `try_cast` (a changed definition)
+/// then lands the row with NULL, and `--where` takes any condition of the engine.
+#[test]
+fn a_value_that_cannot_be_computed_stops_the_flow_at_its_record() {
+    let s = Scratch::new();
+    s.land(
+        "a.json",
+        "{\"order_id\": 1, \"qty\": \"2\", \"region\": \" EU \"}\n\
+         {\"order_id\": 2, \"qty\": \"two\", \"region\": \"us\"}\n\
+         {\"order_id\": 3, \"qty\": \"5\", \"region\": \"apac\"}\n",
+    );
+    let run = |cast: &str| {
+        common::run(
+            &[
+                "ingest".into(),
+                s.landing().display().to_string(),
+                s.table().display().to_string(),
+                "--once".into(),
+                "-o".into(),
+                "cloudFiles.inferColumnTypes=true".into(),
+                "--with-column".into(),
+                format!("{cast}(qty AS INT) * 10 AS units"),
+                "--with-column".into(),
+                "lower(trim(region)) AS area".into(),
+                "--where".into(),
+                "order_id * 2 <> 6".into(),
+            ],
+            &[],
+        )
+    };
+    let failed = run("CAST");
+    assert_eq!(failed.status.code(), Some(1), "{}", common::stderr(&failed));
+    let e = common::stderr(&failed);
+    assert!(
+        e.contains("computing units (CAST(qty AS INT) * 10 AS units) failed in")
+            && e.contains(
+                "a.json, record 2: cannot cast 'two' to INT (try_cast gives NULL instead)"
+            ),
+        "{e}"
+    );
+    assert!(
+        !s.table().join("_delta_log").exists() || common::row_count(&read_table(&s.table())) == 0,
+        "nothing landed"
+    );
+
+    let out = run("try_cast");
+    common::ok(&out);
+    let batches = read_table(&s.table());
+    assert_eq!(
+        column_strings(&batches, "order_id"),
+        ["1", "2"],
+        "3 filtered"
+    );
+    assert_eq!(column_strings(&batches, "units"), ["20", "null"]);
+    assert_eq!(column_strings(&batches, "area"), ["eu", "us"]);
 }
