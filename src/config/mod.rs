@@ -41,6 +41,7 @@ use crate::pipeline::{FirstWriter, IngestRequest, SpecError, StreamSpec};
 use crate::source::SourceFormat;
 use crate::storage::StorageSettings;
 
+mod spec;
 mod sql;
 
 #[derive(Debug, thiserror::Error)]
@@ -349,6 +350,24 @@ fn read(path: &Path) -> Result<FileConfig, ConfigError> {
         path: path.into(),
         message,
     };
+    if let Some(spec_path) = spec::find(path) {
+        // Spark's spec: its libraries' SQL, names under its table root, checkpoints under
+        // its storage.
+        let at_spec = |message: String| ConfigError::Parse {
+            path: spec_path.clone(),
+            message,
+        };
+        let pipeline = spec::read(&spec_path).map_err(at_spec)?;
+        let mut config =
+            sql::files_to_config_named(&pipeline.files, &pipeline.naming).map_err(parse)?;
+        if let Some(streams) = config["stream"].as_array_mut() {
+            for stream in streams {
+                let name = stream["name"].as_str().unwrap_or_default().to_string();
+                stream["checkpoint"] = serde_json::json!(format!("{}{name}", pipeline.storage));
+            }
+        }
+        return serde_json::from_value(config).map_err(|e| parse(e.to_string()));
+    }
     let is_sql = |p: &Path| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("sql"));
     if path.is_dir() || is_sql(path) {
         let mut files = Vec::new();

@@ -37,10 +37,49 @@ struct Tokens<'a> {
     at: usize,
 }
 
+/// How table names map to places: under `root`, qualified with the pipeline's default
+/// catalog and database (a spec's), so `orders` and `main.bronze.orders` name one table at
+/// `root/main/bronze/orders`. Without a spec: the name's parts as folders under the SQL
+/// file's folder.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Naming {
+    /// Where tables go, `/`-terminated (empty: relative to the pipeline's folder).
+    pub(super) root: String,
+    pub(super) catalog: Option<String>,
+    pub(super) database: Option<String>,
+}
+
+impl Naming {
+    /// The name with the default catalog and database it leaves out.
+    pub(super) fn qualify(&self, name: &str) -> String {
+        let parts: Vec<&str> = name.split('.').collect();
+        let mut out: Vec<&str> = Vec::with_capacity(3);
+        if parts.len() < 3
+            && let Some(c) = &self.catalog
+        {
+            out.push(c);
+        }
+        if parts.len() < 2
+            && let Some(d) = &self.database
+        {
+            out.push(d);
+        }
+        out.extend(parts);
+        out.join(".")
+    }
+
+    /// Where the table `name` (qualified) is.
+    fn place(&self, qualified: &str) -> String {
+        format!("{}{}", self.root, qualified.replace('.', "/"))
+    }
+}
+
 /// A table the pipeline defines, and what its statement said of it.
 #[derive(Default)]
 struct TableDef {
+    /// `LOCATION`, or the place its name maps to.
     location: String,
+    explicit_location: bool,
     properties: BTreeMap<String, String>,
     /// `name TYPE` of each declared column.
     columns: Vec<String>,
@@ -92,6 +131,14 @@ fn to_config(text: &str) -> Result<Value, String> {
 /// The pipeline of several SQL files (name, text), read in order as one: a flow of one
 /// file may insert into a table of another. An error names its file, line and column.
 pub(super) fn files_to_config(files: &[(String, String)]) -> Result<Value, String> {
+    files_to_config_named(files, &Naming::default())
+}
+
+/// [`files_to_config`] with names mapped by `naming`.
+pub(super) fn files_to_config_named(
+    files: &[(String, String)],
+    naming: &Naming,
+) -> Result<Value, String> {
     let mut tables: BTreeMap<String, TableDef> = BTreeMap::new();
     let mut flows: Vec<FlowDef> = Vec::new();
     for (name, text) in files {
@@ -120,11 +167,29 @@ pub(super) fn files_to_config(files: &[(String, String)]) -> Result<Value, Strin
                 .into(),
         );
     }
+    // Every name qualified, every table placed.
+    let mut qualified: BTreeMap<String, TableDef> = BTreeMap::new();
+    for (name, mut def) in tables {
+        let key = naming.qualify(&name);
+        if !def.explicit_location {
+            def.location = naming.place(&key);
+        }
+        if qualified.insert(key.clone(), def).is_some() {
+            return Err(format!("the table {key} is defined twice"));
+        }
+    }
+    let tables = qualified;
+    for f in &mut flows {
+        f.target = naming.qualify(&f.target);
+        if let Source::Table(name) = &mut f.query.source {
+            *name = naming.qualify(name);
+        }
+    }
     let place = |name: &str| -> String {
         tables
             .get(name)
             .map(|t| t.location.clone())
-            .unwrap_or_else(|| name.replace('.', "/"))
+            .unwrap_or_else(|| naming.place(name))
     };
     let mut streams = Vec::new();
     for f in &flows {
@@ -392,10 +457,7 @@ impl<'a> Tokens<'a> {
         if tables.contains_key(&name) {
             return Err(self.error(&format!("the table {name} is defined twice")));
         }
-        let mut def = TableDef {
-            location: name.replace('.', "/"),
-            ..TableDef::default()
-        };
+        let mut def = TableDef::default();
         if self.eat(&Token::LParen) {
             self.table_elements(&mut def)?;
         }
@@ -416,6 +478,7 @@ impl<'a> Tokens<'a> {
                 self.expect(&Token::RParen)?;
             } else if self.eat_word("LOCATION") {
                 def.location = self.string()?;
+                def.explicit_location = true;
             } else if self.is_word("PARTITIONED") || self.is_word("CLUSTER") {
                 return Err(self.error(
                     "PARTITIONED BY and CLUSTER BY are not supported: partition columns come \

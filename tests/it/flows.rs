@@ -1017,3 +1017,100 @@ fn a_value_that_cannot_be_computed_stops_the_flow_at_its_record() {
     assert_eq!(column_strings(&batches, "units"), ["20", "null"]);
     assert_eq!(column_strings(&batches, "area"), ["eu", "us"]);
 }
+
+/// A spec-driven project as Spark lays it out: `spark-pipeline.yml` (name, storage,
+/// libraries, catalog, database, configuration) and a `transformations/` folder. It runs
+/// (from the spec or its folder), dry-runs without writing, refreshes a selection, refuses
+/// a guarded full refresh (exit 4), and refuses an unknown key or a Python file (exit 2).
+#[test]
+fn a_spark_pipeline_spec_runs_its_transformations() {
+    let s = Scratch::new();
+    s.land("orders/a.json", ORDERS);
+    let dir = s.dir.path();
+    let spec = dir.join("spark-pipeline.yml");
+    let spec_text = "name: orders_pipeline\n\
+                     storage: checkpoints\n\
+                     catalog: main\n\
+                     database: bronze\n\
+                     libraries:\n  - glob:\n      include: transformations/**\n\
+                     configuration:\n  landing: landing/orders\n";
+    std::fs::write(&spec, spec_text).unwrap();
+    let lib = dir.join("transformations");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(
+        lib.join("bronze.sql"),
+        "CREATE OR REFRESH STREAMING TABLE orders\n\
+         TBLPROPERTIES ('pipelines.reset.allowed' = 'false')\n\
+         AS SELECT *, upper(region) AS region_code\n\
+         FROM STREAM read_files('${landing}', format => 'json', inferColumnTypes => true);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lib.join("silver.sql"),
+        "CREATE OR REFRESH STREAMING TABLE silver.orders\n\
+         AS SELECT * FROM STREAM(main.bronze.orders) WHERE region_code = 'EU';\n",
+    )
+    .unwrap();
+    let warehouse = dir.join("spark-warehouse/main");
+    let (bronze, silver) = (
+        warehouse.join("bronze/orders"),
+        warehouse.join("silver/orders"),
+    );
+
+    let dry = common::ok(&run_config(&spec, &["--dry-run"]));
+    assert!(
+        dry.contains("valid, 2 streams: orders, silver_orders"),
+        "{dry}"
+    );
+    assert!(
+        !bronze.join("_delta_log").exists(),
+        "a dry run writes no table"
+    );
+
+    common::ok(&run_config(&spec, &[]));
+    assert_eq!(order_ids(&bronze).len(), 6);
+    assert_eq!(order_ids(&silver), [1, 4, 5]);
+    assert!(
+        dir.join("checkpoints/orders").is_dir() && dir.join("checkpoints/silver_orders").is_dir(),
+        "checkpoints under the spec's storage"
+    );
+    // The folder holding the spec runs it too; --refresh runs only the named flow.
+    s.land(
+        "orders/b.json",
+        "{\"order_id\": 7, \"amount\": 1, \"region\": \"eu\"}\n",
+    );
+    common::ok(&run_config(dir, &["--refresh", "orders"]));
+    assert_eq!(order_ids(&bronze).len(), 7);
+    assert_eq!(order_ids(&silver), [1, 4, 5], "silver not refreshed");
+    common::ok(&run_config(dir, &[]));
+    assert_eq!(order_ids(&silver), [1, 4, 5, 7]);
+    // The guarded bronze table: refused, nothing reset.
+    let refused = run_config(&spec, &["--full-refresh", "orders"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(4),
+        "{}",
+        common::stderr(&refused)
+    );
+    assert_eq!(order_ids(&bronze).len(), 7);
+
+    // Spark refuses a key it does not know, naming it; so do we.
+    std::fs::write(&spec, format!("{spec_text}edition: advanced\n")).unwrap();
+    let unknown = run_config(&spec, &[]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        common::stderr(&unknown).contains("unknown field `edition`"),
+        "{}",
+        common::stderr(&unknown)
+    );
+    std::fs::write(&spec, spec_text).unwrap();
+    std::fs::write(lib.join("gold.py"), "import dlt\n").unwrap();
+    let python = run_config(&spec, &[]);
+    assert_eq!(python.status.code(), Some(2));
+    assert!(
+        common::stderr(&python)
+            .contains("transformations/gold.py: Python transformations need Spark"),
+        "{}",
+        common::stderr(&python)
+    );
+}
