@@ -73,7 +73,10 @@ pub(super) fn read(path: &Path) -> Result<Pipeline, String> {
     if spec.name.trim().is_empty() {
         return Err("name is empty".into());
     }
-    let folder = path.parent().unwrap_or(Path::new("."));
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
     let mut configuration = BTreeMap::new();
     for (key, value) in &spec.configuration {
         let text = match value {

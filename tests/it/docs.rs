@@ -868,3 +868,23 @@ fn the_sql_pipeline_example_runs() {
     assert_eq!(silver["num_rows"], 11, "{silver}");
     assert!(silver["types"].get("phone").is_none(), "{silver}");
 }
+
+/// The spark-pipeline.yml project of "Coming from Databricks", run as printed.
+#[test]
+fn the_spark_pipeline_project_example_runs() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    let spec = doc_block("docs/databricks.md", "## Spark pipeline projects", "yaml");
+    std::fs::write(dir.join("spark-pipeline.yml"), spec).unwrap();
+    let sql = doc_block("docs/databricks.md", "## Spark pipeline projects", "sql");
+    std::fs::create_dir_all(dir.join("transformations")).unwrap();
+    std::fs::write(dir.join("transformations/orders.sql"), sql).unwrap();
+    let block = doc_block("docs/databricks.md", "## Spark pipeline projects", "sh");
+    let out = ok(&run_doc_sh(&block, dir, &[]));
+    assert!(out.contains("valid, 1 stream"), "{out}");
+    let table = dir.join("spark-warehouse/bronze/orders");
+    let rows = common::read_with_python(&table, "order_id");
+    assert_eq!(rows["num_rows"], 15, "{rows}");
+    assert!(rows["types"].get("_source_file").is_some(), "{rows}");
+    assert!(dir.join("checkpoints/orders").is_dir());
+}
