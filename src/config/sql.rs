@@ -213,17 +213,16 @@ pub(super) fn files_to_config_named(
                 }
                 (path.clone(), "files")
             }
-            Source::Table(name) => {
-                if !target.columns.is_empty() {
-                    return Err(format!(
-                        "flow {} reads the table {name} into {}, whose columns are \
-                         declared: declared columns apply to flows reading files only (not yet \
-                         to a table source)",
-                        f.name, f.target
-                    ));
-                }
-                (place(name), "delta")
+            Source::Table(name) => (place(name), "delta"),
+        };
+        // A table source into declared columns: the flow writes exactly those, each cast
+        // to its declared type (ANSI: a value that does not fit stops the flow), NULL for
+        // one its query leaves out; a file source reads them as schema hints above.
+        let declared_casts = match &f.query.source {
+            Source::Table(_) if !target.columns.is_empty() => {
+                Some(declared_casts(&target.columns, &f.query)?)
             }
+            _ => None,
         };
         let mut stream = json!({
             "name": f.name.replace('.', "_"),
@@ -233,14 +232,19 @@ pub(super) fn files_to_config_named(
             "options": options,
             "once": f.once,
         });
-        if let Some(c) = &f.query.columns {
-            stream["columns"] = json!(c);
-        }
-        if let Some(c) = &f.query.except {
-            stream["except_columns"] = json!(c);
-        }
-        if !f.query.computed.is_empty() {
-            stream["with_columns"] = json!(f.query.computed);
+        if let Some(casts) = declared_casts {
+            stream["columns"] = json!([]);
+            stream["with_columns"] = json!(casts);
+        } else {
+            if let Some(c) = &f.query.columns {
+                stream["columns"] = json!(c);
+            }
+            if let Some(c) = &f.query.except {
+                stream["except_columns"] = json!(c);
+            }
+            if !f.query.computed.is_empty() {
+                stream["with_columns"] = json!(f.query.computed);
+            }
         }
         if let Some(c) = &f.query.condition {
             stream["where"] = json!(c);
@@ -259,6 +263,33 @@ pub(super) fn files_to_config_named(
         .map(|t| json!({ "path": t.location, "properties": t.properties }))
         .collect();
     Ok(json!({ "stream": streams, "table": declared }))
+}
+
+/// `CAST(`c` AS TYPE) AS `c`` for each declared `c TYPE` (`CAST(NULL AS TYPE)` where the
+/// query leaves `c` out), then the query's own computed items.
+fn declared_casts(declared: &[String], query: &Query) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(declared.len() + query.computed.len());
+    for column in declared {
+        let (name, data_type) = column
+            .trim()
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| format!("declared column `{column}` has no type"))?;
+        let name = name.trim_matches('`');
+        let data_type = data_type.trim();
+        let has = |list: &Vec<String>| list.iter().any(|c| c.eq_ignore_ascii_case(name));
+        let selected = match (&query.columns, &query.except) {
+            (Some(only), _) => has(only),
+            (None, Some(except)) => !has(except),
+            (None, None) => true,
+        };
+        out.push(if selected {
+            format!("CAST(`{name}` AS {data_type}) AS `{name}`")
+        } else {
+            format!("CAST(NULL AS {data_type}) AS `{name}`")
+        });
+    }
+    out.extend(query.computed.iter().cloned());
+    Ok(out)
 }
 
 impl<'a> Tokens<'a> {

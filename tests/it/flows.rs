@@ -1114,3 +1114,225 @@ fn a_spark_pipeline_spec_runs_its_transformations() {
         common::stderr(&python)
     );
 }
+
+/// Seed 000's blocks as written (only paths mapped; the raw tables they read defined first):
+/// the guarded `orders`, `all_orders` with declared columns fed by two append flows and a
+/// ONCE backfill from a batch-read archive, and `raw_events` from `cloud_files` with
+/// `modifiedAfter`. Each table equals the one the same flows give from a `streams.toml`.
+#[test]
+fn seed_000_in_sql_gives_the_tables_of_the_toml_flows() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    s.land("orders/1.json", ORDERS);
+    s.land(
+        "korea/1.json",
+        "{\"order_id\": 11, \"product\": \"tea\", \"amount\": 10.5, \"region\": \"kr\", \"order_date\": \"2025-03-01\", \"note\": \"x\"}\n",
+    );
+    s.land(
+        "us/1.json",
+        "{\"order_id\": 21, \"product\": \"pie\", \"amount\": 3, \"region\": \"us\", \"order_date\": \"2025-04-01\"}\n",
+    );
+    s.land(
+        "legacy/1.json",
+        "{\"order_id\": 31, \"product\": \"ink\", \"amount\": 4.25, \"region\": \"eu\", \"order_date\": \"2024-02-01\"}\n\
+         {\"order_id\": 32, \"product\": \"pen\", \"amount\": 1, \"region\": \"eu\", \"order_date\": \"2025-02-01\"}\n",
+    );
+    // The archive the backfill reads is a Delta table that exists before the pipeline.
+    common::ok(&common::run(
+        &[
+            "ingest".into(),
+            s.landing().join("legacy").display().to_string(),
+            dir.join("legacy_orders_archive").display().to_string(),
+            "--once".into(),
+            "-o".into(),
+            "cloudFiles.inferColumnTypes=true".into(),
+        ],
+        &[],
+    ));
+    // Events: one file modified before the cut-off, one after.
+    s.land("events/old.json", "{\"event\": \"old\"}\n");
+    s.land("events/new.json", "{\"event\": \"new\"}\n");
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_748_736_000); // 2025-06-01
+    std::fs::File::options()
+        .write(true)
+        .open(s.landing().join("events/old.json"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+
+    let sql = dir.join("pipeline.sql");
+    std::fs::write(
+        &sql,
+        r#"-- The raw tables the seed's flows read.
+CREATE OR REFRESH STREAMING TABLE raw_orders
+AS SELECT * FROM STREAM read_files('landing/orders', format => 'json', inferColumnTypes => true);
+CREATE OR REFRESH STREAMING TABLE raw_korea_orders
+AS SELECT * FROM STREAM read_files('landing/korea', format => 'json', inferColumnTypes => true);
+CREATE OR REFRESH STREAMING TABLE raw_us_orders
+AS SELECT * FROM STREAM read_files('landing/us', format => 'json', inferColumnTypes => true);
+
+CREATE OR REFRESH STREAMING TABLE orders
+TBLPROPERTIES ('pipelines.reset.allowed' = 'false')
+AS SELECT * FROM STREAM(raw_orders);
+
+-- 대상 테이블 정의 (스키마만, 소스 없음)
+CREATE OR REFRESH STREAMING TABLE all_orders (
+  order_id BIGINT,
+  product STRING,
+  amount DECIMAL(10,2),
+  region STRING,
+  order_date DATE
+);
+
+-- Flow 1: 한국 주문
+CREATE FLOW korea_orders
+AS INSERT INTO all_orders BY NAME
+SELECT * FROM STREAM(raw_korea_orders);
+
+-- Flow 2: 미국 주문 (나중에 추가 — 기존 Flow에 영향 없음)
+CREATE FLOW us_orders
+AS INSERT INTO all_orders BY NAME
+SELECT * FROM STREAM(raw_us_orders);
+
+-- 과거 데이터를 한 번만 적재 (배치 소스 사용 가능)
+CREATE FLOW backfill_legacy_orders
+  ONCE
+AS INSERT INTO all_orders BY NAME
+SELECT
+  order_id,
+  product,
+  amount,
+  region,
+  order_date
+FROM legacy_orders_archive  -- STREAM 없이 배치로 읽기
+WHERE order_date < '2025-01-01';
+
+CREATE OR REFRESH STREAMING TABLE raw_events
+AS SELECT *
+FROM cloud_files(
+  'landing/events/',
+  'json',
+  map(
+    'cloudFiles.modifiedAfter', '2026-01-01T00:00:00.000Z',
+    'cloudFiles.inferColumnTypes', 'true'
+  )
+);
+"#,
+    )
+    .unwrap();
+    common::ok(&run_config(&sql, &[]));
+
+    let toml = dir.join("toml");
+    std::fs::create_dir_all(&toml).unwrap();
+    let config = toml.join("streams.toml");
+    let casts = r#"columns = []
+with_columns = ["CAST(order_id AS BIGINT) AS order_id", "CAST(product AS STRING) AS product",
+  "CAST(amount AS DECIMAL(10,2)) AS amount", "CAST(region AS STRING) AS region",
+  "CAST(order_date AS DATE) AS order_date"]"#;
+    let raw = |name: &str, folder: &str| {
+        format!(
+            "[[stream]]\nname = \"{name}\"\nsource = \"../landing/{folder}\"\ntable = \"{name}\"\n\
+             [stream.options]\n\"cloudFiles.format\" = \"json\"\n\"cloudFiles.inferColumnTypes\" = true\n"
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            r#"{}{}{}
+[[stream]]
+name = "orders"
+source = "raw_orders"
+table = "orders"
+
+[[stream]]
+name = "korea_orders"
+source = "raw_korea_orders"
+table = "all_orders"
+{casts}
+
+[[stream]]
+name = "us_orders"
+source = "raw_us_orders"
+table = "all_orders"
+{casts}
+
+[[stream]]
+name = "backfill_legacy_orders"
+source = "../legacy_orders_archive"
+table = "all_orders"
+once = true
+where = "order_date < '2025-01-01'"
+{casts}
+
+[[stream]]
+name = "raw_events"
+source = "../landing/events"
+table = "raw_events"
+[stream.options]
+"cloudFiles.format" = "json"
+"cloudFiles.modifiedAfter" = "2026-01-01T00:00:00.000Z"
+"cloudFiles.inferColumnTypes" = true
+
+[[table]]
+path = "orders"
+properties = {{ "pipelines.reset.allowed" = "false" }}
+"#,
+            raw("raw_orders", "orders"),
+            raw("raw_korea_orders", "korea"),
+            raw("raw_us_orders", "us"),
+        ),
+    )
+    .unwrap();
+    common::ok(&run_config(&config, &[]));
+
+    let all = common::read_with_python(&dir.join("all_orders"), "order_id");
+    assert_eq!(all["types"]["amount"], "decimal128(10, 2)", "{all}");
+    assert_eq!(all["types"]["order_date"], "date32[day]", "{all}");
+    assert!(
+        all["types"].get("note").is_none(),
+        "only the declared columns: {all}"
+    );
+    assert_eq!(order_ids(&dir.join("all_orders")), [11, 21, 31]);
+    assert_eq!(order_ids(&dir.join("orders")), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        column_strings(&read_table(&dir.join("raw_events")), "event"),
+        ["new"],
+        "modifiedAfter"
+    );
+    let rows = |table: &Path| {
+        let batches = read_table(table);
+        let names: Vec<String> = batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| n != "_metadata" && n != "_rescued_data")
+            .collect();
+        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
+        let mut out: Vec<String> = (0..columns[0].len())
+            .map(|i| {
+                columns
+                    .iter()
+                    .map(|c| c[i].clone())
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        out.sort();
+        (names, out)
+    };
+    for table in ["orders", "all_orders", "raw_events"] {
+        assert_eq!(rows(&dir.join(table)), rows(&toml.join(table)), "{table}");
+    }
+    // The guarded table stays guarded; a second run skips the ONCE backfill.
+    let refused = run_config(&sql, &["--full-refresh", "orders"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(4),
+        "{}",
+        common::stderr(&refused)
+    );
+    let again = common::ok(&run_config(&sql, &[]));
+    assert!(again.contains("ran already; skipped"), "{again}");
+    assert_eq!(order_ids(&dir.join("all_orders")), [11, 21, 31]);
+}
