@@ -41,6 +41,18 @@ impl LocalFolder {
     }
 }
 
+impl LocalFolder {
+    /// A folder that does not exist yet (a table another stream of the run creates), at
+    /// its absolute place.
+    pub fn not_yet_created(path: &Path) -> Result<LocalFolder, SourceError> {
+        let root = std::path::absolute(path).map_err(|source| SourceError::List {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(LocalFolder { root, only: None })
+    }
+}
+
 impl FileSource for LocalFolder {
     fn describe(&self) -> String {
         match &self.only {

@@ -87,16 +87,14 @@ impl Source {
         if format == SourceFormat::Detect {
             tracing::info!(source = %location, "The source holds a _delta_log/: reading it as a Delta table.");
         }
-        if let Location::Local(path) = location
-            && settings.delta.created_by_run
-        {
-            // Another stream of the run creates the table.
-            std::fs::create_dir_all(path).map_err(|source| SourceError::List {
-                path: path.clone(),
-                source,
-            })?;
-        }
-        let files = Source::open_files(location, storage)?;
+        let files = match location {
+            // Another stream of the run creates the table: nothing is created here (a dry
+            // run writes nothing), and it is listed once it exists.
+            Location::Local(path) if settings.delta.created_by_run && !path.exists() => {
+                Source::new(LocalFolder::not_yet_created(path)?)
+            }
+            _ => Source::open_files(location, storage)?,
+        };
         Ok(Source::new(DeltaTableSource::open(
             location,
             files.inner,

@@ -1063,8 +1063,8 @@ fn a_spark_pipeline_spec_runs_its_transformations() {
         "{dry}"
     );
     assert!(
-        !bronze.join("_delta_log").exists(),
-        "a dry run writes no table"
+        !dir.join("spark-warehouse").exists() && !dir.join("checkpoints").exists(),
+        "a dry run writes nothing, not even the folder of a table another flow creates"
     );
 
     common::ok(&run_config(&spec, &[]));
@@ -1335,4 +1335,161 @@ properties = {{ "pipelines.reset.allowed" = "false" }}
     let again = common::ok(&run_config(&sql, &[]));
     assert!(again.contains("ran already; skipped"), "{again}");
     assert_eq!(order_ids(&dir.join("all_orders")), [11, 21, 31]);
+}
+
+/// Seed 001's own blocks as written (the TRACK HISTORY ON variant into a second table,
+/// its only name mapped): SCD 1, SCD 2, and SCD 2 tracking only address and membership,
+/// each equal to the TOML flows' table; the seed's point-in-time question (customer A's
+/// address on 2025-09-01) reads Busan from the history.
+#[test]
+fn seed_001_blocks_as_written_equal_the_toml_flows() {
+    let s = Scratch::new();
+    let dir = s.dir.path();
+    s.land(
+        "customers/1.json",
+        r#"{"customer_id": "A", "name": "Kim", "address": "Seoul", "membership_level": "gold", "updated_at": "2025-01-01T00:00:00Z"}
+{"customer_id": "B", "name": "Lee", "address": "Daegu", "membership_level": "silver", "updated_at": "2025-02-01T00:00:00Z"}
+{"customer_id": "A", "name": "Kim", "address": "Busan", "membership_level": "gold", "updated_at": "2025-06-01T00:00:00Z"}
+"#,
+    );
+    s.land(
+        "customers/2.json",
+        r#"{"customer_id": "A", "name": "Kim Ann", "address": "Busan", "membership_level": "gold", "updated_at": "2025-07-01T00:00:00Z"}
+{"customer_id": "A", "name": "Kim Ann", "address": "Busan", "membership_level": "platinum", "updated_at": "2025-10-01T00:00:00Z"}
+"#,
+    );
+    let sql = dir.join("pipeline.sql");
+    std::fs::write(
+        &sql,
+        r#"CREATE OR REFRESH STREAMING TABLE raw_customer_cdc
+AS SELECT * FROM STREAM read_files('landing/customers', format => 'json', inferColumnTypes => true);
+
+-- 대상 테이블 정의
+CREATE OR REFRESH STREAMING TABLE customers;
+
+-- CDC 적용 (SCD Type 1)
+APPLY CHANGES INTO customers
+FROM STREAM(raw_customer_cdc)
+  KEYS (customer_id)
+  SEQUENCE BY updated_at
+  COLUMNS * EXCEPT (_rescued_data)
+  STORED AS SCD TYPE 1;
+
+-- 대상 테이블 정의
+CREATE OR REFRESH STREAMING TABLE customers_history;
+
+-- CDC 적용 (SCD Type 2)
+APPLY CHANGES INTO customers_history
+FROM STREAM(raw_customer_cdc)
+  KEYS (customer_id)
+  SEQUENCE BY updated_at
+  COLUMNS * EXCEPT (_rescued_data)
+  STORED AS SCD TYPE 2;
+
+CREATE OR REFRESH STREAMING TABLE customers_tracked;
+APPLY CHANGES INTO customers_tracked
+FROM STREAM(raw_customer_cdc)
+  KEYS (customer_id)
+  SEQUENCE BY updated_at
+  COLUMNS * EXCEPT (_rescued_data)
+  STORED AS SCD TYPE 2
+  TRACK HISTORY ON (address, membership_level);
+"#,
+    )
+    .unwrap();
+    common::ok(&run_config(&sql, &[]));
+
+    let toml = dir.join("toml");
+    std::fs::create_dir_all(&toml).unwrap();
+    let config = toml.join("streams.toml");
+    let cdc = |name: &str, scd: u8, extra: &str| {
+        format!(
+            "[[stream]]\nname = \"{name}\"\nsource = \"raw_customer_cdc\"\ntable = \"{name}\"\n\
+             [stream.cdc]\nkeys = [\"customer_id\"]\nsequence_by = \"updated_at\"\n\
+             except_column_list = [\"_rescued_data\"]\nstored_as_scd_type = {scd}\n{extra}\n"
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "[[stream]]\nname = \"raw_customer_cdc\"\nsource = \"../landing/customers\"\n\
+             table = \"raw_customer_cdc\"\n[stream.options]\n\"cloudFiles.format\" = \"json\"\n\
+             \"cloudFiles.inferColumnTypes\" = true\n\n{}{}{}",
+            cdc("customers", 1, ""),
+            cdc("customers_history", 2, ""),
+            cdc(
+                "customers_tracked",
+                2,
+                "track_history_column_list = [\"address\", \"membership_level\"]"
+            ),
+        ),
+    )
+    .unwrap();
+    common::ok(&run_config(&config, &[]));
+
+    let rows = |table: &Path| {
+        let batches = read_table(table);
+        let names: Vec<String> = batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| n != "_metadata")
+            .collect();
+        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
+        let mut out: Vec<String> = (0..columns[0].len())
+            .map(|i| {
+                columns
+                    .iter()
+                    .map(|c| c[i].clone())
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        out.sort();
+        (names, out)
+    };
+    for table in ["customers", "customers_history", "customers_tracked"] {
+        assert_eq!(rows(&dir.join(table)), rows(&toml.join(table)), "{table}");
+    }
+    assert_eq!(
+        rows(&dir.join("customers")).1.len(),
+        2,
+        "one row per customer"
+    );
+    let versions = |table: &str| {
+        let batches = read_table(&dir.join(table));
+        column_strings(&batches, "customer_id")
+            .iter()
+            .filter(|c| *c == "A")
+            .count()
+    };
+    assert_eq!(
+        versions("customers_history"),
+        4,
+        "every change of A opens a version"
+    );
+    assert_eq!(
+        versions("customers_tracked"),
+        3,
+        "the name change alone opens none when only address and membership are tracked"
+    );
+    // 2025년 9월 기준 고객 A의 주소: the version open on 2025-09-01.
+    let batches = read_table(&dir.join("customers_history"));
+    let (ids, starts, ends, addresses) = (
+        column_strings(&batches, "customer_id"),
+        column_strings(&batches, "__START_AT"),
+        column_strings(&batches, "__END_AT"),
+        column_strings(&batches, "address"),
+    );
+    let at = "2025-09-01";
+    let open: Vec<&String> = (0..ids.len())
+        .filter(|&i| {
+            ids[i] == "A"
+                && starts[i].as_str() <= at
+                && (ends[i] == "null" || ends[i].as_str() > at)
+        })
+        .map(|i| &addresses[i])
+        .collect();
+    assert_eq!(open, [&"Busan".to_string()]);
 }
