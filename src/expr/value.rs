@@ -839,6 +839,9 @@ fn cast(input: &ArrayRef, to: &ArrowType, safe: bool, zone: Tz) -> Result<ArrayR
     if from == to {
         return Ok(Arc::clone(input));
     }
+    if from == &ArrowType::Null {
+        return Ok(new_null_array(to, input.len()));
+    }
     let out: ArrayRef = match (from, to) {
         (ArrowType::Utf8, ArrowType::Date32) => Arc::new(Date32Array::from_iter(
             input.as_string::<i32>().iter().map(|v| {
@@ -979,7 +982,7 @@ impl Binder<'_> {
             return n;
         }
         if let Kind::Literal(one) = &n.kind
-            && one.is_null(0)
+            && (one.data_type() == &ArrowType::Null || one.is_null(0))
         {
             return node(Kind::Literal(new_null_array(to, 1)), to.clone());
         }
@@ -1333,6 +1336,12 @@ impl Binder<'_> {
                 ),
             )
         })?;
+        // `NULL = NULL` is unknown: compared as two null booleans.
+        let t = if t == ArrowType::Null {
+            ArrowType::Boolean
+        } else {
+            t
+        };
         if !comparable(&t) {
             return Err(self.invalid(at, format!("{} values cannot be compared", sql_type(&t))));
         }
@@ -1734,6 +1743,15 @@ mod tests {
         }
         assert!(error("to_timestamp(name)").contains("try_to_timestamp"));
         assert_eq!(strings("try_to_timestamp(name)"), some(&["NULL"; 4]));
+    }
+
+    #[test]
+    fn nulls_of_no_type_compare_as_unknown() {
+        assert_eq!(strings("NULL = NULL"), some(&["NULL"; 4]));
+        assert_eq!(
+            strings("COALESCE(NULL, id)"),
+            some(&["1", "2", "3", "NULL"])
+        );
     }
 
     #[test]

@@ -223,7 +223,20 @@ impl FlowSpec {
         let computed = self
             .computed
             .iter()
-            .map(|c| c.expr.bind(decoded, zone).map_err(computed_error))
+            .map(|c| {
+                let bound = c.expr.bind(decoded, zone).map_err(computed_error)?;
+                if bound.data_type() == &arrow_schema::DataType::Null {
+                    return Err(FlowError::Columns {
+                        key: "with_columns",
+                        message: format!(
+                            "{} is NULL of no type, which a table cannot hold: \
+                             CAST(NULL AS type) AS {}",
+                            c.name, c.name
+                        ),
+                    });
+                }
+                Ok(bound)
+            })
             .collect::<Result<Vec<BoundValue>, FlowError>>()?;
         // The decoded columns, then the computed ones: what rules read and what is projected.
         let extended = if computed.is_empty() {
