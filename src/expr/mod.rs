@@ -134,7 +134,16 @@ impl Condition {
                 format!("expected the end of the condition, found {}", next.token),
             ));
         }
-        let root = node(text, &expr, 0)?;
+        let mut root = node(text, &expr, 0)?;
+        if root.has_value() {
+            // Computed as one value expression, so AND and OR short-circuit as Spark's do
+            // (`b = 0 OR a / b > 1` never divides by zero).
+            root = Node::Value {
+                expr: value::ValueExpr::from_ast(text, &expr)?,
+                at: Position::of(expr.span().start),
+                shown: expr.to_string(),
+            };
+        }
         Ok(Condition {
             text: text.to_string(),
             root,
@@ -174,6 +183,16 @@ impl Condition {
 }
 
 impl Node {
+    /// Whether any part of it is a value expression.
+    fn has_value(&self) -> bool {
+        match self {
+            Node::And(a, b) | Node::Or(a, b) => a.has_value() || b.has_value(),
+            Node::Not(a) => a.has_value(),
+            Node::Value { .. } => true,
+            _ => false,
+        }
+    }
+
     fn columns<'a>(&'a self, out: &mut Vec<&'a str>) {
         match self {
             Node::And(a, b) | Node::Or(a, b) => {
@@ -1003,6 +1022,8 @@ mod tests {
         assert_eq!(kept("upper(name) = 'B'"), [2]);
         assert_eq!(kept("name LIKE 'c%' OR id * 2 = 2"), [1, 3]);
         assert_eq!(kept("small > id"), [3]);
+        // With a value part, the whole condition short-circuits: no division by zero.
+        assert_eq!(kept("small = 0 OR id / small > 0"), [2, 3]);
         // What is not a condition, or does not compare, is refused at bind time.
         let e = error("upper(name)");
         assert!(

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use arrow_arith::boolean::{and_kleene, is_not_null, is_null, not, or_kleene};
+use arrow_arith::boolean::{and, and_kleene, is_not_null, is_null, not, or_kleene};
 use arrow_array::builder::StringBuilder;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, TimestampMicrosecondType};
@@ -617,6 +617,42 @@ impl Evaluator<'_> {
         Ok(self.eval(node)?.into_array(self.batch.num_rows()))
     }
 
+    /// `node` computed only on the rows `mask` holds (it has no nulls), NULL elsewhere; a
+    /// failure names its row in this batch.
+    fn array_where(&self, node: &Node, mask: &BooleanArray) -> Result<ArrayRef, Failure> {
+        let rows = self.batch.num_rows();
+        let live = mask.true_count();
+        if live == rows {
+            return self.array(node);
+        }
+        if live == 0 {
+            return Ok(new_null_array(&node.data_type, rows));
+        }
+        let arrow = |e: arrow_schema::ArrowError| failure(e.to_string());
+        let filtered =
+            arrow_select::filter::filter_record_batch(self.batch, mask).map_err(arrow)?;
+        let positions: Vec<usize> = (0..rows).filter(|&i| mask.value(i)).collect();
+        let sub = Evaluator {
+            batch: &filtered,
+            zone: self.zone,
+            now: self.now,
+        };
+        let values = sub.array(node).map_err(|mut f| {
+            f.row = f.row.and_then(|r| positions.get(r).copied());
+            f
+        })?;
+        let mut next = 0u32;
+        let indices: arrow_array::UInt32Array = (0..rows)
+            .map(|i| {
+                mask.value(i).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        arrow_select::take::take(values.as_ref(), &indices, None).map_err(arrow)
+    }
+
     fn bools(&self, node: &Node) -> Result<BooleanArray, Failure> {
         Ok(self.array(node)?.as_boolean().clone())
     }
@@ -651,7 +687,13 @@ impl Evaluator<'_> {
             Kind::Cast { expr, safe } => {
                 let input = self.eval(expr)?;
                 match input {
-                    Val::Scalar(one) => Val::Scalar(cast(&one, &node.data_type, *safe, self.zone)?),
+                    // A literal's failure is every row's: no row is named.
+                    Val::Scalar(one) => Val::Scalar(
+                        cast(&one, &node.data_type, *safe, self.zone).map_err(|mut f| {
+                            f.row = None;
+                            f
+                        })?,
+                    ),
                     Val::Array(a) => Val::Array(cast(&a, &node.data_type, *safe, self.zone)?),
                 }
             }
@@ -686,12 +728,24 @@ impl Evaluator<'_> {
                     ),
                 )
             }
-            Kind::And(a, b) => Val::Array(Arc::new(
-                and_kleene(&self.bools(a)?, &self.bools(b)?).map_err(arrow)?,
-            )),
-            Kind::Or(a, b) => Val::Array(Arc::new(
-                or_kleene(&self.bools(a)?, &self.bools(b)?).map_err(arrow)?,
-            )),
+            // The right side only where the left does not decide (false for AND, true for
+            // OR), as Spark short-circuits.
+            Kind::And(a, b) => {
+                let left = self.bools(a)?;
+                let undecided = decided_by(&left, false);
+                let right = self.array_where(b, &undecided)?;
+                Val::Array(Arc::new(
+                    and_kleene(&left, right.as_boolean()).map_err(arrow)?,
+                ))
+            }
+            Kind::Or(a, b) => {
+                let left = self.bools(a)?;
+                let undecided = decided_by(&left, true);
+                let right = self.array_where(b, &undecided)?;
+                Val::Array(Arc::new(
+                    or_kleene(&left, right.as_boolean()).map_err(arrow)?,
+                ))
+            }
             Kind::Not(a) => Val::Array(Arc::new(not(&self.bools(a)?).map_err(arrow)?)),
             Kind::IsNull(e, negated) => {
                 let a = self.array(e)?;
@@ -730,19 +784,38 @@ impl Evaluator<'_> {
                 )
             }
             Kind::Case { whens, otherwise } => {
+                // Lazily, as Spark: a branch is computed only for the rows that reach it,
+                // so a guard (`CASE WHEN b = 0 THEN NULL ELSE a / b END`) keeps an ANSI
+                // error of the rows it excludes from firing.
                 let rows = self.batch.num_rows();
-                let mut result = match otherwise {
-                    Some(o) => self.array(o)?,
-                    None => new_null_array(&node.data_type, rows),
-                };
-                for (condition, value) in whens.iter().rev() {
-                    let value = self.array(value)?;
-                    let take = match condition {
-                        Some(c) => self.bools(c)?,
-                        None => is_not_null(&value).map_err(arrow)?,
+                let mut remaining = BooleanArray::from(vec![true; rows]);
+                let mut result = new_null_array(&node.data_type, rows);
+                for (condition, value) in whens {
+                    if remaining.true_count() == 0 {
+                        break;
+                    }
+                    let (take, value) = match condition {
+                        Some(c) => {
+                            let holds = self.array_where(c, &remaining)?;
+                            let take =
+                                known(and_kleene(holds.as_boolean(), &remaining).map_err(arrow)?);
+                            let value = self.array_where(value, &take)?;
+                            (take, value)
+                        }
+                        None => {
+                            let value = self.array_where(value, &remaining)?;
+                            let present = is_not_null(&value).map_err(arrow)?;
+                            (and(&present, &remaining).map_err(arrow)?, value)
+                        }
                     };
-                    let take = known(take);
                     result = arrow_select::zip::zip(&take, &value, &result).map_err(arrow)?;
+                    remaining = and(&remaining, &not(&take).map_err(arrow)?).map_err(arrow)?;
+                }
+                if let Some(o) = otherwise
+                    && remaining.true_count() > 0
+                {
+                    let value = self.array_where(o, &remaining)?;
+                    result = arrow_select::zip::zip(&remaining, &value, &result).map_err(arrow)?;
                 }
                 Val::Array(result)
             }
@@ -778,9 +851,7 @@ impl Evaluator<'_> {
             {
                 return Err(Failure {
                     row: Some(row),
-                    message: "division by zero (try_divide(a, b) or NULLIF(b, 0) gives NULL \
-                              instead)"
-                        .into(),
+                    message: "division by zero (a / NULLIF(b, 0) gives NULL instead)".into(),
                 });
             }
         }
@@ -813,6 +884,13 @@ impl Val {
             Val::Scalar(s) => repeat(s, rows),
         }
     }
+}
+
+/// The rows `left` does not decide: not `decisive` (false for AND, true for OR).
+fn decided_by(left: &BooleanArray, decisive: bool) -> BooleanArray {
+    (0..left.len())
+        .map(|i| Some(!(left.is_valid(i) && left.value(i) == decisive)))
+        .collect()
 }
 
 /// Unknown (null) as false, as a WHEN or NULLIF reads it.
@@ -1743,6 +1821,40 @@ mod tests {
         }
         assert!(error("to_timestamp(name)").contains("try_to_timestamp"));
         assert_eq!(strings("try_to_timestamp(name)"), some(&["NULL"; 4]));
+    }
+
+    #[test]
+    fn guards_keep_ansi_errors_of_the_rows_they_exclude_from_firing() {
+        // score is 0 in row 3: each guard keeps `id / score` from that row.
+        assert_eq!(
+            strings("CASE WHEN score = 0 THEN NULL ELSE id / score END"),
+            some(&["2.0", "1.0", "NULL", "NULL"])
+        );
+        assert_eq!(
+            strings("score = 0 OR id / score > 1"),
+            some(&["true", "false", "true", "NULL"])
+        );
+        assert_eq!(
+            strings("score <> 0 AND id / score > 1"),
+            some(&["true", "false", "false", "NULL"])
+        );
+        assert_eq!(
+            strings("COALESCE(id, CAST(raw AS INT))"),
+            some(&["1", "2", "3", "NULL"]),
+            "raw is never read where name is present"
+        );
+        // A failure inside a branch names its row in the whole batch.
+        let b = batch();
+        let e = ValueExpr::parse("CASE WHEN id > 1 THEN CAST(name AS INT) END")
+            .unwrap()
+            .bind(&b.schema(), Tz::UTC)
+            .unwrap()
+            .evaluate(&b)
+            .unwrap_err();
+        assert!(
+            matches!(e, PredicateError::Failed { row: Some(1), .. }),
+            "{e:?}"
+        );
     }
 
     #[test]

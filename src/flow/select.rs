@@ -545,7 +545,7 @@ impl BoundFlow {
             let array = value.evaluate(&batch).map_err(|e| match e {
                 PredicateError::Failed { text, row, message } => FlowError::Computed {
                     what: format!("computing {name} ({text})"),
-                    row: row.map(|r| input_positions(kept, input_rows)[r]),
+                    row: row.and_then(|r| input_positions(kept, input_rows).get(r).copied()),
                     message,
                 },
                 other => FlowError::Predicate(other),
