@@ -13,13 +13,14 @@
 //!   CDC INTO target ...`, every clause of Databricks' grammar, as `[stream.cdc]`
 //!   (`create_auto_cdc_flow`'s names).
 //!
-//! A query is `SELECT * | * EXCEPT (a, b) | a, b FROM source [WHERE condition]`, the
-//! source `STREAM read_files('path', format => 'json', option => value, ...)`,
-//! `cloud_files('path', 'format', map('option', 'value', ...))`, `STREAM(name)`,
+//! A query is `SELECT * | * EXCEPT (a, b) | a, b [, expression AS name ...] FROM source
+//! [WHERE condition]` (computed items are `with_columns`, checked by the expression
+//! engine), the source `STREAM read_files('path', format => 'json', option => value,
+//! ...)`, `cloud_files('path', 'format', map('option', 'value', ...))`, `STREAM(name)`,
 //! `STREAM name` or `name` (a table of this pipeline, or the Delta table at its place).
-//! A name `a.b.c` is the table at `a/b/c` under the SQL file's folder; `LOCATION`
-//! overrides it. Anything else (computed columns, joins, views) is refused with
-//! its line and column, exit 2.
+//! A name `a.b.c` is the table at `a/b/c` under the SQL file's folder (a spec maps names,
+//! `spec.rs`); `LOCATION` overrides it. Anything else (joins, aggregates, windows, views)
+//! is refused with its line and column, exit 2.
 
 use std::collections::BTreeMap;
 
@@ -101,7 +102,7 @@ struct Query {
     columns: Option<Vec<String>>,
     except: Option<Vec<String>>,
     /// Computed items, `expression AS name` each (our `with_columns`).
-    computed: Vec<String>,
+    computed: Vec<ComputedItem>,
     source: Source,
     condition: Option<String>,
 }
@@ -109,8 +110,17 @@ struct Query {
 /// A select item after `*` or among columns.
 enum Item {
     Column(String),
-    /// `expression AS name`, as written (comments left out).
-    Computed(String),
+    Computed(ComputedItem),
+}
+
+/// `expression AS name`.
+#[derive(Clone)]
+struct ComputedItem {
+    /// As written (comments left out).
+    text: String,
+    name: String,
+    /// The expression alone, as sqlparser writes it back.
+    expression: String,
 }
 
 enum Source {
@@ -220,6 +230,14 @@ pub(super) fn files_to_config_named(
         // one its query leaves out; a file source reads them as schema hints above.
         let declared_casts = match &f.query.source {
             Source::Table(_) if !target.columns.is_empty() => {
+                if f.cdc.is_some() {
+                    return Err(format!(
+                        "flow {} applies changes into {}, whose columns are declared: an \
+                         APPLY CHANGES target takes its columns from the change records \
+                         (COLUMNS ...); leave the declared columns out",
+                        f.name, f.target
+                    ));
+                }
                 Some(declared_casts(&target.columns, &f.query)?)
             }
             _ => None,
@@ -243,7 +261,8 @@ pub(super) fn files_to_config_named(
                 stream["except_columns"] = json!(c);
             }
             if !f.query.computed.is_empty() {
-                stream["with_columns"] = json!(f.query.computed);
+                let texts: Vec<&str> = f.query.computed.iter().map(|c| c.text.as_str()).collect();
+                stream["with_columns"] = json!(texts);
             }
         }
         if let Some(c) = &f.query.condition {
@@ -265,10 +284,12 @@ pub(super) fn files_to_config_named(
     Ok(json!({ "stream": streams, "table": declared }))
 }
 
-/// `CAST(`c` AS TYPE) AS `c`` for each declared `c TYPE` (`CAST(NULL AS TYPE)` where the
-/// query leaves `c` out), then the query's own computed items.
+/// For each declared `c TYPE`: the query's computed `c` cast to TYPE, else `CAST(`c` AS
+/// TYPE) AS `c`` (`CAST(NULL AS TYPE)` where the query leaves `c` out); then the query's
+/// other computed items.
 fn declared_casts(declared: &[String], query: &Query) -> Result<Vec<String>, String> {
     let mut out = Vec::with_capacity(declared.len() + query.computed.len());
+    let mut used = vec![false; query.computed.len()];
     for column in declared {
         let (name, data_type) = column
             .trim()
@@ -282,14 +303,57 @@ fn declared_casts(declared: &[String], query: &Query) -> Result<Vec<String>, Str
             (None, Some(except)) => !has(except),
             (None, None) => true,
         };
-        out.push(if selected {
-            format!("CAST(`{name}` AS {data_type}) AS `{name}`")
-        } else {
-            format!("CAST(NULL AS {data_type}) AS `{name}`")
+        let computed = query
+            .computed
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name));
+        out.push(match computed {
+            Some(i) => {
+                used[i] = true;
+                format!(
+                    "CAST(({}) AS {data_type}) AS `{name}`",
+                    query.computed[i].expression
+                )
+            }
+            None if selected => format!("CAST(`{name}` AS {data_type}) AS `{name}`"),
+            None => format!("CAST(NULL AS {data_type}) AS `{name}`"),
         });
     }
-    out.extend(query.computed.iter().cloned());
+    for (c, used) in query.computed.iter().zip(used) {
+        if !used {
+            out.push(c.text.clone());
+        }
+    }
     Ok(out)
+}
+
+/// A declared column as `name TYPE`, without its options (`NOT NULL`, `COMMENT '...'`,
+/// `DEFAULT ...`, `GENERATED ...`), which neither a schema hint nor a cast reads.
+fn declared_column(element: &str) -> String {
+    const OPTIONS: &[&str] = &[
+        "NOT",
+        "NULL",
+        "COMMENT",
+        "DEFAULT",
+        "GENERATED",
+        "PRIMARY",
+        "CONSTRAINT",
+        "MASK",
+    ];
+    let mut depth = 0usize;
+    let mut out = String::new();
+    for (i, word) in element.split_whitespace().enumerate() {
+        if i > 0 && depth == 0 && OPTIONS.iter().any(|o| word.eq_ignore_ascii_case(o)) {
+            break;
+        }
+        depth += word.matches(['(', '<']).count();
+        depth = depth.saturating_sub(word.matches([')', '>']).count());
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 impl<'a> Tokens<'a> {
@@ -558,7 +622,7 @@ impl<'a> Tokens<'a> {
             if is_constraint {
                 def.constraints.push(element);
             } else {
-                def.columns.push(element);
+                def.columns.push(declared_column(&element));
             }
             if self.eat(&Token::RParen) {
                 return Ok(());
@@ -784,7 +848,7 @@ impl<'a> Tokens<'a> {
     #[allow(clippy::type_complexity)]
     fn select_list(
         &mut self,
-    ) -> Result<(Option<Vec<String>>, Option<Vec<String>>, Vec<String>), String> {
+    ) -> Result<(Option<Vec<String>>, Option<Vec<String>>, Vec<ComputedItem>), String> {
         let mut star = false;
         let mut except = None;
         if self.eat(&Token::Mul) {
@@ -830,7 +894,7 @@ impl<'a> Tokens<'a> {
                         names.push(name);
                     }
                 }
-                Item::Computed(text) => computed.push(text),
+                Item::Computed(item) => computed.push(item),
             }
             if !self.eat(&Token::Comma) {
                 break;
@@ -872,9 +936,13 @@ impl<'a> Tokens<'a> {
             .map_err(|e| from_expr(crate::expr::PredicateError::from_parser(raw, e)))?;
         match item {
             SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Ok(Item::Column(ident.value)),
-            SelectItem::ExprWithAlias { expr, .. } => {
+            SelectItem::ExprWithAlias { expr, alias } => {
                 crate::expr::value::ValueExpr::from_ast(raw, &expr).map_err(from_expr)?;
-                Ok(Item::Computed(self.text_between(from, to)))
+                Ok(Item::Computed(ComputedItem {
+                    text: self.text_between(from, to),
+                    name: alias.value,
+                    expression: expr.to_string(),
+                }))
             }
             SelectItem::UnnamedExpr(_) => {
                 Err(self.error_at(from, "name what this item computes: `expression AS name`"))
@@ -1083,6 +1151,37 @@ FROM STREAM raw_customer_cdc KEYS (customer_id, region) IGNORE NULL UPDATES
         assert_eq!(cdc["sequence_by"], json!(["updated_at", "seq"]));
         assert_eq!(cdc["stored_as_scd_type"], 2);
         assert_eq!(cdc["track_history_column_list"], json!(["address", "name"]));
+    }
+
+    #[test]
+    fn declared_columns_shape_a_table_source_s_flow() {
+        let c = to_config(
+            "CREATE STREAMING TABLE s (id INT NOT NULL COMMENT 'key', total DECIMAL(10, 2), \
+             note STRING);\n\
+             CREATE FLOW f AS INSERT INTO s BY NAME \
+             SELECT id, price * qty AS total, upper(x) AS extra FROM STREAM(b)",
+        )
+        .unwrap();
+        let f = &c["stream"][0];
+        assert_eq!(f["columns"], json!([]));
+        assert_eq!(
+            f["with_columns"],
+            json!([
+                "CAST(`id` AS INT) AS `id`",
+                "CAST((price * qty) AS DECIMAL(10, 2)) AS `total`",
+                "CAST(NULL AS STRING) AS `note`",
+                "upper(x) AS extra"
+            ])
+        );
+        let e = to_config(
+            "CREATE STREAMING TABLE c (id INT); APPLY CHANGES INTO c FROM STREAM(b) KEYS (id) \
+             SEQUENCE BY seq",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("an APPLY CHANGES target takes its columns"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -69,6 +69,14 @@ pub enum ExpectationError {
     /// or does not fit the schema, a constraint that is not Lakeflow's shape.
     #[error("expectation {name}: {message}")]
     Invalid { name: String, message: String },
+    /// The check could not be computed for a row (ANSI: a cast that cannot read its
+    /// input); `row` is the judged batch's.
+    #[error("expectation {name}: {message}")]
+    Failed {
+        name: String,
+        row: Option<usize>,
+        message: String,
+    },
 }
 
 fn invalid(name: &str, message: impl Into<String>) -> ExpectationError {
@@ -88,6 +96,11 @@ fn check_error(name: &str, e: PredicateError) -> ExpectationError {
         PredicateError::Invalid { text, at, message } => {
             invalid(name, format!("check \"{text}\" at {at}: {message}"))
         }
+        PredicateError::Failed { text, row, message } => ExpectationError::Failed {
+            name: format!("\"{name}\""),
+            row,
+            message: format!("check \"{text}\": {message}"),
+        },
         other => invalid(name, other.to_string()),
     }
 }

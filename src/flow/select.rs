@@ -491,7 +491,16 @@ impl BoundFlow {
         let batch = match &self.rules {
             None => batch,
             Some(rules) => {
-                let verdict = rules.judge(&batch)?;
+                let verdict = rules.judge(&batch).map_err(|e| match e {
+                    ExpectationError::Failed { name, row, message } => FlowError::Computed {
+                        what: format!("expectation {name}"),
+                        row: row.and_then(|r| {
+                            input_positions(kept.as_ref(), input_rows).get(r).copied()
+                        }),
+                        message,
+                    },
+                    other => FlowError::Expectation(other),
+                })?;
                 if let Some(mut v) = verdict.violation {
                     v.row = input_positions(kept.as_ref(), input_rows)[v.row];
                     return Err(FlowError::Violated(Box::new(v)));

@@ -1016,6 +1016,26 @@ fn a_value_that_cannot_be_computed_stops_the_flow_at_its_record() {
     );
     assert_eq!(column_strings(&batches, "units"), ["20", "null"]);
     assert_eq!(column_strings(&batches, "area"), ["eu", "us"]);
+
+    // A rule's check that cannot be computed names the rule, the file and the record.
+    let rule = common::run(
+        &[
+            "ingest".into(),
+            s.landing().display().to_string(),
+            s.dir.path().join("ruled").display().to_string(),
+            "--once".into(),
+            "--expect-or-drop".into(),
+            "small=CAST(qty AS INT) < 3".into(),
+        ],
+        &[],
+    );
+    assert_eq!(rule.status.code(), Some(1), "{}", common::stderr(&rule));
+    let e = common::stderr(&rule);
+    assert!(
+        e.contains("expectation \"small\" failed in")
+            && e.contains("a.json, record 2: check \"CAST(qty AS INT) < 3\": cannot cast 'two'"),
+        "{e}"
+    );
 }
 
 /// A spec-driven project as Spark lays it out: `spark-pipeline.yml` (name, storage,
