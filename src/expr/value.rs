@@ -510,6 +510,13 @@ enum Kind {
         safe: bool,
     },
     Negate(Box<Node>),
+    /// Spark's decimal `/`: `left * 10^up / right`, rounded half up, within `precision`.
+    DecimalDiv {
+        left: Box<Node>,
+        right: Box<Node>,
+        up: u32,
+        precision: u8,
+    },
     Arithmetic {
         op: BinaryOp,
         left: Box<Node>,
@@ -701,6 +708,26 @@ impl Evaluator<'_> {
                 let a = self.array(e)?;
                 Val::Array(arrow_arith::numeric::neg(&a).map_err(arrow)?)
             }
+            Kind::DecimalDiv {
+                left,
+                right,
+                up,
+                precision,
+            } => {
+                let (p, s) = match &node.data_type {
+                    ArrowType::Decimal128(p, s) => (*p, *s),
+                    _ => (*precision, 0),
+                };
+                let l = self.array(left)?;
+                let r = self.array(right)?;
+                Val::Array(Arc::new(decimal_divide(
+                    l.as_primitive::<arrow_array::types::Decimal128Type>(),
+                    r.as_primitive::<arrow_array::types::Decimal128Type>(),
+                    *up,
+                    p,
+                    s,
+                )?))
+            }
             Kind::Arithmetic { op, left, right } => {
                 let l = self.eval(left)?;
                 let r = self.eval(right)?;
@@ -886,6 +913,71 @@ impl Val {
     }
 }
 
+/// `l * 10^up / r` per row, rounded half up (Spark's decimal division); a zero divisor or
+/// a result beyond `precision` digits is an error naming the row (ANSI).
+fn decimal_divide(
+    l: &arrow_array::Decimal128Array,
+    r: &arrow_array::Decimal128Array,
+    up: u32,
+    precision: u8,
+    scale: i8,
+) -> Result<Decimal128Array, Failure> {
+    use arrow_buffer::i256;
+    let ten = i256::from_i128(10);
+    let factor = ten
+        .checked_pow(up)
+        .ok_or_else(|| failure("decimal scale too large"))?;
+    let limit = ten
+        .checked_pow(u32::from(precision))
+        .ok_or_else(|| failure("decimal precision too large"))?;
+    let mut out = Vec::with_capacity(l.len());
+    for row in 0..l.len() {
+        if l.is_null(row) || r.is_null(row) {
+            out.push(None);
+            continue;
+        }
+        let overflow = || Failure {
+            row: Some(row),
+            message: format!(
+                "the quotient does not fit DECIMAL({precision}, {scale}) (the result does not \
+                 fit its type)"
+            ),
+        };
+        let divisor = i256::from_i128(r.value(row));
+        if divisor == i256::ZERO {
+            return Err(Failure {
+                row: Some(row),
+                message: "division by zero (a / NULLIF(b, 0) gives NULL instead)".into(),
+            });
+        }
+        let numerator = i256::from_i128(l.value(row))
+            .checked_mul(factor)
+            .ok_or_else(overflow)?;
+        let mut q = numerator.checked_div(divisor).ok_or_else(overflow)?;
+        let rem = numerator.checked_rem(divisor).ok_or_else(overflow)?;
+        // Half up: away from zero when the remainder is at least half the divisor.
+        let twice = rem
+            .wrapping_abs()
+            .checked_mul(i256::from_i128(2))
+            .ok_or_else(overflow)?;
+        if twice >= divisor.wrapping_abs() {
+            let away = if numerator.is_negative() != divisor.is_negative() {
+                i256::MINUS_ONE
+            } else {
+                i256::ONE
+            };
+            q = q.checked_add(away).ok_or_else(overflow)?;
+        }
+        if q.wrapping_abs() >= limit {
+            return Err(overflow());
+        }
+        out.push(Some(q.to_i128().ok_or_else(overflow)?));
+    }
+    Decimal128Array::from(out)
+        .with_precision_and_scale(precision, scale)
+        .map_err(|e| failure(e.to_string()))
+}
+
 /// The rows `left` does not decide: not `decisive` (false for AND, true for OR).
 fn decided_by(left: &BooleanArray, decisive: bool) -> BooleanArray {
     (0..left.len())
@@ -961,10 +1053,78 @@ fn cast(input: &ArrayRef, to: &ArrowType, safe: bool, zone: Tz) -> Result<ArrayR
             for m in micros.as_primitive::<TimestampMicrosecondType>().iter() {
                 out.append_option(m.and_then(|m| {
                     let at = zone.timestamp_micros(m).single()?;
-                    Some(at.format("%Y-%m-%d %H:%M:%S%.f").to_string())
+                    // Spark: the fraction without its trailing zeros (`10:30:00.1`).
+                    let mut text = at.format("%Y-%m-%d %H:%M:%S").to_string();
+                    let fraction = m.rem_euclid(1_000_000);
+                    if fraction != 0 {
+                        text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+                    }
+                    Some(text)
                 }));
             }
             Arc::new(out.finish())
+        }
+        // TIMESTAMP and numbers: seconds since the epoch, as Spark casts them.
+        (ArrowType::Timestamp(..), t) if is_numeric(t) => {
+            let micros = arrow_cast::cast(input, &functions::timestamp_type())
+                .map_err(|e| failure(e.to_string()))?;
+            let micros = micros.as_primitive::<TimestampMicrosecondType>();
+            let seconds: ArrayRef = if t.is_floating() {
+                Arc::new(Float64Array::from_iter(
+                    micros.iter().map(|m| m.map(|m| m as f64 / 1e6)),
+                ))
+            } else {
+                Arc::new(Int64Array::from_iter(
+                    micros.iter().map(|m| m.map(|m| m.div_euclid(1_000_000))),
+                ))
+            };
+            let safe = arrow_cast::CastOptions {
+                safe: true,
+                ..Default::default()
+            };
+            arrow_cast::cast_with_options(&seconds, to, &safe)
+                .map_err(|e| failure(e.to_string()))?
+        }
+        (f, ArrowType::Timestamp(..)) if is_numeric(f) => {
+            let as_f64 =
+                arrow_cast::cast(input, &ArrowType::Float64).map_err(|e| failure(e.to_string()))?;
+            Arc::new(
+                TimestampMicrosecondArray::from_iter(
+                    as_f64
+                        .as_primitive::<arrow_array::types::Float64Type>()
+                        .iter()
+                        .map(|s| {
+                            s.and_then(|s| {
+                                let m = (s * 1e6).trunc();
+                                (m.is_finite() && m.abs() < 9.2e18).then_some(m as i64)
+                            })
+                        }),
+                )
+                .with_timezone("UTC"),
+            )
+        }
+        (ArrowType::Float64 | ArrowType::Float32, ArrowType::Utf8) => {
+            let values =
+                arrow_cast::cast(input, &ArrowType::Float64).map_err(|e| failure(e.to_string()))?;
+            let texts: StringArray = values
+                .as_primitive::<arrow_array::types::Float64Type>()
+                .iter()
+                .map(|v| v.map(spark_double_text))
+                .collect();
+            Arc::new(texts)
+        }
+        (ArrowType::Utf8, ArrowType::Boolean) => {
+            // Spark's ANSI mode reads t, true, y, yes, 1 and f, false, n, no, 0.
+            Arc::new(BooleanArray::from_iter(
+                input.as_string::<i32>().iter().map(|v| {
+                    let v = scalars::trim(v?).to_ascii_lowercase();
+                    match v.as_str() {
+                        "t" | "true" | "y" | "yes" | "1" => Some(true),
+                        "f" | "false" | "n" | "no" | "0" => Some(false),
+                        _ => None,
+                    }
+                }),
+            ))
         }
         (ArrowType::Utf8, _) => {
             // Spark trims the text it reads as a number or a boolean.
@@ -1166,6 +1326,16 @@ impl Binder<'_> {
             Expr::Cast { expr, to, safe, at } => {
                 let target = self.type_named(to, *at)?;
                 let n = self.bind(expr)?;
+                if !castable(&n.data_type, &target) {
+                    return Err(self.invalid(
+                        *at,
+                        format!(
+                            "CAST from {} to {} is not supported",
+                            sql_type(&n.data_type),
+                            sql_type(&target)
+                        ),
+                    ));
+                }
                 if n.data_type == target {
                     n
                 } else {
@@ -1373,6 +1543,35 @@ impl Binder<'_> {
                 } else {
                     (self.cast_to(l, &t), self.cast_to(r, &t))
                 };
+                if op == BinaryOp::Div
+                    && let (ArrowType::Decimal128(p1, s1), ArrowType::Decimal128(p2, s2)) =
+                        (&l.data_type, &r.data_type)
+                {
+                    // Spark's decimal division: scale max(6, s1 + p2 + 1), rounded half up.
+                    let (p1, s1, p2, s2) = (
+                        i32::from(*p1),
+                        i32::from(*s1),
+                        i32::from(*p2),
+                        i32::from(*s2),
+                    );
+                    let mut scale = 6.max(s1 + p2 + 1);
+                    let mut precision = p1 - s1 + s2 + scale;
+                    if precision > 38 {
+                        let whole = precision - scale;
+                        scale = (38 - whole).max(scale.min(6));
+                        precision = 38;
+                    }
+                    let up = u32::try_from(s2 + scale - s1).unwrap_or(0);
+                    return Ok(node(
+                        Kind::DecimalDiv {
+                            left: Box::new(l),
+                            right: Box::new(r),
+                            up,
+                            precision: precision as u8,
+                        },
+                        ArrowType::Decimal128(precision as u8, scale as i8),
+                    ));
+                }
                 // The result's type, as arrow's kernel computes it (decimals widen).
                 let (a, b) = (new_empty_array(&l.data_type), new_empty_array(&r.data_type));
                 let probe = match op {
@@ -1567,6 +1766,57 @@ impl Binder<'_> {
             })?;
         Ok(hint.data_type.to_arrow())
     }
+}
+
+/// A DOUBLE as Spark writes it: `1.0`, `0.001`, `1.0E7`, `1.5E-4`, `NaN`, `Infinity`.
+fn spark_double_text(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let magnitude = v.abs();
+    if magnitude != 0.0 && !(1e-3..1e7).contains(&magnitude) {
+        let text = format!("{v:E}");
+        return match text.split_once('E') {
+            Some((mantissa, exponent)) if !mantissa.contains('.') => {
+                format!("{mantissa}.0E{exponent}")
+            }
+            _ => text,
+        };
+    }
+    format!("{v:?}")
+}
+
+/// Whether `CAST(from AS to)` is one Spark's ANSI mode allows (and we compute): nested
+/// types only as themselves, DATE not with numbers, TIMESTAMP with numbers as seconds.
+fn castable(from: &ArrowType, to: &ArrowType) -> bool {
+    let nested = |t: &ArrowType| {
+        matches!(
+            t,
+            ArrowType::Struct(_)
+                | ArrowType::List(_)
+                | ArrowType::LargeList(_)
+                | ArrowType::Map(..)
+        )
+    };
+    if from == to || from == &ArrowType::Null {
+        return true;
+    }
+    if nested(from) || nested(to) {
+        return false;
+    }
+    let date_and_number = |a: &ArrowType, b: &ArrowType| {
+        matches!(a, ArrowType::Date32) && (is_numeric(b) || b == &ArrowType::Boolean)
+    };
+    let decimal_and_time = |a: &ArrowType, b: &ArrowType| {
+        matches!(a, ArrowType::Decimal128(..)) && matches!(b, ArrowType::Timestamp(..))
+    };
+    !(date_and_number(from, to)
+        || date_and_number(to, from)
+        || decimal_and_time(from, to)
+        || decimal_and_time(to, from))
 }
 
 /// Whether values of `t` have an order arrow compares.
@@ -1855,6 +2105,44 @@ mod tests {
             matches!(e, PredicateError::Failed { row: Some(1), .. }),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn casts_read_and_write_values_as_spark_does() {
+        assert_eq!(
+            strings("CAST(TIMESTAMP '2024-01-15 10:30:00.1' AS STRING)"),
+            some(&["2024-01-15 10:30:00.1"; 4])
+        );
+        assert_eq!(
+            strings("CAST(TIMESTAMP '2024-01-15 10:30:00' AS BIGINT)"),
+            some(&["1705314600"; 4])
+        );
+        assert_eq!(
+            strings("CAST(CAST(1705314600 AS TIMESTAMP) AS STRING)"),
+            some(&["2024-01-15 10:30:00"; 4])
+        );
+        assert_eq!(strings("CAST(5e19 AS STRING)"), some(&["5.0E19"; 4]));
+        assert_eq!(
+            strings("CAST(score AS STRING)"),
+            some(&["0.5", "2.0", "0.0", "NULL"])
+        );
+        assert_eq!(strings("CAST('yes' AS BOOLEAN)"), some(&["true"; 4]));
+        assert!(error("CAST('on' AS BOOLEAN)").contains("cannot cast 'on' to BOOLEAN"));
+        assert!(error("CAST(name AS ARRAY<INT>)").contains("not supported"));
+        assert!(error("CAST(DATE '2024-01-01' AS INT)").contains("not supported"));
+        // Spark's decimal division: DECIMAL(10,2) / BIGINT is DECIMAL(32, 23)... rounded.
+        assert_eq!(
+            strings("CAST(10.00 AS DECIMAL(10,2)) / 6")[0]
+                .as_deref()
+                .map(|s| &s[..10]),
+            Some("1.66666666")
+        );
+        assert_eq!(
+            strings("CAST(2.00 AS DECIMAL(10,2)) / CAST(3 AS DECIMAL(10,0))"),
+            some(&["0.6666666666667"; 4]),
+            "scale max(6, s1 + p2 + 1) = 13, rounded half up"
+        );
+        assert!(error("amount / (id - id)").contains("division by zero"));
     }
 
     #[test]
