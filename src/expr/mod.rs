@@ -25,9 +25,6 @@ use arrow_array::{
 use arrow_schema::{ArrowError, DataType as ArrowType, Schema as ArrowSchema, TimeUnit};
 use chrono_tz::Tz;
 use sqlparser::ast::{self, BinaryOperator, Spanned, UnaryOperator};
-use sqlparser::dialect::DatabricksDialect;
-use sqlparser::parser::Parser;
-use sqlparser::tokenizer::Token;
 
 use crate::parse::scalars;
 
@@ -36,7 +33,7 @@ mod syntax;
 pub mod value;
 
 pub(crate) use syntax::unknown_column;
-use syntax::{Literal, MAX_DEPTH, Value, literal, parser_error, sql_type};
+use syntax::{Literal, MAX_DEPTH, Value, literal, sql_type};
 pub use syntax::{Position, PredicateError};
 
 /// A condition that parsed, not yet bound to a schema (what a config holds before the
@@ -110,30 +107,7 @@ impl Op {
 impl Condition {
     /// Parses `text`; the error points at the first character that does not fit.
     pub fn parse(text: &str) -> Result<Condition, PredicateError> {
-        let invalid = |at: Position, message: String| PredicateError::Invalid {
-            text: text.to_string(),
-            at,
-            message,
-        };
-        if text.trim().is_empty() {
-            return Err(invalid(
-                Position { line: 1, column: 1 },
-                "the condition is empty".into(),
-            ));
-        }
-        let dialect = DatabricksDialect;
-        let mut parser = Parser::new(&dialect)
-            .with_recursion_limit(MAX_DEPTH)
-            .try_with_sql(text)
-            .map_err(|e| parser_error(text, e))?;
-        let expr = parser.parse_expr().map_err(|e| parser_error(text, e))?;
-        let next = parser.peek_token();
-        if next.token != Token::EOF {
-            return Err(invalid(
-                Position::of(next.span.start),
-                format!("expected the end of the condition, found {}", next.token),
-            ));
-        }
+        let expr = syntax::parse_one(text, "condition")?;
         let mut root = node(text, &expr, 0)?;
         if root.has_value() {
             // Computed as one value expression, so AND and OR short-circuit as Spark's do

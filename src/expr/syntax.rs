@@ -63,6 +63,36 @@ pub enum PredicateError {
     },
 }
 
+/// `text` parsed as one expression (a `what`: condition or expression); an error points at
+/// the first character that does not fit.
+pub(super) fn parse_one(text: &str, what: &str) -> Result<ast::Expr, PredicateError> {
+    let invalid = |at: Position, message: String| PredicateError::Invalid {
+        text: text.to_string(),
+        at,
+        message,
+    };
+    if text.trim().is_empty() {
+        return Err(invalid(
+            Position { line: 1, column: 1 },
+            format!("the {what} is empty"),
+        ));
+    }
+    let dialect = sqlparser::dialect::DatabricksDialect;
+    let mut parser = sqlparser::parser::Parser::new(&dialect)
+        .with_recursion_limit(MAX_DEPTH)
+        .try_with_sql(text)
+        .map_err(|e| parser_error(text, e))?;
+    let expr = parser.parse_expr().map_err(|e| parser_error(text, e))?;
+    let next = parser.peek_token();
+    if next.token != sqlparser::tokenizer::Token::EOF {
+        return Err(invalid(
+            Position::of(next.span.start),
+            format!("expected the end of the {what}, found {}", next.token),
+        ));
+    }
+    Ok(expr)
+}
+
 impl PredicateError {
     /// sqlparser's error for `text`, with our position and wording.
     pub fn from_parser(text: &str, e: ParserError) -> PredicateError {

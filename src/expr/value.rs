@@ -26,14 +26,10 @@ use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema};
 use chrono::TimeZone;
 use chrono_tz::Tz;
 use sqlparser::ast::{self, BinaryOperator, Spanned, UnaryOperator};
-use sqlparser::dialect::DatabricksDialect;
-use sqlparser::parser::Parser;
-use sqlparser::tokenizer::Token;
 
 use super::functions::{self, Function};
 use super::syntax::{
-    Literal, MAX_DEPTH, Position, PredicateError, Value, literal, parser_error, sql_type,
-    unknown_column,
+    Literal, MAX_DEPTH, Position, PredicateError, Value, literal, sql_type, unknown_column,
 };
 use crate::parse::scalars;
 
@@ -125,30 +121,7 @@ impl ValueExpr {
     /// Parses `text`, one expression; an error points at the first character that does
     /// not fit.
     pub fn parse(text: &str) -> Result<ValueExpr, PredicateError> {
-        let invalid = |at: Position, message: String| PredicateError::Invalid {
-            text: text.to_string(),
-            at,
-            message,
-        };
-        if text.trim().is_empty() {
-            return Err(invalid(
-                Position { line: 1, column: 1 },
-                "the expression is empty".into(),
-            ));
-        }
-        let dialect = DatabricksDialect;
-        let mut parser = Parser::new(&dialect)
-            .with_recursion_limit(MAX_DEPTH)
-            .try_with_sql(text)
-            .map_err(|e| parser_error(text, e))?;
-        let parsed = parser.parse_expr().map_err(|e| parser_error(text, e))?;
-        let next = parser.peek_token();
-        if next.token != Token::EOF {
-            return Err(invalid(
-                Position::of(next.span.start),
-                format!("expected the end of the expression, found {}", next.token),
-            ));
-        }
+        let parsed = super::syntax::parse_one(text, "expression")?;
         ValueExpr::from_ast(text, &parsed)
     }
 

@@ -645,30 +645,7 @@ stored_as_scd_type = 2
     )
     .unwrap();
     common::ok(&run_config(&config, &[]));
-    let rows = |table: &Path| {
-        let batches = read_table(table);
-        let mut names: Vec<String> = batches[0]
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            // Lineage names each run's own bronze files.
-            .filter(|n| n != "_metadata")
-            .collect();
-        names.sort();
-        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
-        let mut out: Vec<String> = (0..columns[0].len())
-            .map(|i| {
-                columns
-                    .iter()
-                    .map(|c| c[i].clone())
-                    .collect::<Vec<_>>()
-                    .join("|")
-            })
-            .collect();
-        out.sort();
-        (names, out)
-    };
+    let rows = |table: &Path| common::table_rows(table, &["_metadata"]);
     let scd1 = rows(&dir.join("customers"));
     assert_eq!(scd1, rows(&toml.join("customers")));
     assert_eq!(
@@ -934,28 +911,7 @@ with_columns = [
     assert_eq!(by_id("coupon_code_final"), ["A", "null", "null"]);
 
     // The same tables from the TOML flows (but the instant each run read them).
-    let rows = |table: &Path| {
-        let batches = read_table(table);
-        let names: Vec<String> = batches[0]
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .filter(|n| n != "_ingested_at" && n != "_metadata")
-            .collect();
-        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
-        let mut out: Vec<String> = (0..columns[0].len())
-            .map(|i| {
-                columns
-                    .iter()
-                    .map(|c| c[i].clone())
-                    .collect::<Vec<_>>()
-                    .join("|")
-            })
-            .collect();
-        out.sort();
-        (names, out)
-    };
+    let rows = |table: &Path| common::table_rows(table, &["_ingested_at", "_metadata"]);
     assert_eq!(rows(&bronze), rows(&toml.join("bronze_orders")));
     assert_eq!(rows(&silver), rows(&toml.join("silver_orders")));
 }
@@ -1319,28 +1275,7 @@ properties = {{ "pipelines.reset.allowed" = "false" }}
         ["new"],
         "modifiedAfter"
     );
-    let rows = |table: &Path| {
-        let batches = read_table(table);
-        let names: Vec<String> = batches[0]
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .filter(|n| n != "_metadata" && n != "_rescued_data")
-            .collect();
-        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
-        let mut out: Vec<String> = (0..columns[0].len())
-            .map(|i| {
-                columns
-                    .iter()
-                    .map(|c| c[i].clone())
-                    .collect::<Vec<_>>()
-                    .join("|")
-            })
-            .collect();
-        out.sort();
-        (names, out)
-    };
+    let rows = |table: &Path| common::table_rows(table, &["_metadata", "_rescued_data"]);
     for table in ["orders", "all_orders", "raw_events"] {
         assert_eq!(rows(&dir.join(table)), rows(&toml.join(table)), "{table}");
     }
@@ -1447,28 +1382,7 @@ FROM STREAM(raw_customer_cdc)
     .unwrap();
     common::ok(&run_config(&config, &[]));
 
-    let rows = |table: &Path| {
-        let batches = read_table(table);
-        let names: Vec<String> = batches[0]
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .filter(|n| n != "_metadata")
-            .collect();
-        let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
-        let mut out: Vec<String> = (0..columns[0].len())
-            .map(|i| {
-                columns
-                    .iter()
-                    .map(|c| c[i].clone())
-                    .collect::<Vec<_>>()
-                    .join("|")
-            })
-            .collect();
-        out.sort();
-        (names, out)
-    };
+    let rows = |table: &Path| common::table_rows(table, &["_metadata"]);
     for table in ["customers", "customers_history", "customers_tracked"] {
         assert_eq!(rows(&dir.join(table)), rows(&toml.join(table)), "{table}");
     }

@@ -272,6 +272,32 @@ pub fn column_strings(batches: &[RecordBatch], name: &str) -> Vec<String> {
     out
 }
 
+/// A table's column names (sorted, without `left_out`) and its rows as `a|b|...` texts,
+/// sorted: two tables compare equal whatever their file and column order.
+pub fn table_rows(table: &Path, left_out: &[&str]) -> (Vec<String>, Vec<String>) {
+    let batches = read_table(table);
+    let mut names: Vec<String> = batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|n| !left_out.contains(&n.as_str()))
+        .collect();
+    names.sort();
+    let columns: Vec<Vec<String>> = names.iter().map(|n| column_strings(&batches, n)).collect();
+    let mut rows: Vec<String> = (0..columns[0].len())
+        .map(|i| {
+            columns
+                .iter()
+                .map(|c| c[i].clone())
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .collect();
+    rows.sort();
+    (names, rows)
+}
+
 pub fn row_count(batches: &[RecordBatch]) -> usize {
     batches.iter().map(RecordBatch::num_rows).sum()
 }
