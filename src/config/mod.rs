@@ -171,7 +171,7 @@ struct StreamConfig {
     except_columns: Option<Vec<String>>,
     /// Columns the flow computes, each `expression AS name` (Spark's selectExpr), e.g.
     /// "_metadata.file_path AS _source_file" or "current_timestamp() AS _ingested_at":
-    /// placed after the data columns (docs/guide/flows.md lists the functions).
+    /// placed after the data columns (docs/guide/expressions.md lists the functions).
     #[serde(default)]
     with_columns: Vec<String>,
     /// Only rows for which this condition is true reach the table; the others are counted

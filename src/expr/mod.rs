@@ -596,14 +596,8 @@ impl Binder<'_> {
     /// The index of a column: its exact name, else the one column equal ignoring case.
     fn column(&self, name: &Name) -> Result<usize, PredicateError> {
         let fields = self.schema.fields();
-        if let Some(i) = fields.iter().position(|f| f.name() == &name.text) {
+        if let Some(i) = syntax::find_field(fields, &name.text) {
             return Ok(i);
-        }
-        let folded: Vec<usize> = (0..fields.len())
-            .filter(|i| fields[*i].name().eq_ignore_ascii_case(&name.text))
-            .collect();
-        if let [only] = folded.as_slice() {
-            return Ok(*only);
         }
         let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
         Err(self.invalid(name.at, unknown_column(&name.text, &names)))

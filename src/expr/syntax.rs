@@ -93,6 +93,16 @@ pub(super) fn parse_one(text: &str, what: &str) -> Result<ast::Expr, PredicateEr
     Ok(expr)
 }
 
+/// A field by its exact name, else the one field equal ignoring case.
+pub(super) fn find_field(fields: &arrow_schema::Fields, name: &str) -> Option<usize> {
+    fields.iter().position(|f| f.name() == name).or_else(|| {
+        let folded: Vec<usize> = (0..fields.len())
+            .filter(|i| fields[*i].name().eq_ignore_ascii_case(name))
+            .collect();
+        (folded.len() == 1).then(|| folded[0])
+    })
+}
+
 impl PredicateError {
     /// sqlparser's error for `text`, with our position and wording.
     pub fn from_parser(text: &str, e: ParserError) -> PredicateError {

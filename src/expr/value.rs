@@ -29,7 +29,8 @@ use sqlparser::ast::{self, BinaryOperator, Spanned, UnaryOperator};
 
 use super::functions::{self, Function};
 use super::syntax::{
-    Literal, MAX_DEPTH, Position, PredicateError, Value, literal, sql_type, unknown_column,
+    Literal, MAX_DEPTH, Position, PredicateError, Value, find_field as find, literal, sql_type,
+    unknown_column,
 };
 use crate::parse::scalars;
 
@@ -483,12 +484,12 @@ enum Kind {
         safe: bool,
     },
     Negate(Box<Node>),
-    /// Spark's decimal `/`: `left * 10^up / right`, rounded half up, within `precision`.
+    /// Spark's decimal `/`: `left * 10^up / right`, rounded half up, within the node's
+    /// DECIMAL type.
     DecimalDiv {
         left: Box<Node>,
         right: Box<Node>,
         up: u32,
-        precision: u8,
     },
     Arithmetic {
         op: BinaryOp,
@@ -681,15 +682,9 @@ impl Evaluator<'_> {
                 let a = self.array(e)?;
                 Val::Array(arrow_arith::numeric::neg(&a).map_err(arrow)?)
             }
-            Kind::DecimalDiv {
-                left,
-                right,
-                up,
-                precision,
-            } => {
-                let (p, s) = match &node.data_type {
-                    ArrowType::Decimal128(p, s) => (*p, *s),
-                    _ => (*precision, 0),
+            Kind::DecimalDiv { left, right, up } => {
+                let ArrowType::Decimal128(p, s) = node.data_type else {
+                    return Err(failure("a decimal division of another type"));
                 };
                 let l = self.array(left)?;
                 let r = self.array(right)?;
@@ -1540,7 +1535,6 @@ impl Binder<'_> {
                             left: Box::new(l),
                             right: Box::new(r),
                             up,
-                            precision: precision as u8,
                         },
                         ArrowType::Decimal128(precision as u8, scale as i8),
                     ));
@@ -1803,16 +1797,6 @@ fn comparable(t: &ArrowType) -> bool {
                 | ArrowType::Timestamp(..)
                 | ArrowType::Null
         )
-}
-
-/// A field by its exact name, else the one field equal ignoring case.
-fn find(fields: &arrow_schema::Fields, name: &str) -> Option<usize> {
-    fields.iter().position(|f| f.name() == name).or_else(|| {
-        let folded: Vec<usize> = (0..fields.len())
-            .filter(|i| fields[*i].name().eq_ignore_ascii_case(name))
-            .collect();
-        (folded.len() == 1).then(|| folded[0])
-    })
 }
 
 #[cfg(test)]

@@ -135,14 +135,7 @@ pub async fn replay(
     {
         let record = recorded_replay(&table, n).await?;
         // Its rows are told apart by the files it read: each must still be there.
-        let active: BTreeSet<String> = quarantine
-            .table()
-            .snapshot()
-            .map_err(|e| usage(e.to_string()))?
-            .log_data()
-            .into_iter()
-            .map(|f| f.path().to_string())
-            .collect();
+        let active: BTreeSet<String> = data_files(&quarantine)?.into_iter().collect();
         if let Some(gone) = record.files.iter().find(|f| !active.contains(*f)) {
             return Err(ReplayError::Table(MaintenanceError::Failed {
                 location: quarantine.location().to_string(),
@@ -161,14 +154,8 @@ pub async fn replay(
         summary.finished_earlier = Some(record.number);
     }
     let number = landed.map_or(0, |n| u64::try_from(n).unwrap_or(0) + 1);
-    let files: Vec<String> = quarantine
-        .table()
-        .snapshot()
-        .map_err(|e| usage(e.to_string()))?
-        .log_data()
-        .into_iter()
-        .map(|f| f.path().to_string())
-        .collect();
+    // The files as they are now (a rewrite above replaced some).
+    let files = data_files(&quarantine)?;
     let record = ReplayRecord {
         number,
         files,
@@ -293,6 +280,18 @@ async fn commit_rewrite(
 }
 
 /// A quarantined batch's own columns: without the quarantine's.
+/// The paths of the quarantine's data files at its loaded version.
+fn data_files(quarantine: &DeltaAppend) -> Result<Vec<String>, ReplayError> {
+    Ok(quarantine
+        .table()
+        .snapshot()
+        .map_err(|e| ReplayError::Table(MaintenanceError::Usage(e.to_string())))?
+        .log_data()
+        .into_iter()
+        .map(|f| f.path().to_string())
+        .collect())
+}
+
 fn data_columns(batch: &RecordBatch) -> Result<RecordBatch, ReplayError> {
     let keep: Vec<usize> = (0..batch.num_columns())
         .filter(|&i| !COLUMNS.contains(&batch.schema().field(i).name().as_str()))
