@@ -355,13 +355,27 @@ impl CdcTarget {
                 prior.insert(key, entry);
             }
         }
-        let reduction = scd1::reduce(
-            &encoded,
-            &prior,
-            mark.as_deref(),
-            self.spec.ignore_null_updates,
-            now,
-        );
+        // A batch of keys the flow has never seen, each once (a first load, a DMS full
+        // load, ids past the table's), with no truncate: its upserts are the target's new
+        // rows and its records the keys' entries, so it is an append and a state write,
+        // with no reduction. Only when the target holds no row of its keys either (rows
+        // another writer put there are replaced as keys' rows are).
+        let new_keys_only = !raises_truncate
+            && mark.is_none()
+            && prior.is_empty()
+            && batch_keys.len() == encoded.len()
+            && early.as_ref().is_none_or(Taken::is_empty);
+        let reduction = if new_keys_only {
+            scd1::Reduction::default()
+        } else {
+            scd1::reduce(
+                &encoded,
+                &prior,
+                mark.as_deref(),
+                self.spec.ignore_null_updates,
+                now,
+            )
+        };
         let effective_mark = reduction.truncate.clone().or(mark.clone());
         let below_raw = |seq: &[u8]| effective_mark.as_deref().is_some_and(|m| seq < m);
         let below = |e: &StateEntry| below_raw(&e.seq);
@@ -402,6 +416,20 @@ impl CdcTarget {
         let version = if target_done {
             info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's state only.");
             self.target.version().unwrap_or_default()
+        } else if new_keys_only {
+            if let Some(taken) = &early {
+                metrics["filesRead"] = taken.files_read.into();
+            }
+            self.append_new_keys(
+                &changes,
+                &target_schema,
+                &encoded,
+                &mut metrics,
+                app_id,
+                batch,
+                &mut info,
+            )
+            .await?
         } else {
             let touched: FastSet<Vec<u8>> = reduction
                 .rows
@@ -431,10 +459,21 @@ impl CdcTarget {
         // The state after the batch: appended, the entries the batch changed (and a raised
         // truncate mark); or, compacting, every live entry rewritten.
         let batch_no = i64::try_from(batch).unwrap_or(i64::MAX);
-        let appended: Vec<StateRow> = reduction
-            .state
+        let entries: Vec<(&[u8], &[u8], bool, i64)> = if new_keys_only {
+            encoded
+                .iter()
+                .map(|c| (c.key.as_slice(), c.seq.as_slice(), c.delete, now))
+                .collect()
+        } else {
+            reduction
+                .state
+                .iter()
+                .map(|(k, e)| (k.as_slice(), e.seq.as_slice(), e.deleted, e.at_ms))
+                .collect()
+        };
+        let appended: Vec<StateRow> = entries
             .iter()
-            .map(|(k, e)| (k.as_slice(), e.seq.as_slice(), e.deleted, e.at_ms, batch_no))
+            .map(|&(k, seq, deleted, at_ms)| (k, seq, deleted, at_ms, batch_no))
             .chain(
                 reduction
                     .truncate
@@ -533,7 +572,7 @@ impl CdcTarget {
                 });
             }
             next.commit(
-                reduction.state.iter().map(|(k, e)| (k.as_slice(), e)),
+                entries.iter().copied(),
                 reduction.truncate.as_deref().map(|m| (m, now)),
                 batch_no,
                 self.state.version(),
@@ -739,6 +778,64 @@ impl CdcTarget {
             stale: reduction.stale,
             truncated: reduction.truncated,
             ties: reduction.ties,
+        });
+        Ok(v)
+    }
+
+    /// Appends the upserted rows of a batch of new keys (see `new_keys_only` in
+    /// [`CdcTarget::apply`]) in one MERGE commit with the batch's `txn`: the records that
+    /// are not deletes (a delete of a key without a row leaves only its tombstone).
+    #[allow(clippy::too_many_arguments)]
+    async fn append_new_keys(
+        &mut self,
+        changes: &RecordBatch,
+        target_schema: &SchemaRef,
+        encoded: &[Change],
+        metrics: &mut serde_json::Value,
+        app_id: &str,
+        batch: u64,
+        info: &mut serde_json::Value,
+    ) -> Result<u64, TargetError> {
+        let loc = self.target.location().to_string();
+        let upserts = BooleanArray::from_iter(encoded.iter().map(|c| Some(!c.delete)));
+        let inserted = upserts.true_count() as u64;
+        let rows = arrow_select::filter::filter_record_batch(changes, &upserts)
+            .and_then(|rows| {
+                let columns = target_schema
+                    .fields()
+                    .iter()
+                    .map(|f| crate::record::column_as(&rows, f))
+                    .collect::<Result<Vec<_>, _>>()?;
+                RecordBatch::try_new_with_options(
+                    target_schema.clone(),
+                    columns,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.num_rows())),
+                )
+            })
+            .map_err(|e| data_err(&loc, e.to_string()))?;
+        let mut writers = Vec::new();
+        if rows.num_rows() > 0 {
+            let mut writer = self.target.rewrite_writer(target_schema)?;
+            writer.write(rows).await?;
+            writers.push(writer);
+        }
+        metrics["rowsInserted"] = inserted.into();
+        info["cdc"] = metrics.clone();
+        let v = self
+            .target
+            .commit_with(
+                BatchWriters(writers),
+                Vec::new(),
+                Some(merge_operation(&self.spec.keys)),
+                app_id,
+                batch,
+                info.clone(),
+            )
+            .await?;
+        info!(table = %loc, batch, version = v, inserted, updated = 0, deleted = 0, stale = 0, "Applied changes (new keys only: appended).");
+        self.last = Some(ChangeCounts {
+            inserted,
+            ..ChangeCounts::default()
         });
         Ok(v)
     }

@@ -56,6 +56,13 @@ pub struct Taken {
     pub files_read: usize,
 }
 
+impl Taken {
+    /// Whether no row was taken (so no file is rewritten).
+    pub fn is_empty(&self) -> bool {
+        self.removes.is_empty() && self.rows.iter().all(|b| b.num_rows() == 0)
+    }
+}
+
 struct RunOut {
     rows: Vec<RecordBatch>,
     removes: Vec<Action>,

@@ -1221,3 +1221,59 @@ fn ignore_null_updates_keeps_stored_values_across_batches() {
         "{py}"
     );
 }
+
+/// A batch of keys the flow has never seen is appended, not merged: its deletes still
+/// leave tombstones (a later, older upsert stays out), its upserts become rows that a
+/// later batch updates, and keys past the table's are appended again.
+#[test]
+fn batches_of_new_keys_are_appended_with_their_tombstones() {
+    let s = Scratch::new();
+    let rec = |key: u32, name: &str, op: &str, seq: u32| {
+        format!(
+            r#"{{"userId": {key}, "name": "{name}", "city": "c", "operation": "{op}", "sequenceNum": {seq}}}"#
+        )
+    };
+    s.land(
+        "1.json",
+        [
+            rec(1, "", "DELETE", 6),
+            rec(2, "B", "INSERT", 1),
+            rec(3, "C", "INSERT", 1),
+        ]
+        .join("\n")
+            + "\n",
+    );
+    let out = ok(&ingest(&s, &cdc_options(false), &[]));
+    assert!(
+        out.contains("2 inserted, 0 updated, 0 deleted, 0 stale"),
+        "{out}"
+    );
+    assert_eq!(rows(&s.table()), ["2 B c", "3 C c"]);
+    let info = common::commit_infos(&s.table());
+    let cdc = &info.last().unwrap()["cdc"];
+    assert_eq!(
+        (&cdc["rowsInserted"], &cdc["filesRewritten"]),
+        (&2.into(), &0.into()),
+        "{cdc}"
+    );
+    s.land(
+        "2.json",
+        [rec(1, "A", "INSERT", 5), rec(2, "B2", "UPDATE", 2)].join("\n") + "\n",
+    );
+    let out = ok(&ingest(&s, &cdc_options(false), &[]));
+    assert!(
+        out.contains("0 inserted, 1 updated, 0 deleted, 1 stale"),
+        "{out}"
+    );
+    assert_eq!(rows(&s.table()), ["2 B2 c", "3 C c"]);
+    s.land(
+        "3.json",
+        [rec(7, "G", "INSERT", 1), rec(8, "H", "INSERT", 1)].join("\n") + "\n",
+    );
+    let out = ok(&ingest(&s, &cdc_options(false), &[]));
+    assert!(
+        out.contains("2 inserted, 0 updated, 0 deleted, 0 stale"),
+        "{out}"
+    );
+    assert_eq!(rows(&s.table()), ["2 B2 c", "3 C c", "7 G c", "8 H c"]);
+}

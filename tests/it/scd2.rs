@@ -416,7 +416,8 @@ fn long_stream(s: &Scratch) {
         }
     }
     // Late ones: the last rounds' files come first.
-    for (i, chunk) in lines.chunks(20).rev().enumerate() {
+    // 23 files, so the records table merges its files during the run.
+    for (i, chunk) in lines.chunks(8).rev().enumerate() {
         s.land(&format!("{i:03}.json"), chunk.join("\n") + "\n");
     }
 }
@@ -497,4 +498,102 @@ fn records_sharing_a_sequence_follow_the_documented_rule_and_emit_an_event() {
     let events = common::events_of(&s.table().join("_autoloader"), "sequence_ties");
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["ties"], 3, "{events:?}");
+}
+
+/// The data files a Delta table holds now: every commit's adds less its removes.
+fn live_files(table: &Path) -> usize {
+    let mut names: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    names.sort();
+    let mut live = std::collections::BTreeSet::new();
+    for name in names {
+        for line in std::fs::read_to_string(name).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(path) = action["add"]["path"].as_str() {
+                live.insert(path.to_string());
+            }
+            if let Some(path) = action["remove"]["path"].as_str() {
+                live.remove(path);
+            }
+        }
+    }
+    live.len()
+}
+
+#[test]
+fn many_batches_keep_the_records_table_small_and_the_history_exact() {
+    // 70 one-file batches: keys 0..12 changed in every round, the rounds landed out of
+    // order (late records split versions), deletes, and a column that appears in the
+    // second run (rounds 40 and later).
+    let land = |s: &Scratch, rounds: std::ops::Range<u64>| {
+        for round in rounds {
+            let file = (round * 37) % 40 + if round >= 40 { 40 } else { 0 };
+            let mut out = Vec::new();
+            for key in 0..12u64 {
+                let op = if (key + round) % 9 == 0 {
+                    "DELETE"
+                } else {
+                    "UPSERT"
+                };
+                let tier = if round >= 40 {
+                    format!(r#", "tier": "t{}""#, round % 4)
+                } else {
+                    String::new()
+                };
+                out.push(format!(
+                    r#"{{"userId": {key}, "name": "n{}", "city": "c{}", "operation": "{op}", "sequenceNum": {}{tier}}}"#,
+                    (key + round) % 5,
+                    round % 3,
+                    (round * 37 % 70) * 10 + key % 7
+                ));
+            }
+            s.land(&format!("{file:03}.json"), out.join("\n") + "\n");
+        }
+    };
+    let opts = scd2_options(&[]);
+    let rows = |table: &Path| {
+        let b = common::read_table(table);
+        let columns: Vec<Vec<String>> =
+            ["userId", "name", "city", "tier", "__START_AT", "__END_AT"]
+                .iter()
+                .map(|c| common::column_strings(&b, c))
+                .collect();
+        let mut rows: Vec<String> = (0..columns[0].len())
+            .map(|i| {
+                columns
+                    .iter()
+                    .map(|c| c[i].as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let whole = Scratch::new();
+    land(&whole, 0..70);
+    ok(&ingest(&whole, &opts, &[]));
+
+    let s = Scratch::new();
+    let one_per_batch = ["cloudFiles.maxFilesPerTrigger=1"];
+    land(&s, 0..40);
+    ok(&ingest(&s, &opts, &one_per_batch));
+    land(&s, 40..70);
+    // The new column stops the stream once with the new schema recorded.
+    let second = run(&ingest_args(&s, &opts, &one_per_batch), &[]);
+    if !second.status.success() {
+        ok(&ingest(&s, &opts, &one_per_batch));
+    }
+    let expected = rows(&whole.table());
+    assert!(expected.len() > 300, "{}", expected.len());
+    assert_eq!(rows(&s.table()), expected, "70 batches = 1 batch");
+    let records = s.table().join("_autoloader").join("cdc_records");
+    let files = live_files(&records);
+    assert!(
+        (1..16).contains(&files),
+        "the records table holds {files} files after 70 batches (each adds one)"
+    );
 }

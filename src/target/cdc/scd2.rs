@@ -297,15 +297,49 @@ impl CdcTarget {
         log_columns.extend(kept_new.columns().iter().cloned());
         let log_rows = RecordBatch::try_new(log_schema.clone(), log_columns)
             .map_err(|e| data_err(&loc, e.to_string()))?;
+        // Every batch adds a file, and every batch reads every file for its keys: past
+        // RECORDS_FILES files, the small ones are merged into this batch's file, in the
+        // table's schema (every column a record ever had).
+        let merged = records_to_merge(self.state.table()).map_err(|e| data_err(&loc, e))?;
+        let log_schema = if merged.is_empty() {
+            log_schema
+        } else {
+            widen(&self.state.arrow_schema()?, &log_schema)
+        };
         let mut log_writer = self.state.writer(&log_schema, &[], &[])?;
         if log_rows.num_rows() > 0 {
-            log_writer.write(log_rows).await?;
+            log_writer
+                .write(conform(&log_rows, &log_schema).map_err(|e| data_err(&loc, e))?)
+                .await?;
+        }
+        let mut removes = Vec::with_capacity(merged.len());
+        if !merged.is_empty() {
+            let store = self.state.table().log_store().object_store(None);
+            let rows: u64 = merged.iter().map(|m| m.rows).sum();
+            info!(table = %loc, batch, files = merged.len(), rows, "Merging the CDC records' files.");
+            for m in merged {
+                let stream = super::super::rewrite::open_file(&store, &m.path, m.size)
+                    .await
+                    .and_then(|b| b.build().map_err(|e| format!("{}: {e}", m.path)))
+                    .map_err(|e| data_err(&loc, e))?;
+                let mut stream = std::pin::pin!(stream);
+                while let Some(b) = stream
+                    .try_next()
+                    .await
+                    .map_err(|e| data_err(&loc, format!("{}: {e}", m.path)))?
+                {
+                    log_writer
+                        .write(conform(&b, &log_schema).map_err(|e| data_err(&loc, e))?)
+                        .await?;
+                }
+                removes.push(m.remove);
+            }
         }
         self.state.ensure_created(&log_schema, app_id).await?;
         self.state
             .commit_with(
                 BatchWriters(vec![log_writer]),
-                Vec::new(),
+                removes,
                 None,
                 app_id,
                 batch,
@@ -314,6 +348,49 @@ impl CdcTarget {
             .await?;
         Ok(version)
     }
+}
+
+/// The records table's file count past which its files are merged (see
+/// [`records_to_merge`]).
+const RECORDS_FILES: usize = 16;
+
+/// A file of the records table to merge into the batch's.
+struct Merged {
+    path: object_store::path::Path,
+    size: u64,
+    rows: u64,
+    remove: deltalake::kernel::Action,
+}
+
+/// The records table's files to merge into this batch's, once it has [`RECORDS_FILES`]:
+/// every file but the largest, or all of them once the others hold as many rows as it
+/// does. So a record is rewritten about log2(records / batch) times in all, and a batch
+/// reads at most [`RECORDS_FILES`] files, however many batches came before.
+fn records_to_merge(table: &DeltaTable) -> Result<Vec<Merged>, String> {
+    if table.version().is_none() {
+        return Ok(Vec::new());
+    }
+    let snapshot = table.snapshot().map_err(|e| e.to_string())?;
+    let mut files: Vec<Merged> = snapshot
+        .log_data()
+        .into_iter()
+        .map(|f| Merged {
+            path: f.object_store_path(),
+            size: u64::try_from(f.size()).unwrap_or(0),
+            rows: f.num_records().map_or(0, |n| n as u64),
+            remove: deltalake::kernel::Action::Remove(f.remove_action(true)),
+        })
+        .collect();
+    if files.len() < RECORDS_FILES {
+        return Ok(Vec::new());
+    }
+    files.sort_by_key(|f| f.rows);
+    let largest = files.last().map_or(0, |f| f.rows);
+    let others: u64 = files.iter().rev().skip(1).map(|f| f.rows).sum();
+    if others < largest {
+        files.pop();
+    }
+    Ok(files)
 }
 
 /// The records' columns of a records-table batch (without its own).

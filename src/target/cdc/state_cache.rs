@@ -16,6 +16,7 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::ops::Bound;
 
 use crate::flow::cdc::scd1::StateEntry;
 use crate::flow::cdc::{FastMap, FastSet};
@@ -157,6 +158,18 @@ impl StateCache {
 
     /// The entries of `keys` that have one.
     pub fn lookup(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, StateEntry> {
+        // Keys past every kept one, or in a gap between them (a first load, new ids): one
+        // range search instead of a search per key.
+        let (Some(low), Some(high)) = (keys.iter().min(), keys.iter().max()) else {
+            return FastMap::default();
+        };
+        let range = (
+            Bound::Included(low.as_slice()),
+            Bound::Included(high.as_slice()),
+        );
+        if self.entries.range::<[u8], _>(range).next().is_none() {
+            return FastMap::default();
+        }
         keys.iter()
             .filter_map(|k| {
                 self.entries.get(k.as_slice()).map(|e| {
@@ -200,18 +213,19 @@ impl StateCache {
 
     /// The state after batch `batch` appended `entries` (and raised the mark to `mark`,
     /// applied at its time in ms), committed as table `version`.
+    /// `entries`: (key, sequence, tombstone, applied at ms).
     pub fn commit<'a>(
         &mut self,
-        entries: impl Iterator<Item = (&'a [u8], &'a StateEntry)>,
+        entries: impl Iterator<Item = (&'a [u8], &'a [u8], bool, i64)>,
         mark: Option<(&[u8], i64)>,
         batch: i64,
         version: Option<u64>,
     ) {
         // In key order, so each insert walks down next to the last one's path.
         let mut entries: Vec<_> = entries.collect();
-        entries.sort_unstable_by_key(|(key, _)| *key);
-        for (key, e) in entries {
-            self.insert(key, &e.seq, e.deleted, e.at_ms, batch);
+        entries.sort_unstable_by_key(|e| e.0);
+        for (key, seq, deleted, at_ms) in entries {
+            self.insert(key, seq, deleted, at_ms, batch);
         }
         if let Some((m, at_ms)) = mark {
             self.insert(TRUNCATE_KEY, m, false, at_ms, batch);
@@ -248,6 +262,13 @@ mod tests {
         let keys: FastSet<Vec<u8>> = [vec![1u8], long.clone(), vec![9u8]].into_iter().collect();
         let found = c.lookup(&keys);
         assert_eq!(found.len(), 2);
+        let gap: FastSet<Vec<u8>> = [vec![2u8], vec![2u8, 9], vec![3u8]].into_iter().collect();
+        assert!(
+            c.lookup(&gap).is_empty(),
+            "keys between the kept ones have no entry"
+        );
+        let past: FastSet<Vec<u8>> = [vec![4u8; 41], vec![9u8]].into_iter().collect();
+        assert!(c.lookup(&past).is_empty());
         assert_eq!(found[&vec![1u8]].seq, vec![5u8]);
         assert!(!found[&vec![1u8]].deleted);
         assert!(found[&long].deleted && found[&long].seq == long);
@@ -255,7 +276,7 @@ mod tests {
         let later = entry(&[6], true);
         let mark = [4u8];
         c.commit(
-            [(&[1u8][..], &later)].into_iter(),
+            [(&[1u8][..], &later.seq[..], later.deleted, later.at_ms)].into_iter(),
             Some((&mark, 9)),
             3,
             Some(3),
