@@ -335,7 +335,7 @@ impl CdcTarget {
             let ((read, read_at), (taken, taken_at)) =
                 futures::join!(async { (state_read.await, started.elapsed()) }, async {
                     let r = self
-                        .take_keys(&target_schema, Arc::clone(&batch_keys), &new_writer)
+                        .take_keys(&target_schema, Arc::clone(&batch_keys), None, &new_writer)
                         .await;
                     (r, started.elapsed())
                 });
@@ -589,10 +589,14 @@ impl CdcTarget {
     /// Takes the rows of the `touched` keys out of the target (`take_rows`): files whose
     /// first key column's range (their statistics) holds no touched key are not read; the
     /// rewritten files' other rows go to writers `new_writer` makes.
+    /// `open_only` (SCD type 2): of these keys only the current versions, those whose
+    /// `__END_AT` is null, are taken; with `every_key`, files holding no current version
+    /// are not read.
     async fn take_keys(
         &self,
         target_schema: &SchemaRef,
         touched: Arc<FastSet<Vec<u8>>>,
+        open_only: Option<Arc<scd2::OpenOnly>>,
         new_writer: &(dyn Fn() -> Result<BatchWriter, TargetError> + Sync),
     ) -> Result<Taken, TargetError> {
         let loc = self.target.location().to_string();
@@ -606,7 +610,18 @@ impl CdcTarget {
             .unwrap_or_default();
         bounds.sort_unstable();
         let prunable = !bounds.is_empty() || touched.is_empty();
+        let closed_only = |stats: Option<&serde_json::Value>| {
+            stats
+                .and_then(|s| s.get("nullCount"))
+                .and_then(|n| n.get(crate::flow::cdc::END_AT))
+                .and_then(serde_json::Value::as_i64)
+                == Some(0)
+        };
+        let every_key_open_only = open_only.as_ref().is_some_and(|o| o.every_key);
         let candidate = |_path: &str, stats: Option<&serde_json::Value>| -> bool {
+            if every_key_open_only && closed_only(stats) {
+                return false;
+            }
             if !prunable {
                 return true;
             }
@@ -634,17 +649,24 @@ impl CdcTarget {
         .then(|| IntKeys::new(&bounds));
         let key_column = first_key.clone();
         let select: Arc<Selector> = Arc::new(move |b: &RecordBatch| -> Result<Vec<bool>, String> {
-            if let Some(ints) = &int_keys
-                && let Some(column) = b
-                    .column_by_name(&key_column)
+            let ints = int_keys.as_ref().and_then(|ints| {
+                b.column_by_name(&key_column)
                     .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-            {
-                return Ok((0..column.len())
+                    .map(|column| (ints, column))
+            });
+            let mut chosen: Vec<bool> = match ints {
+                Some((ints, column)) => (0..column.len())
                     .map(|i| column.is_valid(i) && ints.contains(column.value(i)))
-                    .collect());
+                    .collect(),
+                None => {
+                    let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
+                    rows.iter().map(|k| touched.contains(k.as_ref())).collect()
+                }
+            };
+            if let Some(open) = &open_only {
+                open.keep_current(b, &key_encoder, &mut chosen)?;
             }
-            let rows = key_encoder.rows(b).map_err(|e| e.to_string())?;
-            Ok(rows.iter().map(|k| touched.contains(k.as_ref())).collect())
+            Ok(chosen)
         });
         take_rows(self.target.table(), &loc, &candidate, select, new_writer).await
     }
@@ -675,7 +697,7 @@ impl CdcTarget {
         let taken = match taken {
             Some(taken) => taken,
             None => {
-                self.take_keys(target_schema, Arc::clone(&touched), &new_writer)
+                self.take_keys(target_schema, Arc::clone(&touched), None, &new_writer)
                     .await?
             }
         };

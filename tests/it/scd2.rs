@@ -597,3 +597,68 @@ fn many_batches_keep_the_records_table_small_and_the_history_exact() {
         "the records table holds {files} files after 70 batches (each adds one)"
     );
 }
+
+#[test]
+fn in_order_batches_rewrite_only_current_versions_and_late_ones_still_split_history() {
+    // 40 in-order one-file batches of 12 keys (deletes among them), then one late file
+    // whose records fall inside every key's history.
+    let land = |s: &Scratch| {
+        for round in 0..40u64 {
+            let out: Vec<String> = (0..12u64)
+                .map(|key| {
+                    let op = if (key + round) % 7 == 0 { "DELETE" } else { "UPSERT" };
+                    format!(
+                        r#"{{"userId": {key}, "name": "n{}", "city": "c{}", "operation": "{op}", "sequenceNum": {}}}"#,
+                        (key * round) % 5,
+                        round % 2,
+                        round * 10 + 10
+                    )
+                })
+                .collect();
+            s.land(&format!("{round:03}.json"), out.join("\n") + "\n");
+        }
+    };
+    let late = |s: &Scratch| {
+        let out: Vec<String> = (0..12u64)
+            .map(|key| {
+                format!(
+                    r#"{{"userId": {key}, "name": "late", "city": "z", "operation": "UPSERT", "sequenceNum": {}}}"#,
+                    155 + key * 10
+                )
+            })
+            .collect();
+        s.land("zz-late.json", out.join("\n") + "\n");
+    };
+    let opts = scd2_options(&[]);
+    let whole = Scratch::new();
+    land(&whole);
+    late(&whole);
+    ok(&ingest(&whole, &opts, &[]));
+    let expected = versions(&whole.table());
+    assert!(expected.len() > 300, "{}", expected.len());
+
+    let s = Scratch::new();
+    land(&s);
+    let one_per_batch = ["cloudFiles.maxFilesPerTrigger=1"];
+    ok(&ingest(&s, &opts, &one_per_batch));
+    let infos = common::commit_infos(&s.table());
+    let read: Vec<i64> = infos
+        .iter()
+        .filter_map(|i| i["cdc"]["filesRead"].as_i64())
+        .collect();
+    assert!(
+        read.iter().skip(1).all(|&n| n <= 2),
+        "an in-order batch reads only the file of current versions: {read:?}"
+    );
+    let merged: i64 = infos
+        .iter()
+        .filter_map(|i| i["cdc"]["filesMerged"].as_i64())
+        .sum();
+    assert!(
+        merged >= 16,
+        "the closed versions' files were merged: {merged}"
+    );
+    late(&s);
+    ok(&ingest(&s, &opts, &one_per_batch));
+    assert_eq!(versions(&s.table()), expected, "41 batches = 1 batch");
+}

@@ -24,7 +24,7 @@ use super::table::{CdcTarget, column, data_err, widen};
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd2::{self, Record, Values};
-use crate::flow::cdc::{END_AT, START_AT};
+use crate::flow::cdc::{END_AT, FastSet, START_AT};
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, TargetError};
 
@@ -185,9 +185,15 @@ impl CdcTarget {
         let values =
             RecordValues::new(&self.spec, &columns, &all).map_err(|e| data_err(&loc, e))?;
 
-        // Each key's history.
+        // Each key's history. A key whose new records all come after every record
+        // applied to it (the usual case) changes only from its current version on: the
+        // versions that ended before are neither taken out of the target nor written
+        // again, so a batch costs what its keys' current versions cost, not their
+        // history. (With a sequence of several columns every version is rewritten.)
+        let mut seq_of_row: Vec<Vec<u8>> = vec![Vec::new(); all.num_rows()];
         let mut by_key: HashMap<Vec<u8>, Vec<Record>> = HashMap::new();
         for (k, r) in records {
+            seq_of_row[r.row] = r.seq.clone();
             by_key.entry(k).or_default().push(r);
         }
         let mut ordered: Vec<(Vec<u8>, Vec<Record>)> = by_key.into_iter().collect();
@@ -195,13 +201,38 @@ impl CdcTarget {
         let (mut stale, mut ties) = (0u64, 0u64);
         let mut versions = Vec::new();
         let mut new_records: Vec<usize> = Vec::new();
-        for (_, recs) in ordered {
+        let one_sequence = self.spec.sequence_by.len() == 1;
+        let mut open_only = OpenOnly {
+            keys: FastSet::default(),
+            every_key: one_sequence,
+        };
+        for (key, recs) in ordered {
+            let applied = recs
+                .iter()
+                .filter(|r| r.applied)
+                .map(|r| r.seq.clone())
+                .max();
+            let after_applied = one_sequence
+                && recs
+                    .iter()
+                    .filter(|r| !r.applied)
+                    .all(|r| applied.as_ref().is_none_or(|m| r.seq > *m));
             let h = scd2::history(recs, &values, self.spec.ignore_null_updates);
             stale += h.stale;
             ties += h.ties;
             new_records.extend(h.kept);
-            versions.extend(h.versions);
+            if after_applied {
+                versions.extend(h.versions.into_iter().filter(|v| {
+                    v.end
+                        .is_none_or(|e| applied.as_ref().is_none_or(|m| seq_of_row[e] > *m))
+                }));
+                open_only.keys.insert(key);
+            } else {
+                open_only.every_key = false;
+                versions.extend(h.versions);
+            }
         }
+        drop(seq_of_row);
         new_records.sort_unstable();
         if ties > 0 {
             warn!(table = %loc, batch, ties, "Change records of one key share a sequence; the delete, else the later record, was applied.");
@@ -221,17 +252,51 @@ impl CdcTarget {
             .map_err(|e| data_err(&loc, e))?;
             let new_writer = || self.target.rewrite_writer(&target_schema);
             let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
+            let every_key_open_only = open_only.every_key;
+            let open_only = one_sequence.then(|| Arc::new(open_only));
             let taken = self
-                .take_keys(&target_schema, Arc::new(touched), &new_writer)
+                .take_keys(&target_schema, Arc::new(touched), open_only, &new_writer)
                 .await?;
             let (inserted, updated, deleted) =
                 count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
                     .map_err(|e| data_err(&loc, e))?;
-            // The new versions go to a file of their own (the rewritten ones are finished).
+            // The new versions go to files of their own (the rewritten ones are finished):
+            // the closed ones apart from the current ones, so the files a later batch
+            // rewrites hold current versions only. Closed versions gather in a file a
+            // batch; past CLOSED_FILES of them, they are merged into this batch's.
+            let (open, closed) = split_current(&rows).map_err(|e| data_err(&loc, e))?;
+            let merged = if every_key_open_only {
+                small_files(self.target.table(), CLOSED_FILES, |stats| {
+                    stats
+                        .and_then(|s| s.get("nullCount"))
+                        .and_then(|n| n.get(END_AT))
+                        .and_then(serde_json::Value::as_i64)
+                        == Some(0)
+                })
+                .map_err(|e| data_err(&loc, e))?
+            } else {
+                Vec::new()
+            };
             let mut writers = Vec::new();
-            if rows.num_rows() > 0 {
+            if open.num_rows() > 0 {
                 let mut writer = new_writer()?;
-                writer.write(rows).await?;
+                writer.write(open).await?;
+                writers.push(writer);
+            }
+            let merged_files = merged.len();
+            let mut removes = Vec::with_capacity(merged_files);
+            if closed.num_rows() > 0 || !merged.is_empty() {
+                let mut writer = new_writer()?;
+                if closed.num_rows() > 0 {
+                    writer.write(closed).await?;
+                }
+                let store = self.target.table().log_store().object_store(None);
+                for m in merged {
+                    copy_file(&store, &m, &target_schema, &mut writer)
+                        .await
+                        .map_err(|e| data_err(&loc, e))?;
+                    removes.push(m.remove);
+                }
                 writers.push(writer);
             }
             info["cdc"] = json!({
@@ -239,13 +304,19 @@ impl CdcTarget {
                 "rowsInserted": inserted, "rowsUpdated": updated, "rowsDeleted": deleted,
                 "recordsStale": stale, "sequenceTies": ties,
                 "filesRewritten": taken.removes.len(), "filesRead": taken.files_read,
+                "filesMerged": merged_files,
             });
             let operation = super::table::merge_operation(&self.spec.keys);
             let v = self
                 .target
                 .commit_with(
                     BatchWriters(writers),
-                    taken.removes.into_iter().chain(taken.adds).collect(),
+                    taken
+                        .removes
+                        .into_iter()
+                        .chain(taken.adds)
+                        .chain(removes)
+                        .collect(),
                     Some(operation),
                     app_id,
                     batch,
@@ -300,7 +371,8 @@ impl CdcTarget {
         // Every batch adds a file, and every batch reads every file for its keys: past
         // RECORDS_FILES files, the small ones are merged into this batch's file, in the
         // table's schema (every column a record ever had).
-        let merged = records_to_merge(self.state.table()).map_err(|e| data_err(&loc, e))?;
+        let merged = small_files(self.state.table(), RECORDS_FILES, |_| true)
+            .map_err(|e| data_err(&loc, e))?;
         let log_schema = if merged.is_empty() {
             log_schema
         } else {
@@ -318,20 +390,9 @@ impl CdcTarget {
             let rows: u64 = merged.iter().map(|m| m.rows).sum();
             info!(table = %loc, batch, files = merged.len(), rows, "Merging the CDC records' files.");
             for m in merged {
-                let stream = super::super::rewrite::open_file(&store, &m.path, m.size)
+                copy_file(&store, &m, &log_schema, &mut log_writer)
                     .await
-                    .and_then(|b| b.build().map_err(|e| format!("{}: {e}", m.path)))
                     .map_err(|e| data_err(&loc, e))?;
-                let mut stream = std::pin::pin!(stream);
-                while let Some(b) = stream
-                    .try_next()
-                    .await
-                    .map_err(|e| data_err(&loc, format!("{}: {e}", m.path)))?
-                {
-                    log_writer
-                        .write(conform(&b, &log_schema).map_err(|e| data_err(&loc, e))?)
-                        .await?;
-                }
                 removes.push(m.remove);
             }
         }
@@ -350,11 +411,62 @@ impl CdcTarget {
     }
 }
 
-/// The records table's file count past which its files are merged (see
-/// [`records_to_merge`]).
+/// The records table's file count past which its files are merged (see [`small_files`]).
 const RECORDS_FILES: usize = 16;
 
-/// A file of the records table to merge into the batch's.
+/// The count of files of closed versions past which they are merged.
+const CLOSED_FILES: usize = 16;
+
+/// Keys of a batch whose new records all come after every record applied to them: of
+/// these, only the current version (`__END_AT` null) is taken out of the target.
+pub(super) struct OpenOnly {
+    keys: FastSet<Vec<u8>>,
+    /// Every key of the batch is one: files holding no current version are not read.
+    pub every_key: bool,
+}
+
+impl OpenOnly {
+    /// Unchooses the rows of `b` that are closed versions of these keys (`chosen`: the
+    /// rows of the batch's keys).
+    pub(super) fn keep_current(
+        &self,
+        b: &RecordBatch,
+        keys: &RowEncoder,
+        chosen: &mut [bool],
+    ) -> Result<(), String> {
+        let end = b
+            .column_by_name(END_AT)
+            .ok_or_else(|| format!("a file of the table has no {END_AT} column"))?;
+        if self.every_key {
+            for (i, c) in chosen.iter_mut().enumerate() {
+                *c = *c && end.is_null(i);
+            }
+            return Ok(());
+        }
+        let rows = keys.rows(b).map_err(|e| e.to_string())?;
+        for (i, c) in chosen.iter_mut().enumerate() {
+            if *c && end.is_valid(i) && self.keys.contains(rows.row(i).as_ref()) {
+                *c = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A version batch's current versions (`__END_AT` null), and its closed ones.
+fn split_current(rows: &RecordBatch) -> Result<(RecordBatch, RecordBatch), String> {
+    let end = rows
+        .column_by_name(END_AT)
+        .ok_or_else(|| format!("the versions have no {END_AT} column"))?;
+    let open = BooleanArray::from_iter((0..rows.num_rows()).map(|i| Some(end.is_null(i))));
+    let closed = arrow_arith::boolean::not(&open).map_err(|e| e.to_string())?;
+    let pick = |mask: &BooleanArray| {
+        arrow_select::filter::filter_record_batch(rows, mask).map_err(|e| e.to_string())
+    };
+    Ok((pick(&open)?, pick(&closed)?))
+}
+
+/// A small file of a table to merge into a batch's.
 struct Merged {
     path: object_store::path::Path,
     size: u64,
@@ -362,11 +474,16 @@ struct Merged {
     remove: deltalake::kernel::Action,
 }
 
-/// The records table's files to merge into this batch's, once it has [`RECORDS_FILES`]:
-/// every file but the largest, or all of them once the others hold as many rows as it
-/// does. So a record is rewritten about log2(records / batch) times in all, and a batch
-/// reads at most [`RECORDS_FILES`] files, however many batches came before.
-fn records_to_merge(table: &DeltaTable) -> Result<Vec<Merged>, String> {
+/// Of the table's files that `eligible` accepts by their statistics, those to merge into
+/// this batch's once there are `limit` of them: every one but the largest, or all of them
+/// once the others hold as many rows as it does. So a row is rewritten about
+/// log2(rows / batch) times in all, and such files stay under `limit` however many
+/// batches came before.
+fn small_files(
+    table: &DeltaTable,
+    limit: usize,
+    eligible: impl Fn(Option<&serde_json::Value>) -> bool,
+) -> Result<Vec<Merged>, String> {
     if table.version().is_none() {
         return Ok(Vec::new());
     }
@@ -374,6 +491,12 @@ fn records_to_merge(table: &DeltaTable) -> Result<Vec<Merged>, String> {
     let mut files: Vec<Merged> = snapshot
         .log_data()
         .into_iter()
+        .filter(|f| {
+            let stats = f
+                .stats()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+            eligible(stats.as_ref())
+        })
         .map(|f| Merged {
             path: f.object_store_path(),
             size: u64::try_from(f.size()).unwrap_or(0),
@@ -381,7 +504,7 @@ fn records_to_merge(table: &DeltaTable) -> Result<Vec<Merged>, String> {
             remove: deltalake::kernel::Action::Remove(f.remove_action(true)),
         })
         .collect();
-    if files.len() < RECORDS_FILES {
+    if files.len() < limit {
         return Ok(Vec::new());
     }
     files.sort_by_key(|f| f.rows);
@@ -391,6 +514,32 @@ fn records_to_merge(table: &DeltaTable) -> Result<Vec<Merged>, String> {
         files.pop();
     }
     Ok(files)
+}
+
+/// Writes every row of file `m` to `writer`, in `schema` (a file written before a column
+/// was added has it null).
+async fn copy_file(
+    store: &Arc<dyn object_store::ObjectStore>,
+    m: &Merged,
+    schema: &SchemaRef,
+    writer: &mut crate::target::delta::BatchWriter,
+) -> Result<(), String> {
+    let stream = super::super::rewrite::open_file(store, &m.path, m.size)
+        .await?
+        .build()
+        .map_err(|e| format!("{}: {e}", m.path))?;
+    let mut stream = std::pin::pin!(stream);
+    while let Some(b) = stream
+        .try_next()
+        .await
+        .map_err(|e| format!("{}: {e}", m.path))?
+    {
+        writer
+            .write(conform(&b, schema)?)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// The records' columns of a records-table batch (without its own).
