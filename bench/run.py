@@ -1260,6 +1260,31 @@ def run_cdc(size, args, python):
     return res
 
 
+def run_cdc_tries(size, args, python):
+    """`--repeat N` runs of every phase, each try both tools in turn (interleaved, so a
+    slow minute of the machine hits both); per tool and phase the try of the median time
+    is reported, with every try's time."""
+    tries = []
+    for i in range(args.repeat):
+        if args.repeat > 1:
+            print("  try %d of %d" % (i + 1, args.repeat), flush=True)
+        tries.append(run_cdc(size, args, python))
+    res = tries[0]
+    if len(tries) == 1:
+        return res
+    for tool in ("autoloader", "deltalake-merge"):
+        for ph in list(res.get(tool, {})):
+            rs = [t.get(tool, {}).get(ph) for t in tries]
+            if any(r is None or "error" in r for r in rs):
+                continue
+            secs = lambda r: r["wall"] if tool == "autoloader" else r["work"]  # noqa: E731
+            ordered = sorted(rs, key=secs)
+            median = dict(ordered[len(ordered) // 2])
+            median["tries"] = [round(secs(r), 2) for r in rs]
+            res[tool][ph] = median
+    return res
+
+
 def cdc_worker(spec):
     """Python deltalake as a user would write it: read a batch file with pyarrow, keep the
     latest record per key, MERGE with a sequence guard. The target keeps `op` and `seq`
@@ -1396,6 +1421,9 @@ def cdc_report(cdc):
                     notes.append("write_deltalake append per file (no merge)")
                 notes.append("work excludes %.2f s of imports; table now %s file(s)" % (
                     r["out"].get("import_s", 0), ck.get("files")))
+            if r.get("tries"):
+                notes.append("median of %d interleaved tries: %s s" % (
+                    len(r["tries"]), "/".join(str(t) for t in r["tries"])))
             prev_files[key] = ck.get("files")
             changes = nb * c if ph in ("batches", "clustered", "fresh-clustered") else n
             lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -1407,13 +1435,21 @@ def cdc_report(cdc):
     if a and d and "error" not in a and "error" not in d:
         ratio = d["work"] / a["wall"]
         dok = d["check"].get("ok")
-        targets.append("| cdc: >= 2x deltalake merge throughput (%d x %d changes) | %.2fx "
+        targets.append("| cdc: >= 2.5x deltalake merge throughput (%d x %d changes%s) | %.2fx "
                        "(%.3f s vs %.3f s per batch%s) | %s |" % (
-                           b, c, ratio, a["wall"] / b, d["work"] / b,
-                           "" if dok else "; deltalake's table is wrong", 
-                           "PASS" if ratio >= 2 else "FAIL"))
+                           b, c, ", median of %d" % len(a["tries"]) if a.get("tries") else "",
+                           ratio, a["wall"] / b, d["work"] / b,
+                           "" if dok else "; deltalake's table is wrong",
+                           "PASS" if ratio >= 2.5 else "FAIL"))
     else:
-        targets.append("| cdc: >= 2x deltalake merge throughput | n/a | n/a |")
+        targets.append("| cdc: >= 2.5x deltalake merge throughput | n/a | n/a |")
+    a, d = cdc["autoloader"].get("initial"), cdc["deltalake-merge"].get("initial")
+    if a and d and "error" not in a and "error" not in d:
+        ratio = d["work"] / a["wall"]
+        targets.append("| cdc: first load >= 1x write_deltalake append (%d rows, %d files) | "
+                       "%.2fx (%.2f s vs %.2f s) | %s |" % (
+                           n, CDC_INITIAL_FILES, ratio, a["wall"], d["work"],
+                           "PASS" if ratio >= 1 else "FAIL"))
     peaks = [(ph, r["rss"]) for ph, r in cdc["autoloader"].items()]
     worst = max(peaks, key=lambda p: p[1])
     targets.append("| cdc: peak RSS <= 512 MiB (ours) | max %.0f MiB (%s) | %s |" % (
@@ -1554,7 +1590,7 @@ def main():
             n, b, c = CDC_SIZES[size]
             print("\n== cdc-%s: SCD 1 target of %d rows, %d batches of %d changes, "
                   "then one clustered batch" % (size, n, b, c), flush=True)
-            cdc = run_cdc(size, args, "deltalake" in tools)
+            cdc = run_cdc_tries(size, args, "deltalake" in tools)
             continue
         if name == "silver":
             print("\n== silver-%s: a Delta table as the source" % size, flush=True)

@@ -251,6 +251,7 @@ async fn take(
         &location,
         &candidate,
         select,
+        None,
         &new_writer,
     )
     .await?;

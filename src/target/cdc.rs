@@ -618,6 +618,7 @@ impl CdcTarget {
                 == Some(0)
         };
         let every_key_open_only = open_only.as_ref().is_some_and(|o| o.every_key);
+        let scd2_layout = open_only.is_some();
         let candidate = |_path: &str, stats: Option<&serde_json::Value>| -> bool {
             if every_key_open_only && closed_only(stats) {
                 return false;
@@ -668,7 +669,25 @@ impl CdcTarget {
             }
             Ok(chosen)
         });
-        take_rows(self.target.table(), &loc, &candidate, select, new_writer).await
+        // SCD type 2: the closed versions of a rewritten file go to files apart from the
+        // current ones, so the files later batches rewrite hold current versions only.
+        let apart: Option<Arc<Selector>> = scd2_layout.then(|| {
+            Arc::new(|b: &RecordBatch| -> Result<Vec<bool>, String> {
+                let end = b
+                    .column_by_name(crate::flow::cdc::END_AT)
+                    .ok_or_else(|| "a file of the table has no __END_AT column".to_string())?;
+                Ok((0..b.num_rows()).map(|i| end.is_valid(i)).collect())
+            }) as Arc<Selector>
+        });
+        take_rows(
+            self.target.table(),
+            &loc,
+            &candidate,
+            select,
+            apart,
+            new_writer,
+        )
+        .await
     }
 
     /// `taken`: the rows of a superset of the `touched` keys, taken out before the state

@@ -58,6 +58,16 @@ pub enum TargetError {
 pub struct DeltaAppend {
     table: DeltaTable,
     location: String,
+    /// The `txn` of this process's last commit, and the version it made: while the table
+    /// is at that version, its last batch is known without reading the log's `txn`s
+    /// (which a table's every checkpoint tombstone made slower as the table aged).
+    own_txn: Option<OwnTxn>,
+}
+
+struct OwnTxn {
+    version: u64,
+    app_id: String,
+    batch: i64,
 }
 
 impl DeltaAppend {
@@ -88,7 +98,11 @@ impl DeltaAppend {
                 }
             })?;
         load_if_any(&mut table, &location).await?;
-        Ok(DeltaAppend { table, location })
+        Ok(DeltaAppend {
+            table,
+            location,
+            own_txn: None,
+        })
     }
 
     /// Opens a table on S3 with `config` (see [`StorageSettings::s3`]); commits use S3
@@ -120,7 +134,11 @@ impl DeltaAppend {
                 other => other,
             });
         }
-        Ok(DeltaAppend { table, location })
+        Ok(DeltaAppend {
+            table,
+            location,
+            own_txn: None,
+        })
     }
 
     /// Opens a table that must exist: `None` when `location` holds none (a local folder
@@ -235,6 +253,12 @@ impl DeltaAppend {
     pub async fn committed_batch(&mut self, app_id: &str) -> Result<Option<i64>, TargetError> {
         if !self.exists() {
             return Ok(None);
+        }
+        if let Some(own) = &self.own_txn
+            && own.app_id == app_id
+            && self.table.version() == Some(own.version)
+        {
+            return Ok(Some(own.batch));
         }
         let state = self
             .table
@@ -713,7 +737,14 @@ impl DeltaAppend {
                 ));
             }
             match result {
-                Ok(version) => return Ok(version),
+                Ok(version) => {
+                    self.own_txn = Some(OwnTxn {
+                        version,
+                        app_id: app_id.to_string(),
+                        batch: batch_version,
+                    });
+                    return Ok(version);
+                }
                 Err(e) => {
                     warn!(table = %self.location, batch, attempt, error = %e, "Delta commit reported an error; checking whether it landed.");
                     self.refresh().await?;

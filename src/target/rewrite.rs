@@ -128,12 +128,14 @@ pub fn binary_key_filter(
 
 /// Takes the rows `select` chooses out of `table`: files `candidate` rules out, and files
 /// holding no selected row, are left alone; the other rows of a file holding some are
-/// written to writers `new_writer` makes.
+/// written to writers `new_writer` makes (with `apart`, the rows it picks to files of
+/// their own).
 pub async fn take_rows(
     table: &DeltaTable,
     location: &str,
     candidate: &Candidate<'_>,
     select: Arc<Selector>,
+    apart: Option<Arc<Selector>>,
     new_writer: &(dyn Fn() -> Result<BatchWriter, TargetError> + Sync),
 ) -> Result<Taken, TargetError> {
     let err = |reason: String| TargetError::Incompatible {
@@ -173,15 +175,21 @@ pub async fn take_rows(
     taken.files_read = runs.iter().map(Vec::len).sum();
     let mut tasks = Vec::with_capacity(runs.len());
     for (files, rows) in runs.into_iter().zip(run_sizes) {
-        // Writers for about `rows` rows (unused ones write no file).
-        let writers = (0..=rows / REWRITE_ROWS)
-            .map(|_| new_writer())
+        // Writers for about `rows` rows (unused ones write no file), for each output.
+        let outputs = (0..if apart.is_some() { 2 } else { 1 })
+            .map(|_| {
+                (0..=rows / REWRITE_ROWS)
+                    .map(|_| new_writer())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Output::new)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let store = Arc::clone(&store);
         let select = Arc::clone(&select);
+        let apart = apart.clone();
         let location = location.to_string();
         tasks.push(async move {
-            tokio::spawn(rewrite_run(store, files, select, writers, location))
+            tokio::spawn(rewrite_run(store, files, select, apart, outputs, location))
                 .await
                 .map_err(|e| TargetError::Incompatible {
                     location: String::new(),
@@ -199,15 +207,61 @@ pub async fn take_rows(
     Ok(taken)
 }
 
-/// Reads each file of a run once and writes its unselected rows, taking the next of
-/// `writers` (a new file) past REWRITE_ROWS, then finishes the files. A file without a
-/// selected row is not rewritten; its batches are held only until its first selected row
-/// shows.
+/// Where a run's surviving rows go: a writer, and the next of `spare` (a new file) once
+/// it holds REWRITE_ROWS.
+struct Output {
+    writer: BatchWriter,
+    spare: std::vec::IntoIter<BatchWriter>,
+    written: usize,
+    full: Vec<BatchWriter>,
+}
+
+impl Output {
+    fn new(writers: Vec<BatchWriter>) -> Output {
+        let mut spare = writers.into_iter();
+        let writer = spare.next().expect("an output has a writer");
+        Output {
+            writer,
+            spare,
+            written: 0,
+            full: Vec::new(),
+        }
+    }
+
+    async fn write(&mut self, b: RecordBatch) -> Result<(), TargetError> {
+        if b.num_rows() == 0 {
+            return Ok(());
+        }
+        self.written += b.num_rows();
+        self.writer.write(b).await?;
+        if self.written >= REWRITE_ROWS
+            && let Some(next) = self.spare.next()
+        {
+            self.full.push(std::mem::replace(&mut self.writer, next));
+            self.written = 0;
+        }
+        Ok(())
+    }
+
+    async fn finish(mut self, adds: &mut Vec<Action>) -> Result<(), TargetError> {
+        self.full.push(self.writer);
+        for w in self.full {
+            adds.extend(w.finish().await?.into_iter().map(Action::Add));
+        }
+        Ok(())
+    }
+}
+
+/// Reads each file of a run once and writes its unselected rows to the first of
+/// `outputs` (those `apart` picks to the second), then finishes the files. A file without
+/// a selected row is not rewritten; its batches are held only until its first selected
+/// row shows.
 async fn rewrite_run(
     store: Arc<dyn object_store::ObjectStore>,
     files: Vec<(object_store::path::Path, u64, Action)>,
     select: Arc<Selector>,
-    writers: Vec<BatchWriter>,
+    apart: Option<Arc<Selector>>,
+    mut outputs: Vec<Output>,
     location: String,
 ) -> Result<RunOut, TargetError> {
     let err = |reason: String| TargetError::Incompatible {
@@ -219,10 +273,6 @@ async fn rewrite_run(
         removes: Vec::new(),
         adds: Vec::new(),
     };
-    let mut full = Vec::new();
-    let mut spare = writers.into_iter();
-    let mut writer = spare.next().expect("a run has a writer");
-    let mut written = 0usize;
     for (path, size, remove) in files {
         let reader = crate::storage::RangedFile {
             store: Arc::clone(&store),
@@ -263,16 +313,19 @@ async fn rewrite_run(
                 continue;
             }
             for b in waiting.drain(..).chain(std::iter::once(survivors)) {
-                if b.num_rows() == 0 {
-                    continue;
-                }
-                written += b.num_rows();
-                writer.write(b).await?;
-                if written >= REWRITE_ROWS
-                    && let Some(next) = spare.next()
-                {
-                    full.push(std::mem::replace(&mut writer, next));
-                    written = 0;
+                match &apart {
+                    Some(apart) if outputs.len() > 1 && b.num_rows() > 0 => {
+                        let second = apart(&b).map_err(|e| err(format!("{path}: {e}")))?;
+                        let first =
+                            BooleanArray::from(second.iter().map(|c| !c).collect::<Vec<_>>());
+                        let second = BooleanArray::from(second);
+                        for (o, mask) in [(0, first), (1, second)] {
+                            let part = arrow_select::filter::filter_record_batch(&b, &mask)
+                                .map_err(|e| err(e.to_string()))?;
+                            outputs[o].write(part).await?;
+                        }
+                    }
+                    _ => outputs[0].write(b).await?,
                 }
             }
         }
@@ -280,10 +333,8 @@ async fn rewrite_run(
             out.removes.push(remove);
         }
     }
-    full.push(writer);
-    for w in full {
-        out.adds
-            .extend(w.finish().await?.into_iter().map(Action::Add));
+    for o in outputs {
+        o.finish(&mut out.adds).await?;
     }
     Ok(out)
 }

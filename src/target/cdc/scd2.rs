@@ -8,17 +8,23 @@
 //! replaces those keys' versions in the target in one `MERGE` commit; then it appends its
 //! own records. Both commits carry `txn(app_id, batch)`, the records last, so after a
 //! crash between the two only the records are appended, computed as before.
+//!
+//! So that a batch costs what its keys cost, not the flow's age: a key whose new records
+//! all follow its applied ones has only its current version (`__END_AT` null) replaced,
+//! closed versions are written apart from current ones (a later batch reads only the
+//! files of current versions), and the small files of closed versions, and of the
+//! records table, are merged into the batch's once there are 16.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray};
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use deltalake::DeltaTable;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::table::{CdcTarget, column, data_err, widen};
 use crate::flow::cdc::keys::RowEncoder;
@@ -108,7 +114,9 @@ impl CdcTarget {
         mut info: serde_json::Value,
     ) -> Result<u64, TargetError> {
         let loc = self.target.location().to_string();
+        let started = std::time::Instant::now();
         let target_done = self.target_has(app_id, batch).await?;
+        let refreshed_at = started.elapsed();
         let Some((changes, places)) = changes else {
             return self.commit_nothing(app_id, batch, info).await;
         };
@@ -116,8 +124,9 @@ impl CdcTarget {
         let layout = changes.schema();
 
         // Every record the flow kept of the batch's keys, then the batch's own.
-        let keys: Arc<HashSet<Vec<u8>>> = Arc::new(encoded.iter().map(|c| c.key.clone()).collect());
+        let keys: Arc<FastSet<Vec<u8>>> = Arc::new(encoded.iter().map(|c| c.key.clone()).collect());
         let kept = read_records(self.state.table(), self.state.location(), &keys).await?;
+        let records_at = started.elapsed();
         let kept_schema = kept.first().map(|b| data_schema(&b.schema()));
         let record_schema = match &kept_schema {
             Some(s) => widen(s, &self.record_schema(&layout)),
@@ -233,6 +242,7 @@ impl CdcTarget {
             }
         }
         drop(seq_of_row);
+        let history_at = started.elapsed();
         new_records.sort_unstable();
         if ties > 0 {
             warn!(table = %loc, batch, ties, "Change records of one key share a sequence; the delete, else the later record, was applied.");
@@ -257,6 +267,7 @@ impl CdcTarget {
             let taken = self
                 .take_keys(&target_schema, Arc::new(touched), open_only, &new_writer)
                 .await?;
+            let taken_at = started.elapsed();
             let (inserted, updated, deleted) =
                 count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
                     .map_err(|e| data_err(&loc, e))?;
@@ -323,6 +334,7 @@ impl CdcTarget {
                     info,
                 )
                 .await?;
+            debug!(table = %loc, batch, ?refreshed_at, ?records_at, ?history_at, ?taken_at, committed = ?started.elapsed(), "SCD 2 batch phases.");
             info!(table = %loc, batch, version = v, inserted, updated, deleted, stale, "Applied changes (SCD type 2).");
             self.last = Some(ChangeCounts {
                 inserted,
@@ -378,7 +390,8 @@ impl CdcTarget {
         } else {
             widen(&self.state.arrow_schema()?, &log_schema)
         };
-        let mut log_writer = self.state.writer(&log_schema, &[], &[])?;
+        // Snappy, as a merge's rewrites: every batch reads these files' keys again.
+        let mut log_writer = self.state.rewrite_writer(&log_schema)?;
         if log_rows.num_rows() > 0 {
             log_writer
                 .write(conform(&log_rows, &log_schema).map_err(|e| data_err(&loc, e))?)
@@ -570,41 +583,56 @@ fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, Strin
 }
 
 /// The records of `keys`, read from the flow's records table: each file's key column
-/// first, the other columns only for the rows it selects.
+/// first, the other columns only for the rows it selects; two files at a time, each
+/// a task of its own (both cores), the records kept in the files' order.
 async fn read_records(
     table: &DeltaTable,
     location: &str,
-    keys: &Arc<HashSet<Vec<u8>>>,
+    keys: &Arc<FastSet<Vec<u8>>>,
 ) -> Result<Vec<RecordBatch>, TargetError> {
     let err = |reason: String| TargetError::Incompatible {
         location: location.to_string(),
         reason,
     };
-    let mut out = Vec::new();
     if table.version().is_none() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
     let (store, files) = super::super::rewrite::table_files(table).map_err(err)?;
-    for (path, size) in files {
-        let builder = super::super::rewrite::open_file(&store, &path, size)
-            .await
-            .map_err(err)?;
+    let reads = files.into_iter().map(|(path, size)| {
+        let store = Arc::clone(&store);
         let wanted = Arc::clone(keys);
-        let filter =
-            super::super::rewrite::binary_key_filter(builder.parquet_schema(), KEY, move |k| {
-                wanted.contains(k)
-            });
-        let stream = builder
-            .with_row_filter(filter)
-            .build()
-            .map_err(|e| err(format!("{path}: {e}")))?;
-        let batches: Vec<RecordBatch> = stream
-            .try_collect()
-            .await
-            .map_err(|e| err(format!("{path}: {e}")))?;
-        out.extend(batches.into_iter().filter(|b| b.num_rows() > 0));
-    }
-    Ok(out)
+        let read = async move {
+            let builder = super::super::rewrite::open_file(&store, &path, size).await?;
+            let filter =
+                super::super::rewrite::binary_key_filter(builder.parquet_schema(), KEY, move |k| {
+                    wanted.contains(k)
+                });
+            let stream = builder
+                .with_row_filter(filter)
+                .build()
+                .map_err(|e| format!("{path}: {e}"))?;
+            let batches: Vec<RecordBatch> = stream
+                .try_collect()
+                .await
+                .map_err(|e| format!("{path}: {e}"))?;
+            Ok::<_, String>(batches)
+        };
+        async move {
+            tokio::spawn(read)
+                .await
+                .map_err(|e| format!("a read of the records failed: {e}"))?
+        }
+    });
+    let read: Vec<Vec<RecordBatch>> = futures::stream::iter(reads)
+        .buffered(2)
+        .try_collect()
+        .await
+        .map_err(err)?;
+    Ok(read
+        .into_iter()
+        .flatten()
+        .filter(|b| b.num_rows() > 0)
+        .collect())
 }
 
 /// The records' values as the history fold sees them, per target data column.
