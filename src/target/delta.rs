@@ -239,6 +239,14 @@ impl DeltaAppend {
     /// Re-reads the table's latest state.
     pub async fn refresh(&mut self) -> Result<(), TargetError> {
         if self.exists() {
+            // No next commit, nothing new: one read instead of rebuilding the snapshot,
+            // which re-reads the latest checkpoint (its tombstones grow with the table's
+            // age) and replays every commit after it.
+            if let Some(version) = self.table.version()
+                && let Ok(None) = self.table.log_store().read_commit_entry(version + 1).await
+            {
+                return Ok(());
+            }
             self.table
                 .update_state()
                 .await
