@@ -1789,7 +1789,7 @@ def main():
     now = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     head = ("%s run%s, %s, autoloader built from %s, %d cores; duckdb %s, polars %s, deltalake %s, pyarrow %s; MB = 10^6 bytes; "
             "1-min load average before the measured runs: %.1f to %.1f"
-            % (size, "" if args.repeat == 1 else " (best of %d)" % args.repeat, now, build_note, os.cpu_count(), versions["duckdb"], versions["polars"],
+            % (size, "" if args.repeat == 1 else " (best of %d; cdc: the median of %d interleaved)" % (args.repeat, args.repeat), now, build_note, os.cpu_count(), versions["duckdb"], versions["polars"],
                versions["deltalake"], versions["pyarrow"], min(LOADS or [0]), max(LOADS or [0])))
     if not rows:
         lines = []
