@@ -327,9 +327,12 @@ pub(crate) async fn read_files(
                         }
                     },
                 };
-                // Rows without an origin to keep are gathered; the gathered rows go on as
-                // one batch once there are enough.
-                let b = if worker.own.is_none() && origin.is_none() {
+                // Rows without an origin to keep, in the read's schema, are gathered; the
+                // gathered rows go on as one batch once there are enough.
+                let b = if worker.own.is_none()
+                    && origin.is_none()
+                    && (Arc::ptr_eq(&b.schema(), &gather_schema) || *b.schema() == *gather_schema)
+                {
                     worker.gathered_rows += b.num_rows();
                     worker.gathered_bytes += b.get_array_memory_size();
                     worker.gathered.push(b);
@@ -465,9 +468,13 @@ pub(crate) async fn read_files(
         let mut worker = h
             .await
             .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
-        let last = worker
-            .take_gathered(&schema)
-            .map_err(IngestError::Internal)?;
+        let last = match worker.take_gathered(&schema) {
+            Ok(last) => last,
+            Err(e) => {
+                flow_failure.get_or_insert(IngestError::Internal(e));
+                None
+            }
+        };
         if let Some(b) = last
             && failure.is_none()
             && write_failure.is_none()

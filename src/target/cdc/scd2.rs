@@ -15,7 +15,7 @@
 //! files of current versions), and the small files of closed versions, and of the
 //! records table, are merged into the batch's once there are 16.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray};
@@ -262,7 +262,6 @@ impl CdcTarget {
             .map_err(|e| data_err(&loc, e))?;
             let new_writer = || self.target.rewrite_writer(&target_schema);
             let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
-            let every_key_open_only = open_only.every_key;
             let open_only = one_sequence.then(|| Arc::new(open_only));
             let taken = self
                 .take_keys(&target_schema, Arc::new(touched), open_only, &new_writer)
@@ -276,18 +275,29 @@ impl CdcTarget {
             // rewrites hold current versions only. Closed versions gather in a file a
             // batch; past CLOSED_FILES of them, they are merged into this batch's.
             let (open, closed) = split_current(&rows).map_err(|e| data_err(&loc, e))?;
-            let merged = if every_key_open_only {
-                small_files(self.target.table(), CLOSED_FILES, |stats| {
-                    stats
-                        .and_then(|s| s.get("nullCount"))
-                        .and_then(|n| n.get(END_AT))
-                        .and_then(serde_json::Value::as_i64)
-                        == Some(0)
+            // (Not the files this batch rewrites: a batch with a late record may read
+            // files of closed versions.)
+            let rewritten: HashSet<&str> = taken
+                .removes
+                .iter()
+                .filter_map(|a| match a {
+                    deltalake::kernel::Action::Remove(r) => Some(r.path.as_str()),
+                    _ => None,
                 })
-                .map_err(|e| data_err(&loc, e))?
-            } else {
-                Vec::new()
-            };
+                .collect();
+            let mut merged = small_files(self.target.table(), CLOSED_FILES, |stats| {
+                stats
+                    .and_then(|s| s.get("nullCount"))
+                    .and_then(|n| n.get(END_AT))
+                    .and_then(serde_json::Value::as_i64)
+                    == Some(0)
+            })
+            .map_err(|e| data_err(&loc, e))?;
+            merged.retain(|m| match &m.remove {
+                deltalake::kernel::Action::Remove(r) => !rewritten.contains(r.path.as_str()),
+                _ => false,
+            });
+            drop(rewritten);
             let mut writers = Vec::new();
             if open.num_rows() > 0 {
                 let mut writer = new_writer()?;
