@@ -386,11 +386,11 @@ mod tests {
             })
             .count();
         // A read is two blocking tasks in a row (open, then read), and a thread that just
-        // finished one may not be idle yet when the next is handed out: some slack (on a
-        // loaded machine up to 28 threads with 8 slots, against about 160 without them).
+        // finished one may not be idle yet when the next is handed out: some slack (28 to
+        // 47 threads with 8 slots on the 2-core machine, against about 160 without them).
         let slots = io_slots();
         assert!(
-            threads <= 2 + 5 * slots,
+            threads <= 2 + 8 * slots,
             "{threads} runtime threads after 300 reads at once, with {slots} I/O slots"
         );
     }
