@@ -116,6 +116,24 @@ pub fn column_as(
     }
 }
 
+/// `batch` in `schema`: each field's column by name, as [`column_as`] gives it.
+pub fn batch_as(
+    batch: &arrow_array::RecordBatch,
+    schema: &arrow_schema::SchemaRef,
+) -> Result<arrow_array::RecordBatch, String> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| column_as(batch, f).map_err(|e| format!("{}: {e}", f.name())))
+        .collect::<Result<Vec<_>, _>>()?;
+    arrow_array::RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+    .map_err(|e| e.to_string())
+}
+
 pub(crate) fn metadata_fields() -> Fields {
     Fields::from(vec![
         ArrowField::new("file_path", ArrowType::Utf8, true),

@@ -610,17 +610,10 @@ impl CdcTarget {
             .unwrap_or_default();
         bounds.sort_unstable();
         let prunable = !bounds.is_empty() || touched.is_empty();
-        let closed_only = |stats: Option<&serde_json::Value>| {
-            stats
-                .and_then(|s| s.get("nullCount"))
-                .and_then(|n| n.get(crate::flow::cdc::END_AT))
-                .and_then(serde_json::Value::as_i64)
-                == Some(0)
-        };
         let every_key_open_only = open_only.as_ref().is_some_and(|o| o.every_key);
         let scd2_layout = open_only.is_some();
         let candidate = |_path: &str, stats: Option<&serde_json::Value>| -> bool {
-            if every_key_open_only && closed_only(stats) {
+            if every_key_open_only && scd2::closed_only(stats) {
                 return false;
             }
             if !prunable {
@@ -671,14 +664,8 @@ impl CdcTarget {
         });
         // SCD type 2: the closed versions of a rewritten file go to files apart from the
         // current ones, so the files later batches rewrite hold current versions only.
-        let apart: Option<Arc<Selector>> = scd2_layout.then(|| {
-            Arc::new(|b: &RecordBatch| -> Result<Vec<bool>, String> {
-                let end = b
-                    .column_by_name(crate::flow::cdc::END_AT)
-                    .ok_or_else(|| "a file of the table has no __END_AT column".to_string())?;
-                Ok((0..b.num_rows()).map(|i| end.is_valid(i)).collect())
-            }) as Arc<Selector>
-        });
+        let apart: Option<Arc<Selector>> =
+            scd2_layout.then(|| Arc::new(scd2::closed_rows) as Arc<Selector>);
         take_rows(
             self.target.table(),
             &loc,
@@ -841,19 +828,9 @@ impl CdcTarget {
         let upserts = BooleanArray::from_iter(encoded.iter().map(|c| Some(!c.delete)));
         let inserted = upserts.true_count() as u64;
         let rows = arrow_select::filter::filter_record_batch(changes, &upserts)
-            .and_then(|rows| {
-                let columns = target_schema
-                    .fields()
-                    .iter()
-                    .map(|f| crate::record::column_as(&rows, f))
-                    .collect::<Result<Vec<_>, _>>()?;
-                RecordBatch::try_new_with_options(
-                    target_schema.clone(),
-                    columns,
-                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.num_rows())),
-                )
-            })
-            .map_err(|e| data_err(&loc, e.to_string()))?;
+            .map_err(|e| e.to_string())
+            .and_then(|rows| crate::record::batch_as(&rows, target_schema))
+            .map_err(|e| data_err(&loc, e))?;
         let mut writers = Vec::new();
         if rows.num_rows() > 0 {
             let mut writer = self.target.rewrite_writer(target_schema)?;

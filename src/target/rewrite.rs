@@ -314,7 +314,7 @@ async fn rewrite_run(
             }
             for b in waiting.drain(..).chain(std::iter::once(survivors)) {
                 match &apart {
-                    Some(apart) if outputs.len() > 1 && b.num_rows() > 0 => {
+                    Some(apart) if b.num_rows() > 0 => {
                         let second = apart(&b).map_err(|e| err(format!("{path}: {e}")))?;
                         let first =
                             BooleanArray::from(second.iter().map(|c| !c).collect::<Vec<_>>());

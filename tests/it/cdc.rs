@@ -755,20 +755,6 @@ fn dms_files_apply_full_load_first_then_changes() {
     }
 }
 
-/// The commit files of the Delta table at `table`, in order, as text.
-fn commit_texts(table: &Path) -> Vec<String> {
-    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    commits.sort();
-    commits
-        .iter()
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect()
-}
-
 fn state_table(s: &Scratch) -> std::path::PathBuf {
     s.table().join("_autoloader").join("cdc_state")
 }
@@ -797,7 +783,7 @@ fn the_state_survives_a_restart_and_is_appended_to() {
     expected.extend(EXAMPLE_A);
     assert_eq!(rows(&s.table()), expected);
     // The state's later commits append the entries their batch changed, removing nothing.
-    let state = commit_texts(&state_table(&s));
+    let state = common::commit_texts(&state_table(&s));
     let last = state.last().unwrap();
     assert!(last.contains("\"add\""), "{last}");
     assert!(
@@ -828,7 +814,7 @@ fn the_state_is_compacted_and_the_table_stays_the_same() {
         log.contains("Compacting the CDC state from the state kept"),
         "{log}"
     );
-    let state = commit_texts(&state_table(&s));
+    let state = common::commit_texts(&state_table(&s));
     // One commit per batch (after the table's creation); some compact (remove the log's
     // files, add tagged ones), the others only append.
     let compactions: Vec<&String> = state
@@ -1093,7 +1079,7 @@ fn a_clustered_batch_rewrites_only_the_files_holding_its_keys() {
             .unwrap();
         v["commitInfo"]["autoloader"]["cdc"][k].as_i64().unwrap()
     };
-    let commits = commit_texts(&s.table());
+    let commits = common::commit_texts(&s.table());
     let merges: Vec<&String> = commits.iter().filter(|c| c.contains("MERGE")).collect();
     assert_eq!(merges.len(), 3);
     for m in &merges {
@@ -1114,7 +1100,7 @@ fn a_clustered_batch_rewrites_only_the_files_holding_its_keys() {
         .collect();
     s.land("3.json", lines.join("\n") + "\n");
     ok(&ingest(&s, &opts, &[]));
-    let commits = commit_texts(&s.table());
+    let commits = common::commit_texts(&s.table());
     let last = commits.last().unwrap();
     assert_eq!(info(last, "filesRewritten"), 1, "{last}");
     assert_eq!(info(last, "filesRead"), 1, "{last}");

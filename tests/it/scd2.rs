@@ -502,22 +502,13 @@ fn records_sharing_a_sequence_follow_the_documented_rule_and_emit_an_event() {
 
 /// The data files a Delta table holds now: every commit's adds less its removes.
 fn live_files(table: &Path) -> usize {
-    let mut names: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    names.sort();
     let mut live = std::collections::BTreeSet::new();
-    for name in names {
-        for line in std::fs::read_to_string(name).unwrap().lines() {
-            let action: serde_json::Value = serde_json::from_str(line).unwrap();
-            if let Some(path) = action["add"]["path"].as_str() {
-                live.insert(path.to_string());
-            }
-            if let Some(path) = action["remove"]["path"].as_str() {
-                live.remove(path);
-            }
+    for action in common::log_actions(table) {
+        if let Some(path) = action["add"]["path"].as_str() {
+            live.insert(path.to_string());
+        }
+        if let Some(path) = action["remove"]["path"].as_str() {
+            live.remove(path);
         }
     }
     live.len()

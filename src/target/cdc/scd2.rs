@@ -31,6 +31,7 @@ use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd2::{self, Record, Values};
 use crate::flow::cdc::{END_AT, FastSet, START_AT};
+use crate::record::batch_as;
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, TargetError};
 
@@ -151,7 +152,7 @@ impl CdcTarget {
                 ));
             }
             row += b.num_rows();
-            parts.push(conform(b, &record_schema).map_err(|e| data_err(&loc, e))?);
+            parts.push(batch_as(b, &record_schema).map_err(|e| data_err(&loc, e))?);
         }
         let first_new = row;
         for (i, c) in encoded.iter().enumerate() {
@@ -165,7 +166,7 @@ impl CdcTarget {
                 },
             ));
         }
-        parts.push(conform(&changes, &record_schema).map_err(|e| data_err(&loc, e))?);
+        parts.push(batch_as(&changes, &record_schema).map_err(|e| data_err(&loc, e))?);
         let all = arrow_select::concat::concat_batches(&record_schema, &parts)
             .map_err(|e| data_err(&loc, e.to_string()))?;
         drop(parts);
@@ -199,10 +200,8 @@ impl CdcTarget {
         // versions that ended before are neither taken out of the target nor written
         // again, so a batch costs what its keys' current versions cost, not their
         // history. (With a sequence of several columns every version is rewritten.)
-        let mut seq_of_row: Vec<Vec<u8>> = vec![Vec::new(); all.num_rows()];
         let mut by_key: HashMap<Vec<u8>, Vec<Record>> = HashMap::new();
         for (k, r) in records {
-            seq_of_row[r.row] = r.seq.clone();
             by_key.entry(k).or_default().push(r);
         }
         let mut ordered: Vec<(Vec<u8>, Vec<Record>)> = by_key.into_iter().collect();
@@ -216,32 +215,31 @@ impl CdcTarget {
             every_key: one_sequence,
         };
         for (key, recs) in ordered {
-            let applied = recs
-                .iter()
-                .filter(|r| r.applied)
-                .map(|r| r.seq.clone())
-                .max();
-            let after_applied = one_sequence
-                && recs
-                    .iter()
+            let after_applied = one_sequence && {
+                let applied = recs.iter().filter(|r| r.applied).map(|r| &r.seq).max();
+                recs.iter()
                     .filter(|r| !r.applied)
-                    .all(|r| applied.as_ref().is_none_or(|m| r.seq > *m));
+                    .all(|r| applied.is_none_or(|m| &r.seq > m))
+            };
             let h = scd2::history(recs, &values, self.spec.ignore_null_updates);
             stale += h.stale;
             ties += h.ties;
             new_records.extend(h.kept);
             if after_applied {
-                versions.extend(h.versions.into_iter().filter(|v| {
-                    v.end
-                        .is_none_or(|e| applied.as_ref().is_none_or(|m| seq_of_row[e] > *m))
-                }));
+                // Its new records sort after its applied ones, so a version ending at a new
+                // record (rows from `first_new`) is one the batch changed; one ending at
+                // an applied record is in the target as it was.
+                versions.extend(
+                    h.versions
+                        .into_iter()
+                        .filter(|v| v.end.is_none_or(|e| e >= first_new)),
+                );
                 open_only.keys.insert(key);
             } else {
                 open_only.every_key = false;
                 versions.extend(h.versions);
             }
         }
-        drop(seq_of_row);
         let history_at = started.elapsed();
         new_records.sort_unstable();
         if ties > 0 {
@@ -285,14 +283,8 @@ impl CdcTarget {
                     _ => None,
                 })
                 .collect();
-            let mut merged = small_files(self.target.table(), CLOSED_FILES, |stats| {
-                stats
-                    .and_then(|s| s.get("nullCount"))
-                    .and_then(|n| n.get(END_AT))
-                    .and_then(serde_json::Value::as_i64)
-                    == Some(0)
-            })
-            .map_err(|e| data_err(&loc, e))?;
+            let mut merged = small_files(self.target.table(), CLOSED_FILES, closed_only)
+                .map_err(|e| data_err(&loc, e))?;
             merged.retain(|m| match &m.remove {
                 deltalake::kernel::Action::Remove(r) => !rewritten.contains(r.path.as_str()),
                 _ => false,
@@ -404,7 +396,7 @@ impl CdcTarget {
         let mut log_writer = self.state.rewrite_writer(&log_schema)?;
         if log_rows.num_rows() > 0 {
             log_writer
-                .write(conform(&log_rows, &log_schema).map_err(|e| data_err(&loc, e))?)
+                .write(batch_as(&log_rows, &log_schema).map_err(|e| data_err(&loc, e))?)
                 .await?;
         }
         let mut removes = Vec::with_capacity(merged.len());
@@ -457,18 +449,19 @@ impl OpenOnly {
         keys: &RowEncoder,
         chosen: &mut [bool],
     ) -> Result<(), String> {
-        let end = b
-            .column_by_name(END_AT)
-            .ok_or_else(|| format!("a file of the table has no {END_AT} column"))?;
-        if self.every_key {
-            for (i, c) in chosen.iter_mut().enumerate() {
-                *c = *c && end.is_null(i);
-            }
-            return Ok(());
-        }
-        let rows = keys.rows(b).map_err(|e| e.to_string())?;
+        let closed = closed_rows(b)?;
+        let rows = if self.every_key {
+            None
+        } else {
+            Some(keys.rows(b).map_err(|e| e.to_string())?)
+        };
         for (i, c) in chosen.iter_mut().enumerate() {
-            if *c && end.is_valid(i) && self.keys.contains(rows.row(i).as_ref()) {
+            if *c
+                && closed[i]
+                && rows
+                    .as_ref()
+                    .is_none_or(|rows| self.keys.contains(rows.row(i).as_ref()))
+            {
                 *c = false;
             }
         }
@@ -476,13 +469,27 @@ impl OpenOnly {
     }
 }
 
+/// Which rows of `b` are closed versions (`__END_AT` not null).
+pub(super) fn closed_rows(b: &RecordBatch) -> Result<Vec<bool>, String> {
+    let end = b
+        .column_by_name(END_AT)
+        .ok_or_else(|| format!("the table's rows have no {END_AT} column"))?;
+    Ok((0..b.num_rows()).map(|i| end.is_valid(i)).collect())
+}
+
+/// Whether a file's statistics say it holds closed versions only (no null `__END_AT`).
+pub(super) fn closed_only(stats: Option<&serde_json::Value>) -> bool {
+    stats
+        .and_then(|s| s.get("nullCount"))
+        .and_then(|n| n.get(END_AT))
+        .and_then(serde_json::Value::as_i64)
+        == Some(0)
+}
+
 /// A version batch's current versions (`__END_AT` null), and its closed ones.
 fn split_current(rows: &RecordBatch) -> Result<(RecordBatch, RecordBatch), String> {
-    let end = rows
-        .column_by_name(END_AT)
-        .ok_or_else(|| format!("the versions have no {END_AT} column"))?;
-    let open = BooleanArray::from_iter((0..rows.num_rows()).map(|i| Some(end.is_null(i))));
-    let closed = arrow_arith::boolean::not(&open).map_err(|e| e.to_string())?;
+    let closed = BooleanArray::from(closed_rows(rows)?);
+    let open = arrow_arith::boolean::not(&closed).map_err(|e| e.to_string())?;
     let pick = |mask: &BooleanArray| {
         arrow_select::filter::filter_record_batch(rows, mask).map_err(|e| e.to_string())
     };
@@ -558,7 +565,7 @@ async fn copy_file(
         .map_err(|e| format!("{}: {e}", m.path))?
     {
         writer
-            .write(conform(&b, schema)?)
+            .write(batch_as(&b, schema)?)
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -575,21 +582,6 @@ fn data_schema(schema: &Schema) -> SchemaRef {
             .cloned()
             .collect::<Vec<_>>(),
     ))
-}
-
-/// `batch`'s columns in `schema`: by name, cast where the type differs, null where absent.
-fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|f| crate::record::column_as(batch, f).map_err(|e| format!("{}: {e}", f.name())))
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-    )
-    .map_err(|e| e.to_string())
 }
 
 /// The records of `keys`, read from the flow's records table: each file's key column
@@ -786,7 +778,7 @@ fn count_versions(
     let whole = RowEncoder::new(&all_columns, schema).map_err(|e| e.to_string())?;
     let mut before: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     for b in old {
-        let b = conform(b, schema)?;
+        let b = batch_as(b, schema)?;
         for (id, row) in ids
             .encode(&b)
             .map_err(|e| e.to_string())?

@@ -735,8 +735,8 @@ pub fn events_of(checkpoint: &Path, kind: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The `autoloader` object of every batch commit of the table (table creation has none).
-pub fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
+/// The commit files of the Delta table at `table`, in order, as text.
+pub fn commit_texts(table: &Path) -> Vec<String> {
     let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -745,15 +745,28 @@ pub fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
     commits.sort();
     commits
         .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+/// Every action of the Delta table's commits, in order.
+pub fn log_actions(table: &Path) -> Vec<serde_json::Value> {
+    commit_texts(table)
+        .iter()
         .flat_map(|c| {
-            std::fs::read_to_string(c)
-                .unwrap()
-                .lines()
+            c.lines()
                 .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
-                .filter(|info| info.get("batch").is_some())
                 .collect::<Vec<_>>()
         })
+        .collect()
+}
+
+/// The `autoloader` object of every batch commit of the table (table creation has none).
+pub fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
+    log_actions(table)
+        .into_iter()
+        .filter_map(|a| a["commitInfo"].get("autoloader").cloned())
+        .filter(|info| info.get("batch").is_some())
         .collect()
 }
 
