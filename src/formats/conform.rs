@@ -3,7 +3,7 @@
 //! arrive as Arrow batches and go through it; the row decoders build the layout directly.
 
 use super::{DecodeError, DecodeOptions, FileStats, SourceFile};
-use crate::record::{FILE_PATH_KEY, RescueKind, TableLayout, push_file_columns};
+use crate::record::{FILE_PATH_KEY, FileRun, RescueKind, TableLayout, push_file_columns};
 use crate::schema::DataType;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
 use arrow_cast::{CastOptions, cast_with_options};
@@ -171,7 +171,11 @@ pub(crate) fn conform(
     if layout.rescued.is_none() {
         stats.dropped_values += rescued.iter().map(|m| m.len() as u64).sum::<u64>();
     }
-    push_file_columns(layout, &file.meta, n, &mut arrays);
+    let run = FileRun {
+        file: Arc::clone(&file.meta),
+        rows: n,
+    };
+    push_file_columns(layout, &[run], &mut arrays);
     stats.rescued_rows += rescued_count;
     RecordBatch::try_new(Arc::clone(&out_schema), arrays).map_err(|e| corrupt(path, &e))
 }

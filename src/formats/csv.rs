@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
-use super::sink::RowSink;
+use super::sink::{CarriedRows, RowSink};
 use super::{
     DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn, open,
     read_error,
@@ -386,11 +386,12 @@ pub fn decode(
     file: &SourceFile,
     opts: &DecodeOptions,
     layout: &Arc<TableLayout>,
+    carry: Option<&mut CarriedRows>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();
     let mut r = reader(file, &opts.csv, opts.max_decompressed_bytes)?;
-    let mut sink = RowSink::new(file, opts, layout, emit);
+    let mut sink = RowSink::new(file, opts, layout, carry, emit);
     let mut record = ::csv::ByteRecord::new();
     let mut mapping: Option<(Vec<String>, Vec<Option<usize>>)> = None;
     let mut invalid: Vec<usize> = Vec::new();

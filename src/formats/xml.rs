@@ -25,7 +25,7 @@ use arrow_array::RecordBatch;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
-use super::sink::RowSink;
+use super::sink::{CarriedRows, RowSink};
 use super::{
     DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, OverLimit, SourceFile,
     large_record_turn, open, read_error,
@@ -539,9 +539,10 @@ pub fn decode(
     file: &SourceFile,
     opts: &DecodeOptions,
     layout: &Arc<TableLayout>,
+    carry: Option<&mut CarriedRows>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
-    let mut sink = RowSink::new(file, opts, layout, emit);
+    let mut sink = RowSink::new(file, opts, layout, carry, emit);
     let read = for_each_row(file, opts, &mut |row, line, bytes| {
         match row {
             Row::Parsed(JsonValue::Object(entries)) => sink.rows.append_json_object(&entries),

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::flow::expect::Tally;
 use crate::flow::{BoundFlow, Filtered, FlowError};
-use crate::formats::{self, DecodeError, FileStats, SourceFile};
+use crate::formats::{self, CarriedRows, DecodeError, FileStats, SourceFile};
 use crate::record::{FileMeta, Records, RowsOrigin, TableLayout};
 use crate::source::{self, FileLocation, FileRef, Source};
 use crate::target::quarantine::{self, QuarantineTable, Stamp};
@@ -96,23 +96,43 @@ const COALESCE_BYTES: usize = 4 << 20;
 /// the shared one.
 struct Worker {
     own: Option<BatchWriter>,
-    gathered: Vec<RecordBatch>,
-    gathered_rows: usize,
-    gathered_bytes: usize,
+    /// Rows carried from file to file in one builder, where no batch needs to name its
+    /// file (see [`CarriedRows`]); gathered with the rest at the end.
+    carried: Option<CarriedRows>,
+    gathered: Gathered,
 }
 
-impl Worker {
+/// Decoded batches a decoding thread holds until they make one batch worth a write.
+#[derive(Default)]
+struct Gathered {
+    batches: Vec<RecordBatch>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl Gathered {
+    fn push(&mut self, batch: RecordBatch) {
+        self.rows += batch.num_rows();
+        self.bytes += batch.get_array_memory_size();
+        self.batches.push(batch);
+    }
+
+    fn is_full(&self) -> bool {
+        self.rows >= COALESCE_ROWS || self.bytes >= COALESCE_BYTES
+    }
+
     /// The gathered rows as one batch, when there are any.
-    fn take_gathered(&mut self, schema: &SchemaRef) -> Result<Option<RecordBatch>, String> {
-        if self.gathered.is_empty() {
-            return Ok(None);
+    fn take(&mut self, schema: &SchemaRef) -> Result<Option<RecordBatch>, String> {
+        let mut batches = std::mem::take(&mut self.batches);
+        self.rows = 0;
+        self.bytes = 0;
+        match batches.len() {
+            0 => Ok(None),
+            1 => Ok(batches.pop()),
+            _ => arrow_select::concat::concat_batches(schema, &batches)
+                .map(Some)
+                .map_err(|e| e.to_string()),
         }
-        let batches = std::mem::take(&mut self.gathered);
-        self.gathered_rows = 0;
-        self.gathered_bytes = 0;
-        arrow_select::concat::concat_batches(schema, &batches)
-            .map(Some)
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -208,6 +228,10 @@ pub(crate) async fn read_files(
     opts.observe_types =
         observe_types.then(|| ctx.opts.infer_options(ctx.req.settings.infer_column_types));
     let layout = Arc::clone(layout);
+    // Rows go on from file to file in one builder unless a batch must name its file (the
+    // flow's errors and quarantined rows, a CDC target's record numbers) or is written
+    // on the decoding thread.
+    let carry_rows = flow.is_none() && !keep_origins && !encode_in_workers;
     // Each worker's state: in a large batch, its own writer. The sender lives in the work
     // closure, so the channel closes once every worker has ended.
     let mut states = Vec::with_capacity(workers);
@@ -218,9 +242,8 @@ pub(crate) async fn read_files(
             } else {
                 None
             },
-            gathered: Vec::new(),
-            gathered_rows: 0,
-            gathered_bytes: 0,
+            carried: carry_rows.then(CarriedRows::default),
+            gathered: Gathered::default(),
         });
     }
     let gather_schema = Arc::clone(&schema);
@@ -333,15 +356,11 @@ pub(crate) async fn read_files(
                     && origin.is_none()
                     && (Arc::ptr_eq(&b.schema(), &gather_schema) || *b.schema() == *gather_schema)
                 {
-                    worker.gathered_rows += b.num_rows();
-                    worker.gathered_bytes += b.get_array_memory_size();
                     worker.gathered.push(b);
-                    if worker.gathered_rows < COALESCE_ROWS
-                        && worker.gathered_bytes < COALESCE_BYTES
-                    {
+                    if !worker.gathered.is_full() {
                         return true;
                     }
-                    match worker.take_gathered(&gather_schema) {
+                    match worker.gathered.take(&gather_schema) {
                         Ok(Some(b)) => b,
                         Ok(None) => return true,
                         Err(e) => {
@@ -375,7 +394,8 @@ pub(crate) async fn read_files(
                     }
                 }
             };
-            let decoded = formats::decode_file(file, &opts, &layout, &mut emit);
+            let decoded =
+                formats::decode_file(file, &opts, &layout, worker.carried.as_mut(), &mut emit);
             let msg = match (decoded, write_error, flow_error) {
                 (_, Some(error), _) => Msg::WriteFailed(error),
                 (_, None, Some(error)) => Msg::FlowFailed(error),
@@ -468,7 +488,10 @@ pub(crate) async fn read_files(
         let mut worker = h
             .await
             .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
-        let last = match worker.take_gathered(&schema) {
+        if let Some(carried) = worker.carried.as_mut().and_then(CarriedRows::take_batch) {
+            worker.gathered.push(carried);
+        }
+        let last = match worker.gathered.take(&schema) {
             Ok(last) => last,
             Err(e) => {
                 flow_failure.get_or_insert(IngestError::Internal(e));

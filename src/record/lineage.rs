@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::{
-    ArrayRef, Int64Array, StringArray, StructArray, TimestampMicrosecondArray, new_null_array,
-};
-use arrow_schema::DataType as ArrowType;
+use arrow_array::builder::{PrimitiveBuilder, StringBuilder};
+use arrow_array::types::{ArrowPrimitiveType, Int64Type};
+use arrow_array::{ArrayRef, PrimitiveArray, StringArray, StructArray, TimestampMicrosecondArray};
 
 use super::*;
 
@@ -30,33 +29,65 @@ pub struct Stamp {
     pub snapshot_id: String,
 }
 
-/// Appends the columns that are constant across a file: partition values and `_metadata`.
-pub fn push_file_columns(
-    layout: &TableLayout,
-    file: &FileMeta,
-    n: usize,
-    arrays: &mut Vec<ArrayRef>,
-) {
+/// Consecutive rows of one file in a batch: a batch of several small files' rows (a
+/// decoding thread's rows gathered across files) has one run per file.
+#[derive(Debug, Clone)]
+pub struct FileRun {
+    pub file: Arc<FileMeta>,
+    pub rows: usize,
+}
+
+/// Appends the columns that are constant across a file, for the rows of `runs` in order:
+/// partition values, `_metadata` and the snapshot stamps.
+pub fn push_file_columns(layout: &TableLayout, runs: &[FileRun], arrays: &mut Vec<ArrayRef>) {
     for (i, _) in layout.partition.fields.iter().enumerate() {
-        let value = file.partition_values.get(i).cloned().flatten();
-        arrays.push(match value {
-            Some(v) => Arc::new(StringArray::from(vec![v; n])),
-            None => new_null_array(&ArrowType::Utf8, n),
-        });
+        arrays.push(Arc::new(repeated_text(runs, |f| {
+            f.partition_values.get(i).and_then(Option::as_deref)
+        })));
     }
     if layout.include_metadata {
-        arrays.push(metadata_array(file, n));
+        arrays.push(metadata_array(runs));
     }
     if layout.stamps.is_some() {
-        let (at, id) = match &file.stamp {
-            Some(s) => (Some(s.ingested_at_ms * 1000), Some(s.snapshot_id.as_str())),
-            None => (None, None),
-        };
-        arrays.push(Arc::new(
-            TimestampMicrosecondArray::from(vec![at; n]).with_timezone("UTC"),
-        ));
-        arrays.push(Arc::new(StringArray::from(vec![id; n])));
+        let at: TimestampMicrosecondArray =
+            repeated(runs, |f| f.stamp.as_ref().map(|s| s.ingested_at_ms * 1000));
+        arrays.push(Arc::new(at.with_timezone("UTC")));
+        arrays.push(Arc::new(repeated_text(runs, |f| {
+            f.stamp.as_ref().map(|s| s.snapshot_id.as_str())
+        })));
     }
+}
+
+/// A text column holding each run's value for its rows.
+fn repeated_text<'a>(
+    runs: &'a [FileRun],
+    value: impl Fn(&'a FileMeta) -> Option<&'a str>,
+) -> StringArray {
+    let rows = runs.iter().map(|r| r.rows).sum();
+    let mut b = StringBuilder::with_capacity(rows, 0);
+    for run in runs {
+        match value(&run.file) {
+            Some(v) => (0..run.rows).for_each(|_| b.append_value(v)),
+            None => b.append_nulls(run.rows),
+        }
+    }
+    b.finish()
+}
+
+/// A primitive column holding each run's value for its rows.
+fn repeated<T: ArrowPrimitiveType>(
+    runs: &[FileRun],
+    value: impl Fn(&FileMeta) -> Option<T::Native>,
+) -> PrimitiveArray<T> {
+    let rows = runs.iter().map(|r| r.rows).sum();
+    let mut b = PrimitiveBuilder::<T>::with_capacity(rows);
+    for run in runs {
+        match value(&run.file) {
+            Some(v) => b.append_value_n(v, run.rows),
+            None => b.append_nulls(run.rows),
+        }
+    }
+    b.finish()
 }
 
 /// A text field of a batch's `_metadata` column (`file_path`, `file_name`), when it has one.
@@ -69,15 +100,14 @@ pub fn metadata_text(batch: &arrow_array::RecordBatch, field: &str) -> Option<St
         .cloned()
 }
 
-pub(crate) fn metadata_array(file: &FileMeta, n: usize) -> ArrayRef {
-    let size = i64::try_from(file.size).unwrap_or(i64::MAX);
+pub(crate) fn metadata_array(runs: &[FileRun]) -> ArrayRef {
+    let size = |f: &FileMeta| Some(i64::try_from(f.size).unwrap_or(i64::MAX));
+    let mtime: TimestampMicrosecondArray = repeated(runs, |f| Some(f.mtime_ms * 1000));
     let children: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![file.path.as_str(); n])),
-        Arc::new(StringArray::from(vec![file.name.as_str(); n])),
-        Arc::new(Int64Array::from(vec![size; n])),
-        Arc::new(
-            TimestampMicrosecondArray::from(vec![file.mtime_ms * 1000; n]).with_timezone("UTC"),
-        ),
+        Arc::new(repeated_text(runs, |f| Some(f.path.as_str()))),
+        Arc::new(repeated_text(runs, |f| Some(f.name.as_str()))),
+        Arc::new(repeated::<Int64Type>(runs, size)),
+        Arc::new(mtime.with_timezone("UTC")),
     ];
     Arc::new(StructArray::new(metadata_fields(), children, None))
 }

@@ -14,7 +14,15 @@ use crate::options::CORRUPT_RECORD;
 
 use super::*;
 
-/// Builds the rows of one output batch from one file.
+/// The file whose rows are being appended: the last run.
+fn current_file(runs: &[FileRun]) -> &FileMeta {
+    &runs
+        .last()
+        .expect("a builder always has a current file")
+        .file
+}
+
+/// Builds the rows of one output batch, from one file or from several in turn.
 pub struct RowBuilder {
     layout: Arc<TableLayout>,
     ctx: ReadContext,
@@ -22,8 +30,12 @@ pub struct RowBuilder {
     columns: Vec<(String, ColumnBuilder)>,
     rescued: Option<StringBuilder>,
     corrupt: Option<StringBuilder>,
-    file: Arc<FileMeta>,
+    /// The files of the rows appended since the last batch, the current one last.
+    runs: Vec<FileRun>,
+    /// Rows appended since the last batch.
     rows: usize,
+    /// Rows of the current file, and those of them with rescued data.
+    file_rows: usize,
     rescued_rows: usize,
     /// Values that did not fit and had nowhere to go (no rescued-data column).
     dropped_values: u64,
@@ -51,8 +63,9 @@ impl RowBuilder {
             layout,
             ctx,
             columns,
-            file,
+            runs: vec![FileRun { file, rows: 0 }],
             rows: 0,
+            file_rows: 0,
             rescued_rows: 0,
             dropped_values: 0,
             unknown_names: Vec::new(),
@@ -65,6 +78,33 @@ impl RowBuilder {
 
     pub fn len(&self) -> usize {
         self.rows
+    }
+
+    /// Goes on with the rows of another file: the rows so far stay for the next batch
+    /// (a decoding thread gathers small files' rows this way), and what is counted per
+    /// file starts again.
+    pub fn next_file(&mut self, file: Arc<FileMeta>) {
+        match self.runs.last_mut() {
+            Some(last) if last.rows == 0 => last.file = file,
+            _ => self.runs.push(FileRun { file, rows: 0 }),
+        }
+        self.file_rows = 0;
+        self.rescued_rows = 0;
+        self.dropped_values = 0;
+        self.unknown_names.clear();
+        self.nested_new_fields = false;
+        self.rescue_stats = RescueStats::default();
+        self.corrupt_line = None;
+    }
+
+    /// The layout the rows are built in.
+    pub fn layout(&self) -> &Arc<TableLayout> {
+        &self.layout
+    }
+
+    /// Rows of the current file.
+    pub fn file_rows(&self) -> usize {
+        self.file_rows
     }
 
     pub fn is_empty(&self) -> bool {
@@ -196,7 +236,7 @@ impl RowBuilder {
                 } else {
                     rescued.insert(
                         FILE_PATH_KEY.to_string(),
-                        Value::String(self.file.path.clone()),
+                        Value::String(current_file(&self.runs).path.clone()),
                     );
                     if let Some(line) = line {
                         rescued.insert(LINE_KEY.to_string(), Value::from(line));
@@ -208,9 +248,13 @@ impl RowBuilder {
             None => self.dropped_values += rescued.len() as u64,
         }
         self.rows += 1;
+        self.file_rows += 1;
+        if let Some(run) = self.runs.last_mut() {
+            run.rows += 1;
+        }
     }
 
-    /// Rows whose rescued data is not null.
+    /// Rows of the current file whose rescued data is not null.
     pub fn rescued_rows(&self) -> usize {
         self.rescued_rows
     }
@@ -235,7 +279,6 @@ impl RowBuilder {
 
     /// Finishes the rows appended so far into a batch of the layout's schema, and resets.
     pub fn finish(&mut self) -> RecordBatch {
-        let n = self.rows;
         let layout = Arc::clone(&self.layout);
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(layout.data.fields.len() + 2);
         let mut value_idx = 0;
@@ -259,9 +302,17 @@ impl RowBuilder {
                 value_idx += 1;
             }
         }
-        push_file_columns(&layout, &self.file, n, &mut arrays);
+        push_file_columns(&layout, &self.runs, &mut arrays);
         self.rows = 0;
-        self.rescued_rows = 0;
+        let current = self
+            .runs
+            .pop()
+            .expect("a builder always has a current file");
+        self.runs.clear();
+        self.runs.push(FileRun {
+            file: current.file,
+            rows: 0,
+        });
         RecordBatch::try_new(layout.arrow_schema(), arrays)
             .expect("builders follow the layout's schema")
     }
@@ -348,6 +399,61 @@ mod tests {
             .unwrap()
             .as_string::<i32>();
         col.iter().map(|v| v.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn rows_carried_across_files_keep_each_file_and_count_per_file() {
+        let second = Arc::new(FileMeta {
+            path: "file:///land/b.json".into(),
+            name: "b.json".into(),
+            size: 20,
+            mtime_ms: 2000,
+            partition_values: vec![],
+            stamp: None,
+        });
+        let mut rows = RowBuilder::new(layout("id BIGINT"), CTX, file());
+        rows.append_json_object(&obj(json!({"id": 1})));
+        rows.append_json_object(&obj(json!({"id": "x"})));
+        assert_eq!((rows.file_rows(), rows.rescued_rows()), (2, 1));
+        rows.next_file(Arc::clone(&second));
+        assert_eq!(
+            (rows.file_rows(), rows.rescued_rows()),
+            (0, 0),
+            "counts start again"
+        );
+        rows.append_json_object(&obj(json!({"id": "y", "extra": 1})));
+        assert_eq!((rows.file_rows(), rows.rescued_rows()), (1, 1));
+        assert_eq!(rows.unknown_names(), ["extra"]);
+        assert_eq!(rows.len(), 3, "the first file's rows are still there");
+        let batch = rows.finish();
+        let meta = batch.column_by_name("_metadata").unwrap().as_struct();
+        let names: Vec<&str> = meta
+            .column_by_name("file_name")
+            .unwrap()
+            .as_string::<i32>()
+            .iter()
+            .map(Option::unwrap)
+            .collect();
+        assert_eq!(names, ["a.json", "a.json", "b.json"]);
+        let sizes = meta.column_by_name("file_size").unwrap();
+        let sizes = sizes.as_primitive::<arrow_array::types::Int64Type>();
+        assert_eq!(sizes.values().to_vec(), [10, 10, 20]);
+        let rescued = rescued(&batch);
+        assert!(
+            rescued[1].as_deref().unwrap().contains("/land/a.json"),
+            "{rescued:?}"
+        );
+        assert!(
+            rescued[2].as_deref().unwrap().contains("/land/b.json"),
+            "{rescued:?}"
+        );
+        // The next batch's rows are the current file's.
+        rows.append_json_object(&obj(json!({"id": 4})));
+        let batch = rows.finish();
+        let meta = batch.column_by_name("_metadata").unwrap().as_struct();
+        let names = meta.column_by_name("file_name").unwrap().as_string::<i32>();
+        assert_eq!(names.value(0), "b.json");
+        assert_eq!(batch.num_rows(), 1);
     }
 
     #[test]

@@ -408,7 +408,7 @@ fn decode_checked(
         emitted += batch.num_rows() as u64;
         true
     };
-    match formats::decode_file(file, opts, layout, &mut emit) {
+    match formats::decode_file(file, opts, layout, None, &mut emit) {
         Ok(stats) => {
             assert_eq!(stats.rows, emitted, "reported rows are the emitted rows");
             Some(stats)

@@ -729,3 +729,115 @@ fn a_file_still_being_written_is_left_for_the_next_run() {
     assert!(out.contains("ingested 1 file"), "{out}");
     s.assert_ids_once(0..14, "the whole file, once");
 }
+
+/// The text of a field of a struct column (`_metadata.file_path`), row by row.
+fn struct_field_strings(
+    batches: &[arrow_array::RecordBatch],
+    column: &str,
+    field: &str,
+) -> Vec<String> {
+    use arrow_array::Array;
+    let mut out = Vec::new();
+    for b in batches {
+        let s = b
+            .column_by_name(column)
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StructArray>())
+            .unwrap_or_else(|| panic!("no struct column {column}"));
+        let child = s
+            .column_by_name(field)
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+            .unwrap_or_else(|| panic!("no text field {column}.{field}"));
+        out.extend((0..child.len()).map(|i| child.value(i).to_string()));
+    }
+    out
+}
+
+/// A decoding thread carries small files' rows in one builder from file to file: every
+/// row must still name its own file (`_metadata`, the rescued data's `_file_path`) and
+/// carry its own partition values, and per-file counts must add up.
+#[test]
+fn rows_of_many_small_files_in_one_batch_keep_their_own_file() {
+    let s = Scratch::new();
+    let mut expected: Vec<(String, String, String)> = Vec::new();
+    let mut rescued_rows = 0;
+    for f in 0..240u64 {
+        let region = if f % 3 == 0 { "kr" } else { "us" };
+        let name = format!("region={region}/part-{f:04}.json");
+        let mut text = String::new();
+        // 1 to 3 orders a file; every 7th file has an amount that is not a number.
+        for r in 0..(f % 3 + 1) {
+            let id = f * 10 + r;
+            if f % 7 == 0 && r == 0 {
+                text.push_str(&format!("{{\"order_id\": {id}, \"amount\": \"n/a\"}}\n"));
+                rescued_rows += 1;
+            } else {
+                text.push_str(&format!("{{\"order_id\": {id}, \"amount\": {id}.5}}\n"));
+            }
+            expected.push((id.to_string(), name.clone(), region.to_string()));
+        }
+        s.land(&name, text);
+    }
+    let out = ok(&s.ingest(&["cloudFiles.schemaHints=order_id BIGINT, amount DOUBLE"]));
+    assert_eq!(summary_figure(&out, "files"), 240);
+    assert_eq!(summary_figure(&out, "rows"), expected.len() as u64);
+    assert_eq!(summary_figure(&out, "rescued rows"), rescued_rows);
+    let batches = read_table(&s.table());
+    let paths = struct_field_strings(&batches, "_metadata", "file_path");
+    let names = struct_field_strings(&batches, "_metadata", "file_name");
+    let mut got: Vec<(String, String, String)> = column_strings(&batches, "order_id")
+        .into_iter()
+        .zip(&paths)
+        .zip(column_strings(&batches, "region"))
+        .map(|((id, path), region)| {
+            let rel = path.split("/landing/").nth(1).unwrap_or(path).to_string();
+            (id, rel, region)
+        })
+        .collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected, "each row names its own file and partition");
+    for (path, name) in paths.iter().zip(&names) {
+        assert!(path.ends_with(&format!("/{name}")), "{path} vs {name}");
+    }
+    let rescued = column_strings(&batches, "_rescued_data");
+    let mut seen = 0;
+    for (r, path) in rescued.iter().zip(&paths) {
+        if r == "null" {
+            continue;
+        }
+        seen += 1;
+        let r: serde_json::Value = serde_json::from_str(r).unwrap();
+        assert_eq!(r["amount"], "n/a");
+        assert_eq!(
+            r["_file_path"].as_str(),
+            Some(path.as_str()),
+            "rescued in its own file"
+        );
+    }
+    assert_eq!(seen, rescued_rows);
+}
+
+/// CSV files of one batch whose headers list the columns in different orders: rows
+/// carried from file to file still take each file's own header.
+#[test]
+fn csv_files_with_their_own_column_orders_in_one_batch() {
+    let s = Scratch::new();
+    for f in 0..60u64 {
+        let text = if f % 2 == 0 {
+            format!("id,name\n{f},n{f}\n")
+        } else {
+            format!("name,id\nn{f},{f}\n")
+        };
+        s.land(&format!("f{f:03}.csv"), text);
+    }
+    ok(&s.ingest(&["cloudFiles.format=csv", "header=true"]));
+    let batches = read_table(&s.table());
+    let pairs: Vec<(String, String)> = column_strings(&batches, "id")
+        .into_iter()
+        .zip(column_strings(&batches, "name"))
+        .collect();
+    assert_eq!(pairs.len(), 60);
+    for (id, name) in pairs {
+        assert_eq!(name, format!("n{id}"));
+    }
+}

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 
 use super::lines::{Lines, for_each_line};
-use super::sink::RowSink;
+use super::sink::{CarriedRows, RowSink};
 use super::{
     DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn, open,
     read_error,
@@ -381,9 +381,10 @@ pub fn decode(
     file: &SourceFile,
     opts: &DecodeOptions,
     layout: &Arc<TableLayout>,
+    carry: Option<&mut CarriedRows>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
-    let mut sink = RowSink::new(file, opts, layout, emit);
+    let mut sink = RowSink::new(file, opts, layout, carry, emit);
     let fail_fast = |line: u64| DecodeError::Malformed {
         path: file.meta.path.clone(),
         line,
