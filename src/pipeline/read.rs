@@ -28,10 +28,8 @@ pub(crate) enum Msg {
         Option<RowsOrigin>,
         tokio::sync::OwnedSemaphorePermit,
     ),
-    Done {
-        index: usize,
-        stats: FileStats,
-    },
+    /// Files read to their end (see [`DONE_EVERY`]).
+    Done(Vec<(usize, FileStats)>),
     Failed {
         index: usize,
         error: DecodeError,
@@ -92,6 +90,10 @@ pub(crate) const PARALLEL_ENCODE_BYTES: u64 = 64 << 20;
 const COALESCE_ROWS: usize = 8192;
 const COALESCE_BYTES: usize = 4 << 20;
 
+/// A decoding thread reports the files it read this many at a time (and the rest when it
+/// ends): a message per file woke the receiving side 20,000 times for 20,000 small files.
+const DONE_EVERY: usize = 64;
+
 /// A decoding thread's state: its own writer (a large batch), or the rows it gathers for
 /// the shared one.
 struct Worker {
@@ -100,6 +102,20 @@ struct Worker {
     /// file (see [`CarriedRows`]); gathered with the rest at the end.
     carried: Option<CarriedRows>,
     gathered: Gathered,
+    /// Files read and not yet reported.
+    done: Vec<(usize, FileStats)>,
+}
+
+impl Worker {
+    /// Notes a file read to its end; reports the files noted once there are enough.
+    /// False when the receiving side is gone.
+    fn done(&mut self, index: usize, stats: FileStats, tx: &mpsc::Sender<Msg>) -> bool {
+        self.done.push((index, stats));
+        self.done.len() < DONE_EVERY
+            || tx
+                .blocking_send(Msg::Done(std::mem::take(&mut self.done)))
+                .is_ok()
+    }
 }
 
 /// Decoded batches a decoding thread holds until they make one batch worth a write.
@@ -244,6 +260,7 @@ pub(crate) async fn read_files(
             },
             carried: carry_rows.then(CarriedRows::default),
             gathered: Gathered::default(),
+            done: Vec::new(),
         });
     }
     let gather_schema = Arc::clone(&schema);
@@ -256,11 +273,7 @@ pub(crate) async fn read_files(
         move |worker: &mut Worker, index| {
             let file = &files_arc[index];
             if skip_arc[index] {
-                let done = Msg::Done {
-                    index,
-                    stats: FileStats::default(),
-                };
-                return tx.blocking_send(done).is_ok();
+                return worker.done(index, FileStats::default(), &tx);
             }
             if failpoint::armed() {
                 failpoint::hit(&failpoint::read_point(&file.meta.name));
@@ -405,7 +418,7 @@ pub(crate) async fn read_files(
                     if stop_at_new_fields && stats.new_fields {
                         worker_stop.stop();
                     }
-                    Msg::Done { index, stats }
+                    return worker.done(index, stats, &tx);
                 }
                 (Err(error), None, None) => Msg::Failed { index, error },
             };
@@ -433,9 +446,11 @@ pub(crate) async fn read_files(
                     }
                 }
             }
-            Msg::Done { index, stats: s } => {
-                ctx.progress.file_done(files[index].meta.size);
-                stats[index] = s;
+            Msg::Done(done) => {
+                for (index, s) in done {
+                    ctx.progress.file_done(files[index].meta.size);
+                    stats[index] = s;
+                }
             }
             Msg::Failed { index, error } => {
                 if failure.is_none() {
@@ -488,6 +503,10 @@ pub(crate) async fn read_files(
         let mut worker = h
             .await
             .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
+        for (index, s) in std::mem::take(&mut worker.done) {
+            ctx.progress.file_done(files[index].meta.size);
+            stats[index] = s;
+        }
         if let Some(carried) = worker.carried.as_mut().and_then(CarriedRows::take_batch) {
             worker.gathered.push(carried);
         }
