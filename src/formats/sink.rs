@@ -175,15 +175,19 @@ impl<'a> RowSink<'a, RowBuilder> {
         file: &'a SourceFile,
         opts: &'a DecodeOptions,
         layout: &'a Arc<TableLayout>,
-        mut carry: Option<&'a mut CarriedRows>,
+        carry: Option<&'a mut CarriedRows>,
         emit: &'a mut dyn FnMut(RecordBatch) -> bool,
     ) -> Self {
-        let carried = carry.as_mut().and_then(|c| {
+        // Rows carried in another layout stay where they are (their owner hands them
+        // over), and this file's rows go out on their own.
+        let mut carry = carry.filter(|c| {
             c.rows
-                .take()
-                .filter(|rows| Arc::ptr_eq(rows.layout(), layout))
-                .map(|rows| (rows, c.pending))
+                .as_ref()
+                .is_none_or(|rows| Arc::ptr_eq(rows.layout(), layout))
         });
+        let carried = carry
+            .as_mut()
+            .and_then(|c| c.rows.take().map(|rows| (rows, c.pending)));
         let (rows, pending) = match carried {
             Some((mut rows, pending)) => {
                 rows.next_file(Arc::clone(&file.meta));

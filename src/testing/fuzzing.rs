@@ -411,6 +411,7 @@ fn decode_checked(
     match formats::decode_file(file, opts, layout, None, &mut emit) {
         Ok(stats) => {
             assert_eq!(stats.rows, emitted, "reported rows are the emitted rows");
+            check_carried(file, opts, layout, stats.rows);
             Some(stats)
         }
         Err(e) => {
@@ -425,6 +426,40 @@ fn decode_checked(
             None
         }
     }
+}
+
+/// The file read twice with its rows carried from the first read into the second (as a
+/// decoding thread carries small files' rows): every row is emitted or carried, once.
+fn check_carried(file: &SourceFile, opts: &DecodeOptions, layout: &Arc<TableLayout>, rows: u64) {
+    let expected = layout.arrow_schema();
+    let mut carried = formats::CarriedRows::default();
+    let mut out = 0u64;
+    for _ in 0..2 {
+        let mut emit = |batch: RecordBatch| {
+            assert_eq!(
+                batch.schema(),
+                expected,
+                "a carried batch has the layout's schema"
+            );
+            out += batch.num_rows() as u64;
+            true
+        };
+        let stats = formats::decode_file(file, opts, layout, Some(&mut carried), &mut emit)
+            .expect("a file that decoded decodes again with its rows carried");
+        assert_eq!(
+            stats.rows, rows,
+            "a file's rows are counted per file when carried"
+        );
+    }
+    if let Some(last) = carried.take_batch() {
+        assert_eq!(last.schema(), expected);
+        out += last.num_rows() as u64;
+    }
+    assert_eq!(
+        out,
+        2 * rows,
+        "every row of both reads is emitted or carried, once"
+    );
 }
 
 /// A schema must survive its stored form and turn into a layout that sample records
@@ -497,5 +532,37 @@ fn depth(t: &DataType) -> usize {
         DataType::Array(element) => 1 + depth(element),
         DataType::Map(key, value) => 1 + depth(key).max(depth(value)),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows carried in one layout are never dropped by a file read in another: they stay
+    /// carried, and that file's rows go out on their own.
+    #[test]
+    fn rows_carried_in_another_layout_stay_carried() {
+        let scratch = Scratch::new("carry");
+        let file = scratch.source_file("a.json", b"{\"id\": 1}\n{\"id\": 2}\n");
+        let opts = decode_options(Format::Json, &[]);
+        let (first, second) = (fixed_layout(), fixed_layout());
+        let mut carried = formats::CarriedRows::default();
+        let mut emitted = Vec::new();
+        let mut emit = |batch: RecordBatch| {
+            emitted.push(batch.num_rows());
+            true
+        };
+        formats::decode_file(&file, &opts, &first, Some(&mut carried), &mut emit).unwrap();
+        formats::decode_file(&file, &opts, &second, Some(&mut carried), &mut emit).unwrap();
+        assert_eq!(
+            emitted,
+            [2],
+            "the second layout's rows went out on their own"
+        );
+        let kept = carried
+            .take_batch()
+            .expect("the first layout's rows are still carried");
+        assert_eq!(kept.num_rows(), 2);
     }
 }
