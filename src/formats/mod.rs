@@ -63,12 +63,12 @@ pub fn infer_file(
 /// Decodes one file into batches of `layout`, handing each to `emit`. With `carry`, the
 /// rows of a format built row by row (JSON, CSV, XML) go on from the ones carried from the
 /// files before, and the file's last rows are carried on for the next (see
-/// [`CarriedRows`]); a file that fails drops the rows carried (its read fails with it).
+/// [`CarriedRows`]); a file that fails fails its read, which writes none of them.
 pub fn decode_file(
     file: &SourceFile,
     opts: &DecodeOptions,
     layout: &Arc<TableLayout>,
-    mut carry: Option<&mut CarriedRows>,
+    carry: Option<&mut CarriedRows>,
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     if opts.format == Format::BinaryFile {
@@ -77,20 +77,17 @@ pub fn decode_file(
     }
     let (local, _copy) = materialize(file)?;
     let stats = match opts.format {
-        Format::Json => json::decode(&local, opts, layout, carry.as_deref_mut(), emit),
-        Format::Csv => csv::decode(&local, opts, layout, carry.as_deref_mut(), emit),
+        Format::Json => json::decode(&local, opts, layout, carry, emit),
+        Format::Csv => csv::decode(&local, opts, layout, carry, emit),
         Format::Parquet => parquet::decode(&local, opts, layout, emit),
         Format::Avro => avro::decode(&local, opts, layout, emit),
         Format::Orc => orc::decode(&local, opts, layout, emit),
         Format::Text => text::decode(&local, opts, layout, emit),
         Format::BinaryFile => binary_file::decode(&local, opts, layout, emit),
-        Format::Xml => xml::decode(&local, opts, layout, carry.as_deref_mut(), emit),
+        Format::Xml => xml::decode(&local, opts, layout, carry, emit),
     }?;
     // A local file rewritten while it was read would commit a torn mix: refuse it.
     if file.remote.is_none() && !unchanged(&file.local_path, file.meta.size, file.meta.mtime_ms) {
-        if let Some(carry) = carry {
-            *carry = CarriedRows::default();
-        }
         return Err(DecodeError::Changed {
             path: file.meta.path.clone(),
         });

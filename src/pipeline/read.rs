@@ -426,6 +426,12 @@ pub(crate) async fn read_files(
         },
     );
     let mut stats: Vec<FileStats> = vec![FileStats::default(); files.len()];
+    let note_done = |stats: &mut Vec<FileStats>, done: Vec<(usize, FileStats)>| {
+        for (index, s) in done {
+            ctx.progress.file_done(files[index].meta.size);
+            stats[index] = s;
+        }
+    };
     let mut failure: Option<(usize, DecodeError)> = None;
     let mut write_failure: Option<TargetError> = None;
     let mut flow_failure: Option<IngestError> = None;
@@ -446,12 +452,7 @@ pub(crate) async fn read_files(
                     }
                 }
             }
-            Msg::Done(done) => {
-                for (index, s) in done {
-                    ctx.progress.file_done(files[index].meta.size);
-                    stats[index] = s;
-                }
-            }
+            Msg::Done(done) => note_done(&mut stats, done),
             Msg::Failed { index, error } => {
                 if failure.is_none() {
                     failure = Some((index, error));
@@ -503,10 +504,7 @@ pub(crate) async fn read_files(
         let mut worker = h
             .await
             .map_err(|e| IngestError::Internal(format!("decoder thread failed: {e}")))?;
-        for (index, s) in std::mem::take(&mut worker.done) {
-            ctx.progress.file_done(files[index].meta.size);
-            stats[index] = s;
-        }
+        note_done(&mut stats, std::mem::take(&mut worker.done));
         if let Some(carried) = worker.carried.as_mut().and_then(CarriedRows::take_batch) {
             worker.gathered.push(carried);
         }

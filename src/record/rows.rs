@@ -14,12 +14,10 @@ use crate::options::CORRUPT_RECORD;
 
 use super::*;
 
-/// The file whose rows are being appended: the last run.
-fn current_file(runs: &[FileRun]) -> &FileMeta {
-    &runs
-        .last()
+/// The run of the file whose rows are being appended: the last one.
+fn current_run(runs: &mut [FileRun]) -> &mut FileRun {
+    runs.last_mut()
         .expect("a builder always has a current file")
-        .file
 }
 
 /// Builds the rows of one output batch, from one file or from several in turn.
@@ -236,7 +234,7 @@ impl RowBuilder {
                 } else {
                     rescued.insert(
                         FILE_PATH_KEY.to_string(),
-                        Value::String(current_file(&self.runs).path.clone()),
+                        Value::String(current_run(&mut self.runs).file.path.clone()),
                     );
                     if let Some(line) = line {
                         rescued.insert(LINE_KEY.to_string(), Value::from(line));
@@ -249,9 +247,7 @@ impl RowBuilder {
         }
         self.rows += 1;
         self.file_rows += 1;
-        if let Some(run) = self.runs.last_mut() {
-            run.rows += 1;
-        }
+        current_run(&mut self.runs).rows += 1;
     }
 
     /// Rows of the current file whose rescued data is not null.
@@ -304,15 +300,9 @@ impl RowBuilder {
         }
         push_file_columns(&layout, &self.runs, &mut arrays);
         self.rows = 0;
-        let current = self
-            .runs
-            .pop()
-            .expect("a builder always has a current file");
-        self.runs.clear();
-        self.runs.push(FileRun {
-            file: current.file,
-            rows: 0,
-        });
+        // The next batch's rows start with the current file's.
+        self.runs.drain(..self.runs.len() - 1);
+        current_run(&mut self.runs).rows = 0;
         RecordBatch::try_new(layout.arrow_schema(), arrays)
             .expect("builders follow the layout's schema")
     }
