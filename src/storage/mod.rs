@@ -156,19 +156,23 @@ pub fn unloaded_table(
 }
 
 /// The table handle at `url`: a local table goes through [`local_table::LocalTableStore`]
-/// (a listing of `_delta_log` that stats only the entries past its offset), an S3 one through
+/// (a listing of `_delta_log` that stats only the entries past its offset) and
+/// [`local_table::LocalLogStore`] (the latest version without a listing), an S3 one through
 /// delta-rs' own store with `options`.
 pub fn table_at(
     url: url::Url,
     options: std::collections::HashMap<String, String>,
 ) -> Result<deltalake::DeltaTable, deltalake::DeltaTableError> {
     let builder = deltalake::DeltaTableBuilder::from_url(url.clone())?;
-    let builder = if url.scheme() == "file" {
-        builder.with_storage_backend(Arc::new(local_table::LocalTableStore::new()), url)
-    } else {
-        builder.with_storage_options(options)
-    };
-    builder.build()
+    if url.scheme() == "file" {
+        let log_store = builder
+            .with_storage_backend(Arc::new(local_table::LocalTableStore::new()), url)
+            .build_storage()?;
+        return Ok(deltalake::DeltaTable::new(Arc::new(
+            local_table::LocalLogStore::new(log_store),
+        )));
+    }
+    builder.with_storage_options(options).build()
 }
 
 /// Checks the S3 configuration for mistakes the S3 client would report obscurely (a
