@@ -153,7 +153,9 @@ impl CdcTarget {
         let truncates =
             Self::flags(self.truncates.as_ref(), changes).map_err(|e| data_err(loc, e))?;
         let where_is = |row: usize| places.describe(row);
-        for (row, &truncate) in truncates.iter().enumerate() {
+        // Row by row only when a key or sequence column holds a null.
+        let nulls = seqs.has_nulls(changes) || keys.has_nulls(changes);
+        for (row, &truncate) in truncates.iter().enumerate().filter(|_| nulls) {
             if let Some(c) = seqs.first_null(changes, row) {
                 return Err(data_err(
                     loc,
@@ -413,48 +415,6 @@ impl CdcTarget {
         if reduction.ties > 0 {
             warn!(table = %loc, batch, ties = reduction.ties, "Change records of one key share a sequence; the delete, else the later record, was applied.");
         }
-        let version = if target_done {
-            info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's state only.");
-            self.target.version().unwrap_or_default()
-        } else if new_keys_only {
-            if let Some(taken) = &early {
-                metrics["filesRead"] = taken.files_read.into();
-            }
-            self.append_new_keys(
-                &changes,
-                &target_schema,
-                &encoded,
-                &mut metrics,
-                app_id,
-                batch,
-                &mut info,
-            )
-            .await?
-        } else {
-            let touched: FastSet<Vec<u8>> = reduction
-                .rows
-                .keys()
-                .chain(emptied.iter())
-                .chain(below_mark.iter())
-                .cloned()
-                .collect();
-            self.apply_to_target(
-                &changes,
-                &target_schema,
-                &reduction,
-                touched,
-                early,
-                &emptied,
-                &below_mark,
-                &mut metrics,
-                app_id,
-                batch,
-                &mut info,
-            )
-            .await?
-        };
-        let target_at = started.elapsed();
-        crate::testing::failpoint::hit("after-cdc-target-commit");
 
         // The state after the batch: appended, the entries the batch changed (and a raised
         // truncate mark); or, compacting, every live entry rewritten.
@@ -482,6 +442,7 @@ impl CdcTarget {
             )
             .collect();
         let appended = (!appended.is_empty()).then(|| state_batch(&appended));
+        let appended_rows = appended.clone();
         let (batches, removes) = if compact && let Some(kept) = &cache {
             // From what is kept, with no read of the log: the live entries the batch did
             // not replace, in key order, the mark if the batch did not raise it, then the
@@ -560,23 +521,86 @@ impl CdcTarget {
             (appended.into_iter().collect(), Vec::new())
         };
         drop(index);
-        self.commit_state(batches, removes, compact, app_id, batch)
+        // While the target is written and committed, the other core writes the state's
+        // file and updates the state kept for the next batch; the state is committed after
+        // the target (the order that keeps a batch exactly once), and what is kept is used
+        // only once that commit succeeds (a failure drops it: the next batch reads again).
+        let state_files = self.write_state_files(batches)?;
+        let next_cache = cache.or(kept).map(|mut next| {
+            let (read_mark, effective_mark) = (mark.clone(), effective_mark.clone());
+            let appended = appended_rows.clone();
+            tokio::task::spawn_blocking(move || {
+                if compact {
+                    // The entries the compaction left out are gone from the log.
+                    let below =
+                        |m: &Option<Vec<u8>>, seq: &[u8]| m.as_deref().is_some_and(|m| seq < m);
+                    next.retain(|seq, deleted, at_ms| {
+                        !(below(&read_mark, seq)
+                            || deleted && at_ms < gc_before
+                            || below(&effective_mark, seq))
+                    });
+                }
+                match &appended {
+                    Some(rows) => next.commit_rows(rows, batch_no).then_some(next),
+                    None => Some(next),
+                }
+            })
+        });
+        let version = if target_done {
+            info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's state only.");
+            self.target.version().unwrap_or_default()
+        } else if new_keys_only {
+            if let Some(taken) = &early {
+                metrics["filesRead"] = taken.files_read.into();
+            }
+            self.append_new_keys(
+                &changes,
+                &target_schema,
+                &encoded,
+                &mut metrics,
+                app_id,
+                batch,
+                &mut info,
+            )
+            .await?
+        } else {
+            let touched: FastSet<Vec<u8>> = reduction
+                .rows
+                .keys()
+                .chain(emptied.iter())
+                .chain(below_mark.iter())
+                .cloned()
+                .collect();
+            self.apply_to_target(
+                &changes,
+                &target_schema,
+                &reduction,
+                touched,
+                early,
+                &emptied,
+                &below_mark,
+                &mut metrics,
+                app_id,
+                batch,
+                &mut info,
+            )
+            .await?
+        };
+        let target_at = started.elapsed();
+        crate::testing::failpoint::hit("after-cdc-target-commit");
+        let adds = state_files
+            .await
+            .map_err(|e| data_err(&loc, format!("writing the CDC state failed: {e}")))??;
+        self.commit_state_files(adds, removes, compact, app_id, batch)
             .await?;
         // What the next batch of this run starts from: the state kept, or the one just read
         // whole.
-        if let Some(mut next) = cache.or(kept) {
-            if compact {
-                // The entries the compaction left out are gone from the log.
-                next.retain(|seq, deleted, at_ms| {
-                    alive_raw(seq, deleted, at_ms) && !below_raw(seq)
-                });
-            }
-            next.commit(
-                entries.iter().copied(),
-                reduction.truncate.as_deref().map(|m| (m, now)),
-                batch_no,
-                self.state.version(),
-            );
+        if let Some(update) = next_cache
+            && let Some(mut next) = update
+                .await
+                .map_err(|e| data_err(&loc, format!("updating the CDC state kept failed: {e}")))?
+        {
+            next.set_version(self.state.version());
             self.cache = Some(next);
         }
         self.applied += 1;
@@ -929,28 +953,73 @@ impl CdcTarget {
         app_id: &str,
         batch: u64,
     ) -> Result<(), TargetError> {
-        // A state table created just now has nothing to remove.
-        let schema = if self.spec.stored_as_scd_type == 2 {
-            scd2::records_base_schema()
+        let adds = self.write_state_files(batches)?.await.map_err(|e| {
+            data_err(
+                self.state.location(),
+                format!("writing the CDC state failed: {e}"),
+            )
+        })??;
+        self.commit_state_files(adds, removes, compacted, app_id, batch)
+            .await
+    }
+
+    /// Writes the state's `batches` to a file, as a task of its own (so it runs beside
+    /// the target's write); its adds are committed by [`CdcTarget::commit_state_files`].
+    fn write_state_files(
+        &self,
+        batches: Vec<RecordBatch>,
+    ) -> Result<
+        tokio::task::JoinHandle<Result<Vec<deltalake::kernel::Add>, TargetError>>,
+        TargetError,
+    > {
+        let writer = if batches.is_empty() {
+            None
         } else {
-            state_schema()
+            Some(self.state.rewrite_writer(&self.state_table_schema())?)
         };
-        let created = self.state.ensure_created(&schema, app_id).await?;
-        let mut actions = if created { Vec::new() } else { removes };
-        if !batches.is_empty() {
-            let mut writer = self.state.rewrite_writer(&schema)?;
+        Ok(tokio::spawn(async move {
+            let Some(mut writer) = writer else {
+                return Ok(Vec::new());
+            };
             for b in batches {
                 writer.write(b).await?;
             }
-            for mut add in writer.finish().await? {
-                if compacted {
-                    add.tags = Some(HashMap::from([(
-                        COMPACTED_TAG.to_string(),
-                        Some("true".to_string()),
-                    )]));
-                }
-                actions.push(deltalake::kernel::Action::Add(add));
+            writer.finish().await
+        }))
+    }
+
+    fn state_table_schema(&self) -> SchemaRef {
+        if self.spec.stored_as_scd_type == 2 {
+            scd2::records_base_schema()
+        } else {
+            state_schema()
+        }
+    }
+
+    /// Commits the state's files written for `batch` (`adds`), and `removes`, with the
+    /// batch's `txn`; creates the state table first if it does not exist yet.
+    async fn commit_state_files(
+        &mut self,
+        adds: Vec<deltalake::kernel::Add>,
+        removes: Vec<deltalake::kernel::Action>,
+        compacted: bool,
+        app_id: &str,
+        batch: u64,
+    ) -> Result<(), TargetError> {
+        // A state table created just now has nothing to remove.
+        let created = self
+            .state
+            .ensure_created(&self.state_table_schema(), app_id)
+            .await?;
+        let mut actions = if created { Vec::new() } else { removes };
+        for mut add in adds {
+            if compacted {
+                add.tags = Some(HashMap::from([(
+                    COMPACTED_TAG.to_string(),
+                    Some("true".to_string()),
+                )]));
             }
+            actions.push(deltalake::kernel::Action::Add(add));
         }
         self.state
             .commit_with(

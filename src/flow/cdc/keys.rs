@@ -101,6 +101,14 @@ impl RowEncoder {
         Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
     }
 
+    /// Whether any of the columns holds a null (when none does, no row needs
+    /// [`RowEncoder::first_null`]).
+    pub fn has_nulls(&self, batch: &RecordBatch) -> bool {
+        self.columns
+            .iter()
+            .any(|c| batch.column_by_name(c).is_some_and(|a| a.null_count() > 0))
+    }
+
     /// Per row, the first of the columns that is null there, if any.
     pub fn first_null(&self, batch: &RecordBatch, row: usize) -> Option<&str> {
         self.columns.iter().find_map(|c| {

@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::ops::Bound;
 
+use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
+
 use crate::flow::cdc::scd1::StateEntry;
 use crate::flow::cdc::{FastMap, FastSet};
 
@@ -211,6 +213,43 @@ impl StateCache {
             .retain(|_, e| live(e.seq.as_slice(), e.deleted, e.at_ms));
     }
 
+    /// The state after batch `batch` appended `rows` (the state log's rows it wrote: key,
+    /// seq, deleted, at_ms, batch; the truncate mark's under the truncate key); its
+    /// version is set once the state table's commit succeeds ([`StateCache::set_version`]).
+    /// False when `rows` are not in the state log's layout (then nothing may be kept).
+    #[must_use]
+    pub fn commit_rows(&mut self, rows: &RecordBatch, batch: i64) -> bool {
+        let column = |i: usize| rows.columns().get(i).map(|c| c.as_any());
+        let (Some(keys), Some(seqs), Some(deleted), Some(at_ms)) = (
+            column(0).and_then(|c| c.downcast_ref::<BinaryArray>()),
+            column(1).and_then(|c| c.downcast_ref::<BinaryArray>()),
+            column(2).and_then(|c| c.downcast_ref::<BooleanArray>()),
+            column(3).and_then(|c| c.downcast_ref::<Int64Array>()),
+        ) else {
+            return false;
+        };
+        self.version = None;
+        self.commit(
+            (0..rows.num_rows()).map(|i| {
+                (
+                    keys.value(i),
+                    seqs.value(i),
+                    deleted.value(i),
+                    at_ms.value(i),
+                )
+            }),
+            None,
+            batch,
+            None,
+        );
+        true
+    }
+
+    /// This is the state of the state table at `version`.
+    pub fn set_version(&mut self, version: Option<u64>) {
+        self.version = version;
+    }
+
     /// The state after batch `batch` appended `entries` (and raised the mark to `mark`,
     /// applied at its time in ms), committed as table `version`.
     /// `entries`: (key, sequence, tombstone, applied at ms).
@@ -302,5 +341,50 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].0, &[1u8][..]);
         assert_eq!(c.lookup(&keys).len(), 1);
+    }
+
+    /// The state log's rows a batch wrote, applied from its state batch, keep what the
+    /// same entries and mark applied one by one keep.
+    #[test]
+    fn rows_of_a_state_batch_are_kept_as_their_entries() {
+        let entries: Vec<(&[u8], &[u8], bool, i64)> = vec![
+            (b"\x01k2", b"\x01s9", false, 5),
+            (b"\x01k1", b"\x01s3", true, 6),
+            (b"\x01a-long-key-past-fifteen-bytes", b"\x01s4", false, 7),
+        ];
+        let mark: (&[u8], i64) = (b"\x01s2", 8);
+        let mut one_by_one = StateCache::empty();
+        one_by_one.insert(b"\x01k1", b"\x01s1", false, 1, 3);
+        let mut from_rows = StateCache::empty();
+        from_rows.insert(b"\x01k1", b"\x01s1", false, 1, 3);
+        one_by_one.commit(entries.iter().copied(), Some(mark), 4, Some(9));
+        let rows = super::super::state_batch(
+            &entries
+                .iter()
+                .map(|&(k, s, d, at)| (k, s, d, at, 4))
+                .chain([(TRUNCATE_KEY, mark.0, false, mark.1, 4)])
+                .collect::<Vec<_>>(),
+        );
+        assert!(from_rows.commit_rows(&rows, 4));
+        assert!(
+            !from_rows.is_at(Some(9)),
+            "kept for no version until its commit"
+        );
+        from_rows.set_version(Some(9));
+        assert!(from_rows.is_at(Some(9)));
+        let all = |c: &StateCache| format!("{:?}", c.rows().collect::<Vec<_>>());
+        assert_eq!(all(&from_rows), all(&one_by_one));
+        assert_eq!(from_rows.rows().count(), 4, "three keys and the mark");
+        // Rows in another layout are refused (then nothing may be kept).
+        let other = RecordBatch::try_new(
+            std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                "x",
+                arrow_schema::DataType::Int64,
+                false,
+            )])),
+            vec![std::sync::Arc::new(Int64Array::from(vec![1]))],
+        )
+        .unwrap();
+        assert!(!from_rows.commit_rows(&other, 5));
     }
 }
