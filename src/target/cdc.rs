@@ -380,6 +380,10 @@ impl CdcTarget {
         };
         let effective_mark = reduction.truncate.clone().or(mark.clone());
         let below_raw = |seq: &[u8]| effective_mark.as_deref().is_some_and(|m| seq < m);
+        // An entry a compaction keeps (from the log, or from what is kept in memory).
+        let compaction_keeps = |seq: &[u8], deleted: bool, at_ms: i64| {
+            survives_compaction(&mark, &effective_mark, gc_before, seq, deleted, at_ms)
+        };
         let below = |e: &StateEntry| below_raw(&e.seq);
         // Keys the truncate empties (not in the batch): their rows go; their entries, below
         // the mark, are dead from now on.
@@ -451,9 +455,7 @@ impl CdcTarget {
                 if k == TRUNCATE_KEY {
                     reduction.truncate.is_none()
                 } else {
-                    alive_raw(seq, deleted, at_ms)
-                        && !below_raw(seq)
-                        && !reduction.state.contains_key(k)
+                    compaction_keeps(seq, deleted, at_ms) && !reduction.state.contains_key(k)
                 }
             });
             let mut out = Vec::new();
@@ -483,9 +485,7 @@ impl CdcTarget {
                 .iter()
                 .filter(|(k, at)| {
                     let (seq, deleted, at_ms) = index.parts(**at);
-                    alive_raw(seq, deleted, at_ms)
-                        && !below_raw(seq)
-                        && !reduction.state.contains_key(**k)
+                    compaction_keeps(seq, deleted, at_ms) && !reduction.state.contains_key(**k)
                 })
                 .map(|(_, at)| (at.0 as usize, at.1 as usize))
                 .collect();
@@ -527,20 +527,15 @@ impl CdcTarget {
         // only once that commit succeeds (a failure drops it: the next batch reads again).
         let state_files = self.write_state_files(batches)?;
         let next_cache = cache.or(kept).map(|mut next| {
-            let (read_mark, effective_mark) = (mark.clone(), effective_mark.clone());
-            let appended = appended_rows.clone();
+            let (mark, effective_mark) = (mark.clone(), effective_mark.clone());
             tokio::task::spawn_blocking(move || {
                 if compact {
                     // The entries the compaction left out are gone from the log.
-                    let below =
-                        |m: &Option<Vec<u8>>, seq: &[u8]| m.as_deref().is_some_and(|m| seq < m);
                     next.retain(|seq, deleted, at_ms| {
-                        !(below(&read_mark, seq)
-                            || deleted && at_ms < gc_before
-                            || below(&effective_mark, seq))
+                        survives_compaction(&mark, &effective_mark, gc_before, seq, deleted, at_ms)
                     });
                 }
-                match &appended {
+                match &appended_rows {
                     Some(rows) => next.commit_rows(rows, batch_no).then_some(next),
                     None => Some(next),
                 }
@@ -923,7 +918,7 @@ impl CdcTarget {
                 )
                 .await?
         };
-        self.commit_state(Vec::new(), Vec::new(), false, app_id, batch)
+        self.commit_state_files(Vec::new(), Vec::new(), false, app_id, batch)
             .await?;
         self.last = Some(ChangeCounts::default());
         Ok(version)
@@ -940,27 +935,6 @@ impl CdcTarget {
             .committed_batch(app_id)
             .await?
             .is_some_and(|v| v >= batch_version))
-    }
-
-    /// Commits the flow's state after the batch: `entries` appended (or, `compacted`,
-    /// replacing the files `removes` names, in files tagged as compacted), with the batch's
-    /// `txn`: last, so the batch counts as committed only once the target has it too.
-    async fn commit_state(
-        &mut self,
-        batches: Vec<RecordBatch>,
-        removes: Vec<deltalake::kernel::Action>,
-        compacted: bool,
-        app_id: &str,
-        batch: u64,
-    ) -> Result<(), TargetError> {
-        let adds = self.write_state_files(batches)?.await.map_err(|e| {
-            data_err(
-                self.state.location(),
-                format!("writing the CDC state failed: {e}"),
-            )
-        })??;
-        self.commit_state_files(adds, removes, compacted, app_id, batch)
-            .await
     }
 
     /// Writes the state's `batches` to a file, as a task of its own (so it runs beside
@@ -996,8 +970,10 @@ impl CdcTarget {
         }
     }
 
-    /// Commits the state's files written for `batch` (`adds`), and `removes`, with the
-    /// batch's `txn`; creates the state table first if it does not exist yet.
+    /// Commits the flow's state after the batch: the files written for it (`adds`; or,
+    /// `compacted`, replacing the files `removes` names, tagged as compacted), with the
+    /// batch's `txn`: last, so the batch counts as committed only once the target has it
+    /// too. Creates the state table first if it does not exist yet.
     async fn commit_state_files(
         &mut self,
         adds: Vec<deltalake::kernel::Add>,
@@ -1380,6 +1356,20 @@ async fn read_state_group(
 }
 
 /// State log rows as a batch of the log's schema.
+/// Whether a compaction keeps a state entry: alive (not below the truncate mark the batch
+/// read, not a tombstone older than `gc_before`) and not below the mark after the batch.
+fn survives_compaction(
+    read_mark: &Option<Vec<u8>>,
+    effective_mark: &Option<Vec<u8>>,
+    gc_before: i64,
+    seq: &[u8],
+    deleted: bool,
+    at_ms: i64,
+) -> bool {
+    let below = |m: &Option<Vec<u8>>| m.as_deref().is_some_and(|m| seq < m);
+    !(below(read_mark) || deleted && at_ms < gc_before || below(effective_mark))
+}
+
 fn state_batch(rows: &[StateRow]) -> RecordBatch {
     RecordBatch::try_new(
         state_schema(),

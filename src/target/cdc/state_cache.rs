@@ -228,7 +228,6 @@ impl StateCache {
         ) else {
             return false;
         };
-        self.version = None;
         self.commit(
             (0..rows.num_rows()).map(|i| {
                 (
