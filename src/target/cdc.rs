@@ -100,6 +100,7 @@ impl CdcTarget {
             truncates,
             last: None,
             cache: None,
+            last_applied: None,
             applied: 0,
         })
     }
@@ -918,8 +919,13 @@ impl CdcTarget {
                 )
                 .await?
         };
+        // Nothing applied: what is kept of the applied sequences (SCD type 2) holds at the
+        // records' next version too.
+        let before = self.state.version();
+        let kept_sequences = self.last_applied.take().filter(|s| s.version == before);
         self.commit_state_files(Vec::new(), Vec::new(), false, app_id, batch)
             .await?;
+        self.last_applied = kept_sequences.map(|s| s.at(self.state.version()));
         self.last = Some(ChangeCounts::default());
         Ok(version)
     }
@@ -1445,6 +1451,8 @@ impl Target for CdcTarget {
 
     fn reload(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
         Box::pin(async move {
+            self.cache = None;
+            self.last_applied = None;
             self.target.reload().await?;
             self.state.reload().await
         })

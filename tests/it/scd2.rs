@@ -637,3 +637,79 @@ fn in_order_batches_rewrite_only_current_versions_and_late_ones_still_split_hist
     ok(&ingest(&s, &opts, &one_per_batch));
     assert_eq!(versions(&s.table()), expected, "41 batches = 1 batch");
 }
+
+#[test]
+fn batches_over_runs_go_on_from_current_versions_as_one_batch_folds_every_record() {
+    // A batch whose records all follow its keys' applied ones starts from the key's current
+    // version in the target; one batch of every record folds them all. Both must agree,
+    // with nulls kept by ignore_null_updates, untracked columns (the sequence among them),
+    // deletes, late files, and the kept sequences read again by each new run.
+    let land = |s: &Scratch, landed: std::ops::Range<usize>| {
+        // Landing order: rounds in order, but 17 (keys 0-3) comes after 24 and 33 (keys
+        // 4-7) after 45: each key is late once, and its later batches go on from there.
+        let mut order: Vec<u64> = Vec::new();
+        for round in (0..60u64).filter(|r| ![17, 33].contains(r)) {
+            order.push(round);
+            match round {
+                24 => order.push(17),
+                45 => order.push(33),
+                _ => {}
+            }
+        }
+        for (pos, &round) in order.iter().enumerate().filter(|(p, _)| landed.contains(p)) {
+            let keys = match round {
+                17 => 0..4,
+                33 => 4..8,
+                _ => 0..8u64,
+            };
+            let out: Vec<String> = keys
+                .map(|key| {
+                    let op = if (key + round) % 11 == 0 { "DELETE" } else { "UPSERT" };
+                    let name = if (key + round) % 5 == 0 {
+                        "null".to_string()
+                    } else {
+                        format!(r#""n{}""#, (key * round / 3) % 3)
+                    };
+                    let city = if (key + round) % 4 == 0 {
+                        "null".to_string()
+                    } else {
+                        format!(r#""c{}""#, round % 4)
+                    };
+                    format!(
+                        r#"{{"userId": {key}, "name": {name}, "city": {city}, "operation": "{op}", "sequenceNum": {}}}"#,
+                        round * 10 + key % 7
+                    )
+                })
+                .collect();
+            s.land(&format!("{pos:03}.json"), out.join("\n") + "\n");
+        }
+    };
+    let option_sets: [Vec<String>; 2] = [
+        scd2_options(&[
+            "cdc.ignore_null_updates=true",
+            "cdc.track_history_except_column_list=city",
+        ]),
+        {
+            let mut o = scd2_options(&["cdc.track_history_column_list=name"]);
+            o.retain(|o| !o.starts_with("cdc.except_column_list="));
+            o.push("cdc.except_column_list=operation,_rescued_data".into());
+            o
+        },
+    ];
+    let rows = |table: &Path| common::table_rows(table, &[]);
+    for opts in option_sets {
+        let whole = Scratch::new();
+        land(&whole, 0..60);
+        ok(&ingest(&whole, &opts, &[]));
+        let expected = rows(&whole.table());
+        assert!(expected.1.len() > 100, "{opts:?}: {}", expected.1.len());
+
+        let s = Scratch::new();
+        // Three runs of one-file batches: each new run reads the applied sequences again.
+        for landed in [0..25, 25..45, 45..60] {
+            land(&s, landed);
+            ok(&ingest(&s, &opts, &["cloudFiles.maxFilesPerTrigger=1"]));
+        }
+        assert_eq!(rows(&s.table()), expected, "{opts:?}: batches = 1 batch");
+    }
+}

@@ -60,9 +60,13 @@ pub trait Values {
     fn is_null(&self, c: usize, row: usize) -> bool;
 }
 
-/// The history of one key from all its records (any order).
+/// The history of one key from its records (any order): all of them, or, with `current`,
+/// only records that follow every applied one, folded from the key's current version
+/// (the fold's state after the applied records: what the target holds; none when the
+/// last applied record was a delete, or there was none).
 pub fn history(
     mut records: Vec<Record>,
+    current: Option<Version>,
     values: &impl Values,
     ignore_null_updates: bool,
 ) -> History {
@@ -84,7 +88,7 @@ pub fn history(
             chosen.push(last);
         }
     }
-    let mut open: Option<Version> = None;
+    let mut open: Option<Version> = current;
     for r in &chosen {
         if r.delete {
             if let Some(mut v) = open.take() {
@@ -183,6 +187,7 @@ mod tests {
                 rec(20, 1, false, true),
                 rec(15, 2, false, false),
             ],
+            None,
             &rows,
             false,
         );
@@ -200,6 +205,7 @@ mod tests {
         ]);
         let h = history(
             vec![rec(1, 0, false, true), rec(3, 1, false, false)],
+            None,
             &rows,
             false,
         );
@@ -212,6 +218,7 @@ mod tests {
                 rec(3, 1, false, true),
                 rec(2, 2, false, false),
             ],
+            None,
             &rows,
             false,
         );
@@ -228,6 +235,7 @@ mod tests {
                 rec(20, 1, true, true),
                 rec(15, 2, false, false),
             ],
+            None,
             &rows,
             false,
         );
@@ -235,6 +243,7 @@ mod tests {
         // A delete with nothing to close, then an older upsert: closed at once.
         let h = history(
             vec![rec(20, 1, true, true), rec(10, 0, false, false)],
+            None,
             &rows,
             false,
         );
@@ -246,6 +255,7 @@ mod tests {
         let rows = Rows(vec![(Some("A"), None), (Some("B"), None), (None, None)]);
         let h = history(
             vec![rec(5, 0, false, true), rec(5, 1, false, false)],
+            None,
             &rows,
             false,
         );
@@ -257,6 +267,7 @@ mod tests {
                 rec(5, 0, false, false),
                 rec(5, 1, false, false),
             ],
+            None,
             &rows,
             false,
         );
@@ -264,6 +275,7 @@ mod tests {
         assert!(h.versions.is_empty());
         let h = history(
             vec![rec(5, 1, false, false), rec(5, 0, false, false)],
+            None,
             &rows,
             false,
         );
@@ -275,6 +287,7 @@ mod tests {
         let rows = Rows(vec![(Some("A"), Some("x")), (None, Some("y"))]);
         let h = history(
             vec![rec(1, 0, false, true), rec(2, 1, false, false)],
+            None,
             &rows,
             true,
         );
@@ -282,9 +295,54 @@ mod tests {
         assert_eq!(h.versions[0].values, [0, 1]);
         let h = history(
             vec![rec(1, 0, false, true), rec(2, 1, false, false)],
+            None,
             &rows,
             false,
         );
         assert_eq!(h.versions.len(), 2);
+    }
+
+    #[test]
+    fn folding_from_the_current_version_equals_folding_every_record() {
+        // Rows 0-3 applied, 4-7 new (all later); nulls for ignore_null_updates.
+        let rows = Rows(vec![
+            (Some("A"), Some("x")),
+            (Some("A"), Some("y")),
+            (Some("B"), None),
+            (Some("B"), Some("w")),
+            (None, Some("v")),
+            (Some("B"), Some("u")),
+            (Some("C"), None),
+            (Some("C"), Some("t")),
+        ]);
+        let applied = |deleted_last: bool| {
+            (0..4)
+                .map(|i| rec(i as u8 + 1, i, deleted_last && i == 3, true))
+                .collect::<Vec<_>>()
+        };
+        let new: Vec<Record> = (4..8).map(|i| rec(i as u8 + 1, i, false, false)).collect();
+        for ignore_nulls in [false, true] {
+            for deleted_last in [false, true] {
+                let every: Vec<Record> = applied(deleted_last)
+                    .into_iter()
+                    .chain(new.clone())
+                    .collect();
+                let whole = history(every, None, &rows, ignore_nulls);
+                let changed: Vec<Version> = whole
+                    .versions
+                    .into_iter()
+                    .filter(|v| v.end.is_none_or(|e| e >= 4))
+                    .collect();
+                let before = history(applied(deleted_last), None, &rows, ignore_nulls);
+                let current = before.versions.into_iter().find(|v| v.end.is_none());
+                assert_eq!(current.is_none(), deleted_last);
+                let folded = history(new.clone(), current, &rows, ignore_nulls);
+                assert_eq!(
+                    folded.versions, changed,
+                    "ignore_nulls {ignore_nulls}, delete {deleted_last}"
+                );
+                assert_eq!(folded.kept, whole.kept);
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@
 //! files of current versions), and the small files of closed versions, and of the
 //! records table, are merged into the batch's once there are 16.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray};
@@ -26,11 +26,12 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use super::state_cache::{MAX_CACHED_KEYS, ShortBytes};
 use super::table::{CdcTarget, column, data_err, widen};
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd2::{self, Record, Values};
-use crate::flow::cdc::{END_AT, FastSet, START_AT};
+use crate::flow::cdc::{END_AT, FastMap, FastSet, START_AT};
 use crate::record::batch_as;
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, TargetError};
@@ -124,9 +125,37 @@ impl CdcTarget {
         let encoded = self.encode(&changes, &places)?;
         let layout = changes.schema();
 
-        // Every record the flow kept of the batch's keys, then the batch's own.
+        // Which keys' new records all follow every record applied to them (the usual
+        // case): those fold from their current version in the target, and their records
+        // are not read. The others (late keys; every key with a sequence of several
+        // columns) fold again from all their records.
         let keys: Arc<FastSet<Vec<u8>>> = Arc::new(encoded.iter().map(|c| c.key.clone()).collect());
-        let kept = read_records(self.state.table(), self.state.location(), &keys).await?;
+        let one_sequence = self.spec.sequence_by.len() == 1;
+        let last_applied = self.applied_sequences(&keys).await?;
+        let late: Arc<FastSet<Vec<u8>>> = Arc::new(
+            encoded
+                .iter()
+                .filter(|c| {
+                    !one_sequence
+                        || last_applied
+                            .get(&c.key)
+                            .is_some_and(|applied| c.seq <= *applied)
+                })
+                .map(|c| c.key.clone())
+                .collect(),
+        );
+        drop(last_applied);
+        let kept = if late.is_empty() {
+            Vec::new()
+        } else {
+            read_records(
+                self.state.table(),
+                self.state.location(),
+                Some(Arc::clone(&late)),
+                None,
+            )
+            .await?
+        };
         let records_at = started.elapsed();
         let kept_schema = kept.first().map(|b| data_schema(&b.schema()));
         let record_schema = match &kept_schema {
@@ -154,6 +183,7 @@ impl CdcTarget {
             row += b.num_rows();
             parts.push(batch_as(b, &record_schema).map_err(|e| data_err(&loc, e))?);
         }
+        drop(kept);
         let first_new = row;
         for (i, c) in encoded.iter().enumerate() {
             records.push((
@@ -192,14 +222,41 @@ impl CdcTarget {
             .map(AsRef::as_ref)
             .filter(|f| f.name() != START_AT && f.name() != END_AT)
             .collect();
-        let values =
-            RecordValues::new(&self.spec, &columns, &all).map_err(|e| data_err(&loc, e))?;
 
-        // Each key's history. A key whose new records all come after every record
-        // applied to it (the usual case) changes only from its current version on: the
-        // versions that ended before are neither taken out of the target nor written
-        // again, so a batch costs what its keys' current versions cost, not their
-        // history. (With a sequence of several columns every version is rewritten.)
+        // The rows of the batch's keys taken out of the target: of a key that is not late
+        // only its current version (so a batch costs what its keys' current versions
+        // cost, not their history).
+        let new_writer = || self.target.rewrite_writer(&target_schema);
+        let open_only = OpenOnly {
+            keys: keys
+                .iter()
+                .filter(|k| !late.contains(*k))
+                .cloned()
+                .collect(),
+            every_key: late.is_empty(),
+        };
+        let taken = if target_done {
+            None
+        } else {
+            let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
+            let open_only = one_sequence.then(|| Arc::new(open_only));
+            Some(
+                self.take_keys(&target_schema, Arc::new(touched), open_only, &new_writer)
+                    .await?,
+            )
+        };
+        let taken_at = started.elapsed();
+        let current = match &taken {
+            Some(taken) => current_versions(&target_schema, &self.spec.keys, &late, &taken.rows)
+                .map_err(|e| data_err(&loc, e))?,
+            None => Current::none(&target_schema),
+        };
+        let values = RecordValues::new(&self.spec, &columns, &all, &current.rows)
+            .map_err(|e| data_err(&loc, e))?;
+
+        // Each key's history. A key that is not late changes only from its current version
+        // on: the versions that ended before are neither taken out of the target nor
+        // written again.
         let mut by_key: HashMap<Vec<u8>, Vec<Record>> = HashMap::new();
         for (k, r) in records {
             by_key.entry(k).or_default().push(r);
@@ -209,35 +266,24 @@ impl CdcTarget {
         let (mut stale, mut ties) = (0u64, 0u64);
         let mut versions = Vec::new();
         let mut new_records: Vec<usize> = Vec::new();
-        let one_sequence = self.spec.sequence_by.len() == 1;
-        let mut open_only = OpenOnly {
-            keys: FastSet::default(),
-            every_key: one_sequence,
-        };
+        let columns_count = columns.len();
         for (key, recs) in ordered {
-            let after_applied = one_sequence && {
-                let applied = recs.iter().filter(|r| r.applied).map(|r| &r.seq).max();
-                recs.iter()
-                    .filter(|r| !r.applied)
-                    .all(|r| applied.is_none_or(|m| &r.seq > m))
-            };
-            let h = scd2::history(recs, &values, self.spec.ignore_null_updates);
+            let from = (!late.contains(&key))
+                .then(|| current.version(&key, all.num_rows(), columns_count))
+                .flatten();
+            let h = scd2::history(recs, from, &values, self.spec.ignore_null_updates);
             stale += h.stale;
             ties += h.ties;
             new_records.extend(h.kept);
-            if after_applied {
-                // Its new records sort after its applied ones, so a version ending at a new
-                // record (rows from `first_new`) is one the batch changed; one ending at
-                // an applied record is in the target as it was.
+            if late.contains(&key) {
+                versions.extend(h.versions);
+            } else {
+                // A version ending before the batch's records is in the target as it was.
                 versions.extend(
                     h.versions
                         .into_iter()
                         .filter(|v| v.end.is_none_or(|e| e >= first_new)),
                 );
-                open_only.keys.insert(key);
-            } else {
-                open_only.every_key = false;
-                versions.extend(h.versions);
             }
         }
         let history_at = started.elapsed();
@@ -246,25 +292,11 @@ impl CdcTarget {
             warn!(table = %loc, batch, ties, "Change records of one key share a sequence; the delete, else the later record, was applied.");
         }
 
-        let version = if target_done {
-            info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's records only.");
-            self.target.version().unwrap_or_default()
-        } else {
-            let rows = version_rows(
-                &target_schema,
-                &all,
-                &values,
-                &versions,
-                &self.spec.sequence_by,
-            )
-            .map_err(|e| data_err(&loc, e))?;
-            let new_writer = || self.target.rewrite_writer(&target_schema);
-            let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
-            let open_only = one_sequence.then(|| Arc::new(open_only));
-            let taken = self
-                .take_keys(&target_schema, Arc::new(touched), open_only, &new_writer)
-                .await?;
-            let taken_at = started.elapsed();
+        let version = if let Some(taken) = taken {
+            let sequences = sequences_with(&all, &current.rows, &self.spec.sequence_by)
+                .map_err(|e| data_err(&loc, e))?;
+            let rows = version_rows(&target_schema, &sequences, &values, &versions)
+                .map_err(|e| data_err(&loc, e))?;
             let (inserted, updated, deleted) =
                 count_versions(&target_schema, &self.spec.keys, &taken.rows, &rows)
                     .map_err(|e| data_err(&loc, e))?;
@@ -336,7 +368,7 @@ impl CdcTarget {
                     info,
                 )
                 .await?;
-            debug!(table = %loc, batch, ?refreshed_at, ?records_at, ?history_at, ?taken_at, committed = ?started.elapsed(), "SCD 2 batch phases.");
+            debug!(table = %loc, batch, ?refreshed_at, ?records_at, ?taken_at, ?history_at, committed = ?started.elapsed(), "SCD 2 batch phases.");
             info!(table = %loc, batch, version = v, inserted, updated, deleted, stale, "Applied changes (SCD type 2).");
             self.last = Some(ChangeCounts {
                 inserted,
@@ -347,6 +379,9 @@ impl CdcTarget {
                 ties,
             });
             v
+        } else {
+            info!(table = %loc, batch, "The target had this batch before a restart; committing the flow's records only.");
+            self.target.version().unwrap_or_default()
         };
         crate::testing::failpoint::hit("after-cdc-target-commit");
 
@@ -412,7 +447,12 @@ impl CdcTarget {
             }
         }
         self.state.ensure_created(&log_schema, app_id).await?;
-        self.state
+        // What is kept of the applied sequences follows the records' commit, or is let go
+        // with it (the next batch reads the records' sequences again).
+        let before = self.state.version();
+        let kept_sequences = self.last_applied.take().filter(|s| s.version == before);
+        let committed = self
+            .state
             .commit_with(
                 BatchWriters(vec![log_writer]),
                 removes,
@@ -422,8 +462,165 @@ impl CdcTarget {
                 json!({ "batch": batch }),
             )
             .await?;
+        if let Some(mut kept) = kept_sequences {
+            for &r in &new_records {
+                let c = &encoded[r - first_new];
+                kept.raise(&c.key, &c.seq);
+            }
+            kept.version = Some(committed);
+            self.last_applied = Some(kept);
+        }
         Ok(version)
     }
+
+    /// The greatest sequence applied to each of `keys` (none for a key never applied), from
+    /// what is kept while the records table is where it was left; else read from the
+    /// records table's key and sequence columns, whole (and kept, up to
+    /// [`MAX_CACHED_KEYS`] keys), or of `keys` alone when it holds too many records.
+    async fn applied_sequences(
+        &mut self,
+        keys: &Arc<FastSet<Vec<u8>>>,
+    ) -> Result<FastMap<Vec<u8>, Vec<u8>>, TargetError> {
+        let version = self.state.version();
+        if let Some(kept) = self.last_applied.as_ref().filter(|s| s.version == version) {
+            return Ok(kept.of(keys));
+        }
+        self.last_applied = None;
+        let table = self.state.table();
+        let records: u64 = match table.snapshot() {
+            Ok(snapshot) if version.is_some() => snapshot
+                .log_data()
+                .into_iter()
+                .map(|f| f.num_records().map_or(u64::MAX / 4, |n| n as u64))
+                .sum(),
+            _ => 0,
+        };
+        let whole = records <= 2 * MAX_CACHED_KEYS as u64;
+        let read = read_records(
+            table,
+            self.state.location(),
+            (!whole).then(|| Arc::clone(keys)),
+            Some(&[KEY, SEQ]),
+        )
+        .await?;
+        let mut applied = LastApplied {
+            version,
+            seqs: BTreeMap::new(),
+        };
+        for b in &read {
+            let key =
+                column::<BinaryArray>(b, KEY).map_err(|e| data_err(self.state.location(), e))?;
+            let seq =
+                column::<BinaryArray>(b, SEQ).map_err(|e| data_err(self.state.location(), e))?;
+            for i in 0..b.num_rows() {
+                applied.raise(key.value(i), seq.value(i));
+            }
+        }
+        debug!(table = %self.state.location(), ?version, records, keys = applied.seqs.len(), "Read the applied sequences of the CDC records.");
+        let of_keys = applied.of(keys);
+        if whole && applied.seqs.len() <= MAX_CACHED_KEYS {
+            self.last_applied = Some(applied);
+        }
+        Ok(of_keys)
+    }
+}
+
+/// The greatest sequence applied to each key of an SCD type 2 flow, as its records table
+/// at `version` holds it: what tells a batch which of its keys are late.
+pub(super) struct LastApplied {
+    pub(super) version: Option<u64>,
+    seqs: BTreeMap<ShortBytes, ShortBytes>,
+}
+
+impl LastApplied {
+    /// Keeps `seq` for `key` when it is greater than the one kept.
+    fn raise(&mut self, key: &[u8], seq: &[u8]) {
+        match self.seqs.get_mut(key) {
+            Some(kept) if kept.as_slice() < seq => *kept = ShortBytes::new(seq),
+            Some(_) => {}
+            None => {
+                self.seqs.insert(ShortBytes::new(key), ShortBytes::new(seq));
+            }
+        }
+    }
+
+    /// The same sequences, at the records table's `version` (a commit that applied none).
+    pub(super) fn at(self, version: Option<u64>) -> LastApplied {
+        LastApplied { version, ..self }
+    }
+
+    fn of(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, Vec<u8>> {
+        keys.iter()
+            .filter_map(|k| {
+                self.seqs
+                    .get(k.as_slice())
+                    .map(|s| (k.clone(), s.as_slice().to_vec()))
+            })
+            .collect()
+    }
+}
+
+/// The current versions (`__END_AT` null) of a batch's keys that are not late, in the
+/// target's schema: where those keys' histories go on from.
+struct Current {
+    rows: RecordBatch,
+    /// A key's row in `rows`.
+    by_key: FastMap<Vec<u8>, usize>,
+}
+
+impl Current {
+    fn none(schema: &SchemaRef) -> Current {
+        Current {
+            rows: RecordBatch::new_empty(schema.clone()),
+            by_key: FastMap::default(),
+        }
+    }
+
+    /// The key's current version, its rows counted after `offset` records' rows.
+    fn version(&self, key: &[u8], offset: usize, columns: usize) -> Option<scd2::Version> {
+        self.by_key.get(key).map(|&i| scd2::Version {
+            values: vec![offset + i; columns],
+            start: offset + i,
+            end: None,
+        })
+    }
+}
+
+/// Of the rows `taken` out of the target, the current versions of keys not `late`.
+fn current_versions(
+    schema: &SchemaRef,
+    keys: &[String],
+    late: &FastSet<Vec<u8>>,
+    taken: &[RecordBatch],
+) -> Result<Current, String> {
+    let encoder = RowEncoder::new(keys, schema).map_err(|e| e.to_string())?;
+    let mut parts = Vec::new();
+    let mut by_key = FastMap::default();
+    let mut row = 0usize;
+    for b in taken {
+        let b = batch_as(b, schema)?;
+        let closed = closed_rows(&b)?;
+        let encoded = encoder.rows(&b).map_err(|e| e.to_string())?;
+        let mut pick = Vec::with_capacity(b.num_rows());
+        for (i, is_closed) in closed.iter().enumerate() {
+            let key = encoded.row(i);
+            let current = !is_closed && !late.contains(key.as_ref());
+            if current && by_key.insert(key.as_ref().to_vec(), row).is_some() {
+                return Err(format!(
+                    "a key has more than one current version ({END_AT} null): the table was \
+                     changed outside this flow (a full refresh rebuilds it from the source)"
+                ));
+            }
+            row += usize::from(current);
+            pick.push(current);
+        }
+        parts.push(
+            arrow_select::filter::filter_record_batch(&b, &BooleanArray::from(pick))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let rows = arrow_select::concat::concat_batches(schema, &parts).map_err(|e| e.to_string())?;
+    Ok(Current { rows, by_key })
 }
 
 /// The records table's file count past which its files are merged (see [`small_files`]).
@@ -584,13 +781,15 @@ fn data_schema(schema: &Schema) -> SchemaRef {
     ))
 }
 
-/// The records of `keys`, read from the flow's records table: each file's key column
-/// first, the other columns only for the rows it selects; two files at a time, each
-/// a task of its own (both cores), the records kept in the files' order.
+/// The records of `keys` (every record without), read from the flow's records table
+/// (`columns` of them, or all): each file's key column first, the other columns only for
+/// the rows it selects; two files at a time, each a task of its own (both cores), the
+/// records kept in the files' order.
 async fn read_records(
     table: &DeltaTable,
     location: &str,
-    keys: &Arc<FastSet<Vec<u8>>>,
+    keys: Option<Arc<FastSet<Vec<u8>>>>,
+    columns: Option<&[&str]>,
 ) -> Result<Vec<RecordBatch>, TargetError> {
     let err = |reason: String| TargetError::Incompatible {
         location: location.to_string(),
@@ -599,20 +798,30 @@ async fn read_records(
     if table.version().is_none() {
         return Ok(Vec::new());
     }
+    let columns: Option<Vec<String>> = columns.map(|c| c.iter().map(|s| s.to_string()).collect());
     let (store, files) = super::super::rewrite::table_files(table).map_err(err)?;
     let reads = files.into_iter().map(|(path, size)| {
         let store = Arc::clone(&store);
-        let wanted = Arc::clone(keys);
+        let wanted = keys.clone();
+        let columns = columns.clone();
         let read = async move {
-            let builder = super::super::rewrite::open_file(&store, &path, size).await?;
-            let filter =
-                super::super::rewrite::binary_key_filter(builder.parquet_schema(), KEY, move |k| {
-                    wanted.contains(k)
-                });
-            let stream = builder
-                .with_row_filter(filter)
-                .build()
-                .map_err(|e| format!("{path}: {e}"))?;
+            let mut builder = super::super::rewrite::open_file(&store, &path, size).await?;
+            if let Some(wanted) = wanted {
+                let filter = super::super::rewrite::binary_key_filter(
+                    builder.parquet_schema(),
+                    KEY,
+                    move |k| wanted.contains(k),
+                );
+                builder = builder.with_row_filter(filter);
+            }
+            if let Some(columns) = &columns {
+                let mask = parquet::arrow::ProjectionMask::columns(
+                    builder.parquet_schema(),
+                    columns.iter().map(String::as_str),
+                );
+                builder = builder.with_projection(mask);
+            }
+            let stream = builder.build().map_err(|e| format!("{path}: {e}"))?;
             let batches: Vec<RecordBatch> = stream
                 .try_collect()
                 .await
@@ -646,10 +855,12 @@ struct RecordValues {
 }
 
 impl RecordValues {
+    /// Rows of `all` (records), then of `current` (target rows, in the target's schema).
     fn new(
         spec: &crate::flow::cdc::CdcSpec,
         columns: &[&Field],
         all: &RecordBatch,
+        current: &RecordBatch,
     ) -> Result<Self, String> {
         let mut arrays = Vec::new();
         let mut tracked = Vec::new();
@@ -657,6 +868,14 @@ impl RecordValues {
         for f in columns {
             let array =
                 crate::record::column_as(all, f).map_err(|e| format!("{}: {e}", f.name()))?;
+            let array = if current.num_rows() == 0 {
+                array
+            } else {
+                let stored = crate::record::column_as(current, f)
+                    .map_err(|e| format!("{}: {e}", f.name()))?;
+                arrow_select::concat::concat(&[array.as_ref(), stored.as_ref()])
+                    .map_err(|e| format!("{}: {e}", f.name()))?
+            };
             let tracks = spec.tracks(f.name());
             rows.push(if tracks {
                 let converter = RowConverter::new(vec![SortField::new(f.data_type().clone())])
@@ -698,14 +917,13 @@ impl Values for RecordValues {
     }
 }
 
-/// The target rows of `versions`, in `schema`.
-fn version_rows(
-    schema: &SchemaRef,
+/// The sequence of every row `versions` point at: the records' sequence column (a struct
+/// of them with several), then the `__START_AT` of the `current` target rows.
+fn sequences_with(
     all: &RecordBatch,
-    values: &RecordValues,
-    versions: &[scd2::Version],
+    current: &RecordBatch,
     sequence_by: &[String],
-) -> Result<RecordBatch, String> {
+) -> Result<ArrayRef, String> {
     let seq: ArrayRef = match sequence_by {
         [one] => all
             .column_by_name(one)
@@ -727,6 +945,23 @@ fn version_rows(
             )
         }
     };
+    if current.num_rows() == 0 {
+        return Ok(seq);
+    }
+    let start = current
+        .column_by_name(START_AT)
+        .ok_or_else(|| format!("the table's rows have no {START_AT} column"))?;
+    let seq = arrow_cast::cast(&seq, start.data_type()).map_err(|e| format!("{START_AT}: {e}"))?;
+    arrow_select::concat::concat(&[seq.as_ref(), start.as_ref()]).map_err(|e| e.to_string())
+}
+
+/// The target rows of `versions`, in `schema` (`seq`: see [`sequences_with`]).
+fn version_rows(
+    schema: &SchemaRef,
+    seq: &ArrayRef,
+    values: &RecordValues,
+    versions: &[scd2::Version],
+) -> Result<RecordBatch, String> {
     let none = arrow_array::new_null_array(seq.data_type(), 1);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     let mut data = 0usize;

@@ -33,13 +33,13 @@ pub const MAX_CACHED_KEYS: usize = 2_000_000;
 /// Bytes of a key or a sequence, inline when short (a BIGINT key or sequence encodes to 9
 /// bytes), so a kept entry costs one map slot and no allocation.
 #[derive(Clone)]
-enum ShortBytes {
+pub(super) enum ShortBytes {
     Inline { len: u8, bytes: [u8; 15] },
     Heap(Box<[u8]>),
 }
 
 impl ShortBytes {
-    fn new(b: &[u8]) -> ShortBytes {
+    pub(super) fn new(b: &[u8]) -> ShortBytes {
         match u8::try_from(b.len()) {
             Ok(len) if b.len() <= 15 => {
                 let mut bytes = [0u8; 15];
@@ -50,7 +50,7 @@ impl ShortBytes {
         }
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(super) fn as_slice(&self) -> &[u8] {
         match self {
             ShortBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
             ShortBytes::Heap(b) => b,

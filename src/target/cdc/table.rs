@@ -20,6 +20,9 @@ pub struct CdcTarget {
     pub(super) last: Option<ChangeCounts>,
     /// The SCD 1 state as the last batch of this run committed it.
     pub(super) cache: Option<StateCache>,
+    /// SCD type 2: the greatest sequence applied to each key, as the last batch of this
+    /// run committed the records.
+    pub(super) last_applied: Option<super::scd2::LastApplied>,
     /// Batches this run applied.
     pub(super) applied: u64,
 }
