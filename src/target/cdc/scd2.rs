@@ -3,17 +3,21 @@
 //!
 //! The flow keeps every change record it applied in its checkpoint (`cdc_records`, a
 //! Delta table appended to once per batch: the key and sequence as comparable bytes, the
-//! delete flag and the record's target and sequence columns). A batch reads the records of
-//! its keys, computes each key's history again from all of them (`cdc::scd2`), and
-//! replaces those keys' versions in the target in one `MERGE` commit; then it appends its
-//! own records. Both commits carry `txn(app_id, batch)`, the records last, so after a
-//! crash between the two only the records are appended, computed as before.
+//! delete flag and the record's target and sequence columns). A key's history is a fold of
+//! its records in sequence order (`flow::cdc::scd2`). A batch replaces its keys' versions
+//! in the target in one `MERGE` commit, then appends its own records. Both commits carry
+//! `txn(app_id, batch)`, the records last, so after a crash between the two only the
+//! records are appended, computed as before.
 //!
 //! So that a batch costs what its keys cost, not the flow's age: a key whose new records
-//! all follow its applied ones has only its current version (`__END_AT` null) replaced,
-//! closed versions are written apart from current ones (a later batch reads only the
-//! files of current versions), and the small files of closed versions, and of the
-//! records table, are merged into the batch's once there are 16.
+//! all follow its applied ones (the usual case; the greatest applied sequence of every
+//! key is kept between batches) goes on from its current version in the target (the
+//! fold's state after its applied records), and neither its records nor its closed
+//! versions are read; only a key with a late record reads its records and folds them all
+//! again (every key, with a sequence of several columns). Closed versions are written
+//! apart from current ones (a later batch reads only the files of current versions), and
+//! the small files of closed versions, and of the records table, are merged into the
+//! batch's once there are 16.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
