@@ -474,13 +474,15 @@ impl CdcTarget {
             kept.version = Some(committed);
             self.last_applied = Some(kept);
         }
+        self.applied += 1;
         Ok(version)
     }
 
     /// The greatest sequence applied to each of `keys` (none for a key never applied), from
     /// what is kept while the records table is where it was left; else read from the
-    /// records table's key and sequence columns, whole (and kept, up to
-    /// [`MAX_CACHED_KEYS`] keys), or of `keys` alone when it holds too many records.
+    /// records table's key and sequence columns: of `keys` alone in a run's first batch
+    /// (a run of one batch reads no more than it needs) and when the table holds too many
+    /// records, else whole, and kept (up to [`MAX_CACHED_KEYS`] keys).
     async fn applied_sequences(
         &mut self,
         keys: &Arc<FastSet<Vec<u8>>>,
@@ -499,7 +501,7 @@ impl CdcTarget {
                 .sum(),
             _ => 0,
         };
-        let whole = records <= 2 * MAX_CACHED_KEYS as u64;
+        let whole = self.applied > 0 && records <= 2 * MAX_CACHED_KEYS as u64;
         let read = read_records(
             table,
             self.state.location(),
