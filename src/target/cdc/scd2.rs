@@ -19,7 +19,7 @@
 //! the small files of closed versions, and of the records table, are merged into the
 //! batch's once there are 16.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray};
@@ -30,7 +30,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::state_cache::{MAX_CACHED_KEYS, ShortBytes};
+use super::state_cache::{LastApplied, MAX_CACHED_KEYS};
 use super::table::{CdcTarget, column, data_err, widen};
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::place::RecordPlaces;
@@ -509,10 +509,7 @@ impl CdcTarget {
             Some(&[KEY, SEQ]),
         )
         .await?;
-        let mut applied = LastApplied {
-            version,
-            seqs: BTreeMap::new(),
-        };
+        let mut applied = LastApplied::empty(version);
         for b in &read {
             let key =
                 column::<BinaryArray>(b, KEY).map_err(|e| data_err(self.state.location(), e))?;
@@ -522,47 +519,12 @@ impl CdcTarget {
                 applied.raise(key.value(i), seq.value(i));
             }
         }
-        debug!(table = %self.state.location(), ?version, records, keys = applied.seqs.len(), "Read the applied sequences of the CDC records.");
+        debug!(table = %self.state.location(), ?version, records, keys = applied.len(), "Read the applied sequences of the CDC records.");
         let of_keys = applied.of(keys);
-        if whole && applied.seqs.len() <= MAX_CACHED_KEYS {
+        if whole && applied.len() <= MAX_CACHED_KEYS {
             self.last_applied = Some(applied);
         }
         Ok(of_keys)
-    }
-}
-
-/// The greatest sequence applied to each key of an SCD type 2 flow, as its records table
-/// at `version` holds it: what tells a batch which of its keys are late.
-pub(super) struct LastApplied {
-    pub(super) version: Option<u64>,
-    seqs: BTreeMap<ShortBytes, ShortBytes>,
-}
-
-impl LastApplied {
-    /// Keeps `seq` for `key` when it is greater than the one kept.
-    fn raise(&mut self, key: &[u8], seq: &[u8]) {
-        match self.seqs.get_mut(key) {
-            Some(kept) if kept.as_slice() < seq => *kept = ShortBytes::new(seq),
-            Some(_) => {}
-            None => {
-                self.seqs.insert(ShortBytes::new(key), ShortBytes::new(seq));
-            }
-        }
-    }
-
-    /// The same sequences, at the records table's `version` (a commit that applied none).
-    pub(super) fn at(self, version: Option<u64>) -> LastApplied {
-        LastApplied { version, ..self }
-    }
-
-    fn of(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, Vec<u8>> {
-        keys.iter()
-            .filter_map(|k| {
-                self.seqs
-                    .get(k.as_slice())
-                    .map(|s| (k.clone(), s.as_slice().to_vec()))
-            })
-            .collect()
     }
 }
 

@@ -12,6 +12,9 @@
 //! the log beside what is kept (peak RSS 353 against 280 MiB on the bench).
 //! A state of more than [`MAX_CACHED_KEYS`] keys is not kept: it is read each batch, and
 //! memory stays bounded by the batch, not by the number of keys.
+//!
+//! The SCD 2 flow keeps less, the same way ([`LastApplied`]): the greatest sequence applied
+//! to each key, which says which of a batch's keys have late records.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
@@ -33,13 +36,13 @@ pub const MAX_CACHED_KEYS: usize = 2_000_000;
 /// Bytes of a key or a sequence, inline when short (a BIGINT key or sequence encodes to 9
 /// bytes), so a kept entry costs one map slot and no allocation.
 #[derive(Clone)]
-pub(super) enum ShortBytes {
+enum ShortBytes {
     Inline { len: u8, bytes: [u8; 15] },
     Heap(Box<[u8]>),
 }
 
 impl ShortBytes {
-    pub(super) fn new(b: &[u8]) -> ShortBytes {
+    fn new(b: &[u8]) -> ShortBytes {
         match u8::try_from(b.len()) {
             Ok(len) if b.len() <= 15 => {
                 let mut bytes = [0u8; 15];
@@ -50,7 +53,7 @@ impl ShortBytes {
         }
     }
 
-    pub(super) fn as_slice(&self) -> &[u8] {
+    fn as_slice(&self) -> &[u8] {
         match self {
             ShortBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
             ShortBytes::Heap(b) => b,
@@ -269,6 +272,55 @@ impl StateCache {
             self.insert(TRUNCATE_KEY, m, false, at_ms, batch);
         }
         self.version = version;
+    }
+}
+
+/// The greatest sequence applied to each key of an SCD type 2 flow, as its records table
+/// at `version` holds it: what tells a batch which of its keys are late.
+pub struct LastApplied {
+    pub version: Option<u64>,
+    seqs: BTreeMap<ShortBytes, ShortBytes>,
+}
+
+impl LastApplied {
+    /// Nothing applied yet, at the records table's `version`: filled with
+    /// [`LastApplied::raise`].
+    pub fn empty(version: Option<u64>) -> LastApplied {
+        LastApplied {
+            version,
+            seqs: BTreeMap::new(),
+        }
+    }
+
+    /// Keys kept.
+    pub fn len(&self) -> usize {
+        self.seqs.len()
+    }
+
+    /// Keeps `seq` for `key` when it is greater than the one kept.
+    pub fn raise(&mut self, key: &[u8], seq: &[u8]) {
+        match self.seqs.get_mut(key) {
+            Some(kept) if kept.as_slice() < seq => *kept = ShortBytes::new(seq),
+            Some(_) => {}
+            None => {
+                self.seqs.insert(ShortBytes::new(key), ShortBytes::new(seq));
+            }
+        }
+    }
+
+    /// The same sequences, at the records table's `version` (a commit that applied none).
+    pub fn at(self, version: Option<u64>) -> LastApplied {
+        LastApplied { version, ..self }
+    }
+
+    pub fn of(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, Vec<u8>> {
+        keys.iter()
+            .filter_map(|k| {
+                self.seqs
+                    .get(k.as_slice())
+                    .map(|s| (k.clone(), s.as_slice().to_vec()))
+            })
+            .collect()
     }
 }
 

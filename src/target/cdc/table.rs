@@ -1,6 +1,6 @@
 //! The CDC target's parts, which its batch steps (`scd2.rs`, `from_snapshots.rs`) share.
 
-use super::state_cache::StateCache;
+use super::state_cache::{LastApplied, StateCache};
 use crate::flow::cdc::{CdcSpec, RowCondition};
 use crate::target::ChangeCounts;
 use crate::target::delta::{DeltaAppend, TargetError};
@@ -22,7 +22,7 @@ pub struct CdcTarget {
     pub(super) cache: Option<StateCache>,
     /// SCD type 2: the greatest sequence applied to each key, as the last batch of this
     /// run committed the records.
-    pub(super) last_applied: Option<super::scd2::LastApplied>,
+    pub(super) last_applied: Option<LastApplied>,
     /// Batches this run applied.
     pub(super) applied: u64,
 }
