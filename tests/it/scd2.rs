@@ -713,3 +713,39 @@ fn batches_over_runs_go_on_from_current_versions_as_one_batch_folds_every_record
         assert_eq!(rows(&s.table()), expected, "{opts:?}: batches = 1 batch");
     }
 }
+
+#[test]
+fn a_key_with_two_current_versions_stops_the_flow_naming_the_table() {
+    // Another writer appends a second current version of key 1: the next batch of that
+    // key cannot tell which one its history goes on from, so it stops, and the file stays
+    // unconsumed, rather than writing a history from either.
+    let s = Scratch::new();
+    let opts = scd2_options(&[]);
+    s.land("a.json", record(1, "A", "x", "UPSERT", 10) + "\n");
+    ok(&ingest(&s, &opts, &[]));
+    let script = "import os, sys\nimport pyarrow.compute as pc\n\
+        from deltalake import DeltaTable, write_deltalake\n\
+        t = DeltaTable(sys.argv[1]).to_pyarrow_table()\n\
+        t = t.set_column(t.schema.get_field_index('__START_AT'), '__START_AT', \
+        pc.add(t['__START_AT'], 1))\n\
+        write_deltalake(sys.argv[1], t, mode='append')\nos._exit(0)\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, s.table().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(versions(&s.table()), ["1 A x 10-null", "1 A x 11-null"]);
+    s.land("b.json", record(1, "B", "x", "UPSERT", 20) + "\n");
+    for _ in 0..2 {
+        let out = ingest(&s, &opts, &[]);
+        assert!(!out.status.success(), "the batch must stop");
+        let err = stderr(&out);
+        assert!(err.contains("more than one current version"), "{err}");
+        assert!(err.contains(s.table().to_str().unwrap()), "{err}");
+    }
+    assert_eq!(
+        versions(&s.table()),
+        ["1 A x 10-null", "1 A x 11-null"],
+        "nothing written"
+    );
+}
