@@ -919,13 +919,22 @@ impl CdcTarget {
                 )
                 .await?
         };
-        // Nothing applied: what is kept of the applied sequences (SCD type 2) holds at the
-        // records' next version too.
+        // Nothing applied: what is kept of the state (SCD type 1) or of the applied
+        // sequences (SCD type 2) holds at the state's next version too.
         let before = self.state.version();
+        let kept_state = self.cache.take().filter(|c| c.is_at(before));
         let kept_sequences = self.last_applied.take().filter(|s| s.version == before);
         self.commit_state_files(Vec::new(), Vec::new(), false, app_id, batch)
             .await?;
-        self.last_applied = kept_sequences.map(|s| s.at(self.state.version()));
+        let after = self.state.version();
+        self.cache = kept_state.map(|mut c| {
+            c.set_version(after);
+            c
+        });
+        self.last_applied = kept_sequences.map(|mut s| {
+            s.version = after;
+            s
+        });
         self.last = Some(ChangeCounts::default());
         Ok(version)
     }
@@ -1361,7 +1370,6 @@ async fn read_state_group(
     Ok(out)
 }
 
-/// State log rows as a batch of the log's schema.
 /// Whether a compaction keeps a state entry: alive (not below the truncate mark the batch
 /// read, not a tombstone older than `gc_before`) and not below the mark after the batch.
 fn survives_compaction(
@@ -1376,6 +1384,7 @@ fn survives_compaction(
     !(below(read_mark) || deleted && at_ms < gc_before || below(effective_mark))
 }
 
+/// State log rows as a batch of the log's schema.
 fn state_batch(rows: &[StateRow]) -> RecordBatch {
     RecordBatch::try_new(
         state_schema(),

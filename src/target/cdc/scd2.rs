@@ -272,14 +272,15 @@ impl CdcTarget {
         let mut new_records: Vec<usize> = Vec::new();
         let columns_count = columns.len();
         for (key, recs) in ordered {
-            let from = (!late.contains(&key))
+            let is_late = late.contains(&key);
+            let from = (!is_late)
                 .then(|| current.version(&key, all.num_rows(), columns_count))
                 .flatten();
             let h = scd2::history(recs, from, &values, self.spec.ignore_null_updates);
             stale += h.stale;
             ties += h.ties;
             new_records.extend(h.kept);
-            if late.contains(&key) {
+            if is_late {
                 versions.extend(h.versions);
             } else {
                 // A version ending before the batch's records is in the target as it was.
@@ -497,8 +498,8 @@ impl CdcTarget {
             Ok(snapshot) if version.is_some() => snapshot
                 .log_data()
                 .into_iter()
-                .map(|f| f.num_records().map_or(u64::MAX / 4, |n| n as u64))
-                .sum(),
+                .map(|f| f.num_records().map_or(u64::MAX, |n| n as u64))
+                .fold(0u64, u64::saturating_add),
             _ => 0,
         };
         let whole = self.applied > 0 && records <= 2 * MAX_CACHED_KEYS as u64;
@@ -757,7 +758,7 @@ async fn read_records(
     table: &DeltaTable,
     location: &str,
     keys: Option<Arc<FastSet<Vec<u8>>>>,
-    columns: Option<&[&str]>,
+    columns: Option<&'static [&'static str]>,
 ) -> Result<Vec<RecordBatch>, TargetError> {
     let err = |reason: String| TargetError::Incompatible {
         location: location.to_string(),
@@ -766,12 +767,10 @@ async fn read_records(
     if table.version().is_none() {
         return Ok(Vec::new());
     }
-    let columns: Option<Vec<String>> = columns.map(|c| c.iter().map(|s| s.to_string()).collect());
     let (store, files) = super::super::rewrite::table_files(table).map_err(err)?;
     let reads = files.into_iter().map(|(path, size)| {
         let store = Arc::clone(&store);
         let wanted = keys.clone();
-        let columns = columns.clone();
         let read = async move {
             let mut builder = super::super::rewrite::open_file(&store, &path, size).await?;
             if let Some(wanted) = wanted {
@@ -782,10 +781,10 @@ async fn read_records(
                 );
                 builder = builder.with_row_filter(filter);
             }
-            if let Some(columns) = &columns {
+            if let Some(columns) = columns {
                 let mask = parquet::arrow::ProjectionMask::columns(
                     builder.parquet_schema(),
-                    columns.iter().map(String::as_str),
+                    columns.iter().copied(),
                 );
                 builder = builder.with_projection(mask);
             }

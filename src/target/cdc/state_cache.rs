@@ -308,11 +308,6 @@ impl LastApplied {
         }
     }
 
-    /// The same sequences, at the records table's `version` (a commit that applied none).
-    pub fn at(self, version: Option<u64>) -> LastApplied {
-        LastApplied { version, ..self }
-    }
-
     pub fn of(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, Vec<u8>> {
         keys.iter()
             .filter_map(|k| {
