@@ -2,6 +2,7 @@
 //! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
 
 use crate::flow::expect::{ExpectationCounts, Tally};
+use crate::pipeline::ahead::{Ahead, Prepared};
 use crate::pipeline::read::{
     QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_file,
 };
@@ -17,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::checkpoint::{CommitSummary, Plan};
 use crate::clock::now_ms;
@@ -36,6 +37,7 @@ use crate::testing::failpoint;
 /// deaths counted against a plan run again (see [`MAX_CRASHED_ATTEMPTS`]): once its files
 /// are all read, a death no longer counts. A reported error records that no process died
 /// on this plan: only deaths count towards quarantine.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
@@ -44,8 +46,9 @@ pub(crate) async fn execute(
     rerun: Option<u32>,
     summary: &mut Summary,
     quarantine: Option<&mut QuarantineTable>,
+    ahead: &mut Ahead,
 ) -> Result<(), IngestError> {
-    let result = execute_counted(ctx, state, sink, plan, rerun, summary, quarantine).await;
+    let result = execute_counted(ctx, state, sink, plan, rerun, summary, quarantine, ahead).await;
     if result.is_err()
         && let Err(e) = ctx.checkpoint.clear_deaths(plan)
     {
@@ -71,6 +74,10 @@ fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::St
 /// Long because the order of its steps is the exactly-once protocol
 /// (`docs/design/exactly-once.md`), with failpoints between them; read top to bottom it
 /// is the protocol, and split it would hide which step comes first.
+///
+/// `ahead`: the read made of this batch's files while the batch before committed (used
+/// if it still stands), and the next batch's files, read while this one commits.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute_counted(
     ctx: &RunContext<'_>,
     state: &mut ActiveSchema,
@@ -79,6 +86,7 @@ pub(crate) async fn execute_counted(
     rerun: Option<u32>,
     summary: &mut Summary,
     quarantine: Option<&mut QuarantineTable>,
+    ahead: &mut Ahead,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
     let partition_columns: Vec<String> =
@@ -119,6 +127,13 @@ pub(crate) async fn execute_counted(
         evolving,
         stop_at_new_fields: evolving,
     };
+    // The read made ahead stands for the first read only, if the files and the layout
+    // are still those it was made with (and the read neither infers nor quarantines).
+    let mut read_ahead = ahead.made.take();
+    if state.one_pass.is_some() || quarantine.is_some() {
+        ahead.made = read_ahead.take();
+        ahead.discard();
+    }
     let (writer, stats) = loop {
         let observe = state.one_pass.is_some();
         // Writers for a table not created yet take the layout's schema as the table's.
@@ -130,19 +145,33 @@ pub(crate) async fn execute_counted(
                 schema_version: state.version.version,
             },
         });
-        let (writer, read) = read_files(
-            ctx,
-            &state.layout,
-            &attempt.files,
-            &attempt.skip,
-            sink,
-            ReadMode {
-                stop_at_new_fields: attempt.stop_at_new_fields,
-                observe_types: observe,
-                quarantine: quarantine_to,
-            },
-        )
-        .await?;
+        let made = read_ahead
+            .take()
+            .and_then(|r| r.take_for(&plan.files, &state.layout, attempt.stop_at_new_fields));
+        let (writer, read) = match made {
+            Some(made) => {
+                debug!(
+                    batch = plan.batch,
+                    "The batch's files were read while the batch before it committed."
+                );
+                made
+            }
+            None => {
+                read_files(
+                    ctx,
+                    &state.layout,
+                    &attempt.files,
+                    &attempt.skip,
+                    sink,
+                    ReadMode {
+                        stop_at_new_fields: attempt.stop_at_new_fields,
+                        observe_types: observe,
+                        quarantine: quarantine_to,
+                    },
+                )
+                .await?
+            }
+        };
         let stands = match state.one_pass.take() {
             Some(one_pass) => {
                 settle_after_read(ctx, state, sink, plan, one_pass, &read, table_was_missing).await
@@ -306,7 +335,32 @@ pub(crate) async fn execute_counted(
         }
         failpoint::hit(failpoint::QUARANTINE_COMMITTED);
     }
-    let table_version = sink.commit(writers, ctx.app_id, plan.batch, info).await?;
+    // The next batch's files are read while this one commits (a CDC target; see
+    // `ahead.rs`); the read is made with the settings the next batch starts its read with.
+    let next = match ahead.next.take() {
+        Some(files) if state.one_pass.is_none() => {
+            Prepared::new(ctx, &state.layout, files, &*sink, evolving)
+        }
+        _ => None,
+    };
+    let committed = match next {
+        Some(next) => {
+            let (committed, made) = futures::join!(
+                sink.commit(writers, ctx.app_id, plan.batch, info),
+                next.read(ctx)
+            );
+            ahead.made = Some(made);
+            committed
+        }
+        None => sink.commit(writers, ctx.app_id, plan.batch, info).await,
+    };
+    let table_version = match committed {
+        Ok(v) => v,
+        Err(e) => {
+            ahead.discard();
+            return Err(e.into());
+        }
+    };
     if table_version % RELOAD_EVERY_VERSIONS == 0 {
         sink.reload().await?;
     }

@@ -8,6 +8,7 @@
 //! way memory stays bounded by a few batches, and all files land in one commit.
 
 mod adopt;
+mod ahead;
 mod batch;
 mod clean;
 pub mod definition;

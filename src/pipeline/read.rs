@@ -188,9 +188,6 @@ pub(crate) fn source_file(
 /// A large batch of several files gives each decoding thread its own writer, so Parquet
 /// encoding runs on every core; a small one streams into one writer on the async side, so
 /// it still becomes one Parquet file.
-///
-/// Long because it runs the decoding pool and its consumer in one place: the memory
-/// budget, the stop flag and the per-file results are shared by both sides.
 pub(crate) async fn read_files(
     ctx: &RunContext<'_>,
     layout: &Arc<TableLayout>,
@@ -199,41 +196,135 @@ pub(crate) async fn read_files(
     sink: &dyn Target,
     mode: ReadMode<'_>,
 ) -> Result<(Written, ReadOutcome), IngestError> {
+    let writers = ReadWriters::new(ctx, layout, files, skip, sink)?;
+    writers.read(ctx, layout, files, skip, mode).await
+}
+
+/// A read's writers, made before it starts: making them is all a read asks of the
+/// target, so a read can run while the target commits another batch (see
+/// `pipeline/ahead.rs`).
+pub(crate) struct ReadWriters {
+    /// The flow, bound to this read's layout (an evolved schema moves the columns).
+    flow: Option<Arc<BoundFlow>>,
+    /// The rows' schema as the writers take them.
+    schema: SchemaRef,
+    shared: BatchWriter,
+    /// Each decoding thread's own writer (a large batch), or none.
+    own: Vec<Option<BatchWriter>>,
+    encode_in_workers: bool,
+}
+
+impl ReadWriters {
+    pub(crate) fn new(
+        ctx: &RunContext<'_>,
+        layout: &Arc<TableLayout>,
+        files: &[SourceFile],
+        skip: &[bool],
+        sink: &dyn Target,
+    ) -> Result<ReadWriters, IngestError> {
+        let workers = worker_count(files.len());
+        let bytes: u64 = files
+            .iter()
+            .zip(skip)
+            .filter(|(_, s)| !**s)
+            .map(|(f, _)| f.meta.size)
+            .sum();
+        let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
+        let decoded = layout.arrow_schema();
+        let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
+        let keep_last = layout.trailing_names();
+        // The writers take the table's columns.
+        let flow: Option<Arc<BoundFlow>> = if ctx.req.flow.is_everything() {
+            None
+        } else {
+            let bound = ctx
+                .req
+                .flow
+                .bind(&decoded, &keep_last, ctx.req.settings.time_zone)?
+                .rescued(layout.rescued.as_deref(), &decoded);
+            Some(Arc::new(bound))
+        };
+        let schema = flow
+            .as_ref()
+            .map_or_else(|| Arc::clone(&decoded), |f| Arc::clone(f.schema()));
+        let shared = sink.writer(&schema, &partition_columns, &keep_last)?;
+        let mut own = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            own.push(if encode_in_workers {
+                Some(sink.writer(&schema, &partition_columns, &keep_last)?)
+            } else {
+                None
+            });
+        }
+        Ok(ReadWriters {
+            flow,
+            schema,
+            shared,
+            own,
+            encode_in_workers,
+        })
+    }
+
+    /// Whether every writer holds its rows in memory until the commit (a CDC target):
+    /// such a read leaves nothing behind when it is thrown away.
+    pub(crate) fn holds_rows(&self) -> bool {
+        matches!(self.shared, BatchWriter::Collect(_))
+            && self
+                .own
+                .iter()
+                .flatten()
+                .all(|w| matches!(w, BatchWriter::Collect(_)))
+    }
+
+    /// Writers never written to are let go (a table's writer has no file yet).
+    pub(crate) fn abort(self) {
+        let mut all = vec![self.shared];
+        all.extend(self.own.into_iter().flatten());
+        BatchWriters(all).abort();
+    }
+
+    /// Runs the read (see [`read_files`]).
+    pub(crate) async fn read(
+        self,
+        ctx: &RunContext<'_>,
+        layout: &Arc<TableLayout>,
+        files: &[SourceFile],
+        skip: &[bool],
+        mode: ReadMode<'_>,
+    ) -> Result<(Written, ReadOutcome), IngestError> {
+        read_with(ctx, layout, files, skip, self, mode).await
+    }
+}
+
+/// Long because it runs the decoding pool and its consumer in one place: the memory
+/// budget, the stop flag and the per-file results are shared by both sides.
+async fn read_with(
+    ctx: &RunContext<'_>,
+    layout: &Arc<TableLayout>,
+    files: &[SourceFile],
+    skip: &[bool],
+    writers: ReadWriters,
+    mode: ReadMode<'_>,
+) -> Result<(Written, ReadOutcome), IngestError> {
     let ReadMode {
         stop_at_new_fields,
         observe_types,
         quarantine: quarantine_to,
     } = mode;
-    let workers = worker_count(files.len());
-    let bytes: u64 = files
-        .iter()
-        .zip(skip)
-        .filter(|(_, s)| !**s)
-        .map(|(f, _)| f.meta.size)
-        .sum();
-    let encode_in_workers = workers > 1 && bytes >= PARALLEL_ENCODE_BYTES;
-    let decoded = layout.arrow_schema();
-    let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
+    let ReadWriters {
+        flow,
+        schema,
+        mut shared,
+        own,
+        encode_in_workers,
+    } = writers;
+    let workers = own.len();
     let keep_last = layout.trailing_names();
-    // The flow, bound to this read's layout (an evolved schema moves the columns); the
-    // writers take the table's columns.
-    let flow: Option<Arc<BoundFlow>> = if ctx.req.flow.is_everything() {
-        None
-    } else {
-        let bound = ctx
-            .req
-            .flow
-            .bind(&decoded, &keep_last, ctx.req.settings.time_zone)?
-            .rescued(layout.rescued.as_deref(), &decoded);
-        Some(Arc::new(bound))
-    };
-    let schema = flow
-        .as_ref()
-        .map_or_else(|| Arc::clone(&decoded), |f| Arc::clone(f.schema()));
-    let mut shared = sink.writer(&schema, &partition_columns, &keep_last)?;
     // Only a target that holds the rows until its commit (CDC) keeps their origins.
     let keep_origins = matches!(shared, BatchWriter::Collect(_));
-    let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2);
+    // Room for every batch the memory budget lets wait (each holds at least 1 MiB of
+    // it): a read running beside a commit goes on while the commit computes.
+    let (tx, mut rx) = mpsc::channel::<Msg>(workers * 2 + IN_FLIGHT_MIB);
     let stop = PoolStop::default();
     let files_arc: Arc<Vec<SourceFile>> = Arc::new(files.to_vec());
     let skip_arc: Arc<Vec<bool>> = Arc::new(skip.to_vec());
@@ -251,13 +342,9 @@ pub(crate) async fn read_files(
     // Each worker's state: in a large batch, its own writer. The sender lives in the work
     // closure, so the channel closes once every worker has ended.
     let mut states = Vec::with_capacity(workers);
-    for _ in 0..workers {
+    for own in own {
         states.push(Worker {
-            own: if encode_in_workers {
-                Some(sink.writer(&schema, &partition_columns, &keep_last)?)
-            } else {
-                None
-            },
+            own,
             carried: carry_rows.then(CarriedRows::default),
             gathered: Gathered::default(),
             done: Vec::new(),

@@ -1,5 +1,6 @@
 //! One stream, open: recovery, discovery, replay of unfinished plans, then new batches.
 
+use crate::pipeline::ahead::Ahead;
 use crate::pipeline::batch::execute;
 use crate::pipeline::plan::{as_i64, changed_since_planned, new_files, split_batches};
 use crate::pipeline::run_context::RunContext;
@@ -1185,6 +1186,7 @@ impl<'a> StreamRun<'a> {
                         Some(deaths),
                         &mut self.summary,
                         self.quarantine.as_mut(),
+                        &mut Ahead::default(),
                     )
                     .await?;
                 }
@@ -1197,8 +1199,15 @@ impl<'a> StreamRun<'a> {
             Some(spec) => super::snapshots::batches(spec, &files),
             None => split_batches(&files, &self.req.settings, &suspects),
         };
-        for (batch, files) in (first..).zip(batches) {
+        // A CDC target's batches read the next batch's files while they commit (see
+        // `ahead.rs`); not where a batch's files are known only once it is planned (a
+        // snapshot's stamp, competing workers' claims) or rows may go to a quarantine.
+        let read_ahead =
+            self.req.snapshot.is_none() && self.claims.is_none() && self.quarantine.is_none();
+        let mut ahead = Ahead::default();
+        for (at, (batch, files)) in (first..).zip(&batches).enumerate() {
             if stop.is_stopped() {
+                ahead.discard();
                 info!("Stopping between batches; the remaining files are left for the next run.");
                 return Ok(());
             }
@@ -1242,6 +1251,10 @@ impl<'a> StreamRun<'a> {
                 self.checkpoint.discard_plan(plan.batch)?;
                 continue;
             }
+            ahead.next = batches
+                .get(at + 1)
+                .filter(|_| read_ahead)
+                .map(|next| next.to_vec());
             execute(
                 &ctx,
                 state,
@@ -1250,6 +1263,7 @@ impl<'a> StreamRun<'a> {
                 None,
                 &mut self.summary,
                 self.quarantine.as_mut(),
+                &mut ahead,
             )
             .await?;
             if let Some(spec) = &self.req.snapshot {
@@ -1266,6 +1280,7 @@ impl<'a> StreamRun<'a> {
                 &mut self.batches_at_compaction,
             );
         }
+        ahead.discard();
         // Every file of the listing is planned or was ingested before.
         self.source.advance();
         self.save_source_position()

@@ -28,6 +28,7 @@ mod locations;
 mod once;
 mod optimize;
 mod orc;
+mod read_ahead;
 mod reader;
 mod reports;
 mod reset;
