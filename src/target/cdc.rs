@@ -55,7 +55,7 @@ mod table;
 
 use state_cache::TRUNCATE_KEY;
 pub use table::CdcTarget;
-use table::{column, data_err, merge_operation, widen};
+use table::{column, data_err, free_later, merge_operation, widen};
 
 /// The table property that says how long a tombstone is kept (Databricks' name).
 pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
@@ -601,6 +601,7 @@ impl CdcTarget {
         }
         self.applied += 1;
         debug!(table = %loc, batch, ?encoded_at, ?refreshed_at, ?state_read_at, ?target_at, done = ?started.elapsed(), "CDC batch phases.");
+        free_later((encoded, batch_keys, prior, reduction, changes, places));
         Ok(version)
     }
 

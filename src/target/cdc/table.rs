@@ -35,6 +35,12 @@ pub(super) fn data_err(location: &str, reason: impl Into<String>) -> TargetError
     }
 }
 
+/// Frees a batch's per-key structures on a blocking thread, off the batch's path: freeing
+/// the keys of 100,000 records one by one took 11-15 ms of a first-load batch's 100.
+pub(super) fn free_later<T: Send + 'static>(value: T) {
+    tokio::task::spawn_blocking(move || drop(value));
+}
+
 /// A column of the state log, of its type.
 pub(super) fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
     b.column_by_name(name)
