@@ -864,6 +864,102 @@ fn the_state_is_compacted_and_the_table_stays_the_same() {
     assert_eq!(rows(&s.table()), expected);
 }
 
+/// The state's compactions that rewrote its log (removed files), in commit order, as the
+/// batch each ran in.
+fn state_compactions(s: &Scratch) -> Vec<u64> {
+    common::commit_texts(&state_table(s))
+        .iter()
+        .filter(|c| c.contains("\"compacted\":true") && c.contains("\"remove\""))
+        .map(|c| {
+            let at = c
+                .find("\"batch\":")
+                .expect("a state commit names its batch")
+                + 8;
+            c[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn insert_of(key: u64, op: &str) -> String {
+    format!(
+        r#"{{"userId": {key}, "name": "n{key}", "city": "c", "operation": "{op}", "sequenceNum": 1}}"#
+    ) + "\n"
+}
+
+#[test]
+fn a_first_load_appends_its_state_until_its_files_pile_up() {
+    // New keys only (a delete among them): compacting the state log would leave no row
+    // out, so it is appended to, until 64 files were appended since batch 0's write.
+    let s = Scratch::new();
+    for key in 0..70u64 {
+        let op = if key == 5 { "DELETE" } else { "INSERT" };
+        s.land(&format!("{key:03}.json"), insert_of(key, op));
+    }
+    ok(&ingest(
+        &s,
+        &cdc_options(false),
+        &["cloudFiles.maxFilesPerTrigger=1"],
+    ));
+    assert_eq!(state_compactions(&s), [65]);
+    assert_eq!(rows(&s.table()).len(), 69);
+    // A changed key makes the log hold a replaced entry: the next compaction the log's
+    // size calls for then runs (here the log is still small next to the compacted part,
+    // so none is due); the table stays right.
+    s.land(
+        "100.json",
+        r#"{"userId": 0, "name": "m0", "city": "c", "operation": "UPDATE", "sequenceNum": 2}"#
+            .to_string()
+            + "\n",
+    );
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    assert!(rows(&s.table()).contains(&"0 m0 c".to_string()));
+    assert_eq!(rows(&s.table()).len(), 69);
+}
+
+#[test]
+fn a_first_load_compacts_its_state_to_forget_expired_tombstones() {
+    // Tombstones past the GC threshold are what a compaction leaves out, so a log of new
+    // keys that holds one is compacted as its size calls for.
+    let s = Scratch::new();
+    s.land("000.json", insert_of(0, "INSERT") + &insert_of(1, "DELETE"));
+    ok(&ingest(&s, &cdc_options(false), &[]));
+    ok(&run(
+        &[
+            "table".to_string(),
+            "set".to_string(),
+            s.table().display().to_string(),
+            "pipelines.cdc.tombstoneGCThresholdInSeconds=0".to_string(),
+        ],
+        &[],
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for key in 2..8u64 {
+        s.land(&format!("{key:03}.json"), insert_of(key, "INSERT"));
+    }
+    ok(&ingest(
+        &s,
+        &cdc_options(false),
+        &["cloudFiles.maxFilesPerTrigger=1"],
+    ));
+    let compactions = state_compactions(&s);
+    assert!(
+        !compactions.is_empty(),
+        "the expired tombstone was never compacted away"
+    );
+    // What the state holds now: every key but the deleted one, once.
+    let state_rows: usize = common::read_table(&state_table(&s))
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(state_rows, 7, "compacted at batches {compactions:?}");
+    assert_eq!(rows(&s.table()).len(), 7);
+}
+
 #[test]
 fn a_truncate_in_a_later_batch_empties_the_table_and_drops_older_records() {
     let s = Scratch::new();
