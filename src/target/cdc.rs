@@ -76,11 +76,6 @@ fn state_schema() -> SchemaRef {
 /// The add-action tag of the state's compacted files.
 const COMPACTED_TAG: &str = "autoloader.cdcCompacted";
 
-/// A state log whose compaction would leave no row out is still compacted once it has
-/// this many files appended since the last compaction (each a batch's), so a long first
-/// load does not leave a read of the whole state opening thousands of files.
-const MAX_LOOSE_STATE_FILES: usize = 64;
-
 impl CdcTarget {
     /// The CDC flow into `target`, its state in `checkpoint`.
     pub async fn open(
@@ -279,7 +274,12 @@ impl CdcTarget {
                 .collect(),
         );
         let raises_truncate = encoded.iter().any(|c| c.truncate);
-        let (log_rows, compacted_rows, loose_files) = self.state_rows();
+        let (log_rows, compacted_rows) = self.state_rows();
+        // Compact when the entries appended since the last compaction would outnumber the
+        // compacted ones (so the log stays under about twice the live entries).
+        let compact = log_rows - compacted_rows + encoded.len() > compacted_rows;
+        // A truncate, and a compaction, need every key's entry; a batch only its own keys'.
+        let every_key = compact || raises_truncate;
         // The state this run's last batch left, while the state table is where it left it.
         let state_version = self.state.version();
         // A truncate reads the whole log anyway: what is kept is let go rather than held
@@ -288,17 +288,6 @@ impl CdcTarget {
             .cache
             .take()
             .filter(|c| c.is_at(state_version) && !raises_truncate);
-        // Compact when the entries appended since the last compaction would outnumber the
-        // compacted ones (so the log stays under about twice the live entries); not while
-        // what is kept shows that a compaction would leave no row out (a first load: each
-        // row a new key's) and the log's files are few.
-        let compact = log_rows - compacted_rows + encoded.len() > compacted_rows
-            && !(loose_files < MAX_LOOSE_STATE_FILES
-                && cache
-                    .as_ref()
-                    .is_some_and(|c| c.compacts_nothing(log_rows, gc_before)));
-        // A truncate, and a compaction, need every key's entry; a batch only its own keys'.
-        let every_key = compact || raises_truncate;
         // A run's second batch (without what is kept) reads the state whole to keep it, when
         // it is small enough; a truncate, and a compaction without what is kept, read the
         // whole log, columnar, indexed by key (no allocation per entry); any other batch
@@ -890,13 +879,12 @@ impl CdcTarget {
         Ok(v)
     }
 
-    /// The state log's rows, how many of them are in compacted files, and how many files
-    /// are not compacted.
-    fn state_rows(&self) -> (usize, usize, usize) {
+    /// The state log's rows, and how many of them are in compacted files.
+    fn state_rows(&self) -> (usize, usize) {
         let Ok(snapshot) = self.state.table().snapshot() else {
-            return (0, 0, 0);
+            return (0, 0);
         };
-        let (mut all, mut compacted, mut loose) = (0, 0, 0);
+        let (mut all, mut compacted) = (0, 0);
         for f in snapshot.log_data() {
             let n = f.num_records().unwrap_or(0);
             all += n;
@@ -904,11 +892,9 @@ impl CdcTarget {
             let tags = f.add_action().tags;
             if tags.is_some_and(|t| t.contains_key(COMPACTED_TAG)) {
                 compacted += n;
-            } else {
-                loose += 1;
             }
         }
-        (all, compacted, loose)
+        (all, compacted)
     }
 }
 
@@ -1474,9 +1460,9 @@ impl Target for CdcTarget {
     }
 
     fn reload(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
-        // What is kept of the state stays: it is used only while the state (and records)
-        // table is at the version it was made for, which a fresh load does not change.
         Box::pin(async move {
+            self.cache = None;
+            self.last_applied = None;
             self.target.reload().await?;
             self.state.reload().await
         })

@@ -104,9 +104,6 @@ pub struct StateCache {
     mark: Option<Vec<u8>>,
     mark_at_ms: i64,
     mark_batch: i64,
-    /// No tombstone kept was applied before this (ms; `i64::MAX` when none is kept); a
-    /// replaced tombstone may leave it lower than the oldest one kept.
-    tombstones_since_ms: i64,
 }
 
 /// One row of the state log: key, sequence, tombstone, applied at (ms), written by batch.
@@ -121,7 +118,6 @@ impl StateCache {
             mark: None,
             mark_at_ms: 0,
             mark_batch: i64::MIN,
-            tombstones_since_ms: i64::MAX,
         }
     }
 
@@ -135,9 +131,6 @@ impl StateCache {
                 self.mark_batch = batch;
             }
             return;
-        }
-        if deleted {
-            self.tombstones_since_ms = self.tombstones_since_ms.min(at_ms);
         }
         let kept = Kept {
             seq: ShortBytes::new(seq),
@@ -219,25 +212,8 @@ impl StateCache {
     /// Keeps only the entries `live` accepts (by sequence, tombstone and applied time): what
     /// a compaction left in the log.
     pub fn retain(&mut self, mut live: impl FnMut(&[u8], bool, i64) -> bool) {
-        let mut since = i64::MAX;
-        self.entries.retain(|_, e| {
-            let keep = live(e.seq.as_slice(), e.deleted, e.at_ms);
-            if keep && e.deleted {
-                since = since.min(e.at_ms);
-            }
-            keep
-        });
-        self.tombstones_since_ms = since;
-    }
-
-    /// Whether compacting a state log of `log_rows` rows, as kept here, would leave no row
-    /// out: every row is its key's only entry, there is no truncate mark, and no tombstone
-    /// was applied before `gc_before`. A first load's log is such a log, and compacting
-    /// it only rewrites it.
-    pub fn compacts_nothing(&self, log_rows: usize, gc_before: i64) -> bool {
-        self.mark.is_none()
-            && log_rows == self.entries.len()
-            && self.tombstones_since_ms >= gc_before
+        self.entries
+            .retain(|_, e| live(e.seq.as_slice(), e.deleted, e.at_ms));
     }
 
     /// The state after batch `batch` appended `rows` (the state log's rows it wrote: key,
@@ -346,24 +322,6 @@ impl LastApplied {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_log_of_distinct_keys_compacts_nothing_until_a_key_repeats_a_mark_or_a_tombstone_expires() {
-        let mut kept = StateCache::empty();
-        kept.insert(b"a", b"1", false, 100, 0);
-        kept.insert(b"b", b"1", true, 200, 0);
-        assert!(kept.compacts_nothing(2, 150));
-        // A row the kept state has no key for: one of its key's rows was replaced.
-        assert!(!kept.compacts_nothing(3, 150));
-        // The tombstone applied at 200 expires once the GC horizon passes it.
-        assert!(!kept.compacts_nothing(2, 201));
-        // A compaction that forgot it leaves nothing to expire.
-        kept.retain(|_, deleted, _| !deleted);
-        assert!(kept.compacts_nothing(1, 10_000));
-        // A truncate mark: rows below it are left out by a compaction.
-        kept.insert(TRUNCATE_KEY, b"1", false, 300, 1);
-        assert!(!kept.compacts_nothing(2, 150));
-    }
 
     fn entry(seq: &[u8], deleted: bool) -> StateEntry {
         StateEntry {
