@@ -1460,9 +1460,9 @@ impl Target for CdcTarget {
     }
 
     fn reload(&mut self) -> BoxFuture<'_, Result<(), TargetError>> {
+        // What is kept of the state stays: it is used only while the state (and records)
+        // table is at the version it was made for, which a fresh load does not change.
         Box::pin(async move {
-            self.cache = None;
-            self.last_applied = None;
             self.target.reload().await?;
             self.state.reload().await
         })
