@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::pipeline::IngestError;
-use crate::pipeline::read::{ReadMode, ReadOutcome, ReadWriters, Written, source_file};
+use crate::pipeline::read::{ReadMode, ReadOutcome, ReadWriters, Written, read_with, source_files};
 use crate::pipeline::run_context::RunContext;
 use crate::record::TableLayout;
 use crate::source::FileRef;
@@ -73,7 +73,8 @@ impl ReadAhead {
         }
     }
 
-    fn discard(self) {
+    /// Lets the read go (a batch that will not use it).
+    pub(crate) fn discard(self) {
         if let Ok((written, _)) = self.read {
             written.abort();
         }
@@ -103,11 +104,7 @@ impl Prepared {
         if files.is_empty() || bytes > READ_AHEAD_BYTES {
             return None;
         }
-        let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
-        let sources: Vec<_> = files
-            .iter()
-            .map(|f| source_file(&ctx.req.source, f, &partition_columns, None))
-            .collect();
+        let sources = source_files(&ctx.req.source, layout, &files, None);
         let skip = vec![false; sources.len()];
         let writers = ReadWriters::new(ctx, layout, &sources, &skip, sink).ok()?;
         if !writers.holds_rows() {
@@ -131,10 +128,15 @@ impl Prepared {
             observe_types: false,
             quarantine: None,
         };
-        let read = self
-            .writers
-            .read(ctx, &self.layout, &self.files, &self.skip, mode)
-            .await;
+        let read = read_with(
+            ctx,
+            &self.layout,
+            &self.files,
+            &self.skip,
+            self.writers,
+            mode,
+        )
+        .await;
         ReadAhead {
             keys: self.keys,
             layout: self.layout,

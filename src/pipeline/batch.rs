@@ -4,7 +4,7 @@
 use crate::flow::expect::{ExpectationCounts, Tally};
 use crate::pipeline::ahead::{Ahead, Prepared};
 use crate::pipeline::read::{
-    QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_file,
+    QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_files,
 };
 use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::infer::{infer_parallel, skippable};
@@ -89,15 +89,10 @@ pub(crate) async fn execute_counted(
     ahead: &mut Ahead,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
-    let partition_columns: Vec<String> =
-        state.layout.partition.names().map(str::to_string).collect();
     // A snapshot flow's batch is one snapshot: stamped with the plan's time and files.
     let stamp = settings_stamp(ctx, plan);
-    let files: Vec<SourceFile> = plan
-        .files
-        .iter()
-        .map(|f| source_file(&ctx.req.source, f, &partition_columns, stamp.as_ref()))
-        .collect();
+    let files: Vec<SourceFile> =
+        source_files(&ctx.req.source, &state.layout, &plan.files, stamp.as_ref());
     let settings = &ctx.req.settings;
     let evolving = matches!(
         settings.evolution_mode,
@@ -130,9 +125,10 @@ pub(crate) async fn execute_counted(
     // The read made ahead stands for the first read only, if the files and the layout
     // are still those it was made with (and the read neither infers nor quarantines).
     let mut read_ahead = ahead.made.take();
-    if state.one_pass.is_some() || quarantine.is_some() {
-        ahead.made = read_ahead.take();
-        ahead.discard();
+    if (state.one_pass.is_some() || quarantine.is_some())
+        && let Some(unused) = read_ahead.take()
+    {
+        unused.discard();
     }
     let (writer, stats) = loop {
         let observe = state.one_pass.is_some();

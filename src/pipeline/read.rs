@@ -152,6 +152,21 @@ impl Gathered {
     }
 }
 
+/// A batch's files, located for decoding with `layout`'s partition columns, with the
+/// lineage their rows carry.
+pub(crate) fn source_files(
+    source: &Source,
+    layout: &TableLayout,
+    files: &[FileRef],
+    stamp: Option<&crate::record::Stamp>,
+) -> Vec<SourceFile> {
+    let partition_columns: Vec<String> = layout.partition.names().map(str::to_string).collect();
+    files
+        .iter()
+        .map(|f| source_file(source, f, &partition_columns, stamp))
+        .collect()
+}
+
 /// A file of the source, located for decoding, with the lineage its rows carry.
 pub(crate) fn source_file(
     source: &Source,
@@ -197,7 +212,7 @@ pub(crate) async fn read_files(
     mode: ReadMode<'_>,
 ) -> Result<(Written, ReadOutcome), IngestError> {
     let writers = ReadWriters::new(ctx, layout, files, skip, sink)?;
-    writers.read(ctx, layout, files, skip, mode).await
+    read_with(ctx, layout, files, skip, writers, mode).await
 }
 
 /// A read's writers, made before it starts: making them is all a read asks of the
@@ -282,23 +297,13 @@ impl ReadWriters {
         all.extend(self.own.into_iter().flatten());
         BatchWriters(all).abort();
     }
-
-    /// Runs the read (see [`read_files`]).
-    pub(crate) async fn read(
-        self,
-        ctx: &RunContext<'_>,
-        layout: &Arc<TableLayout>,
-        files: &[SourceFile],
-        skip: &[bool],
-        mode: ReadMode<'_>,
-    ) -> Result<(Written, ReadOutcome), IngestError> {
-        read_with(ctx, layout, files, skip, self, mode).await
-    }
 }
 
+/// Reads `files` into `writers` (see [`read_files`]).
+///
 /// Long because it runs the decoding pool and its consumer in one place: the memory
 /// budget, the stop flag and the per-file results are shared by both sides.
-async fn read_with(
+pub(crate) async fn read_with(
     ctx: &RunContext<'_>,
     layout: &Arc<TableLayout>,
     files: &[SourceFile],

@@ -65,18 +65,23 @@ fn run_per_file(files: &[String]) -> (Vec<String>, Vec<String>) {
     table_rows(&s.table(), &[])
 }
 
+/// Lands `files` and ingests them all in one run of one-file batches; its debug log.
+fn run_all_logged(s: &Scratch, files: &[String]) -> String {
+    land(s, files);
+    let out = run(
+        &ingest_args(s, &one_file_batches(), &[]),
+        &[("RUST_LOG", "autoloader=debug")],
+    );
+    ok(&out);
+    stderr(&out)
+}
+
 #[test]
 fn each_batch_uses_the_read_made_while_the_one_before_committed() {
     let files = files(usize::MAX);
     let s = Scratch::new();
-    land(&s, &files);
-    let out = run(
-        &ingest_args(&s, &one_file_batches(), &[]),
-        &[("RUST_LOG", "autoloader=debug")],
-    );
-    ok(&out);
-    let used = stderr(&out).matches(USED).count();
-    assert_eq!(used, files.len() - 1, "{}", stderr(&out));
+    let log = run_all_logged(&s, &files);
+    assert_eq!(log.matches(USED).count(), files.len() - 1, "{log}");
     assert_eq!(table_rows(&s.table(), &[]), run_per_file(&files));
 }
 
@@ -87,13 +92,7 @@ fn a_new_column_in_a_batch_read_ahead_evolves_the_schema_and_reads_it_again() {
     // new schema.
     let files = files(5);
     let s = Scratch::new();
-    land(&s, &files);
-    let out = run(
-        &ingest_args(&s, &one_file_batches(), &[]),
-        &[("RUST_LOG", "autoloader=debug")],
-    );
-    ok(&out);
-    let log = stderr(&out);
+    let log = run_all_logged(&s, &files);
     assert!(log.contains("country"), "{log}");
     let (names, rows) = table_rows(&s.table(), &[]);
     assert!(names.contains(&"country".to_string()), "{names:?}");
