@@ -42,7 +42,7 @@ use crate::clock::now_ms;
 use crate::flow::cdc::keys::{IntKeys, RowEncoder};
 use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd1::{self, Change, RowChange, StateEntry};
-use crate::flow::cdc::{CdcSpec, RowCondition};
+use crate::flow::cdc::{CdcSpec, KeyBytes, RowCondition};
 pub(crate) use crate::flow::cdc::{FastMap, FastSet};
 use crate::location::Location;
 use crate::storage::StorageSettings;
@@ -188,7 +188,7 @@ impl CdcTarget {
             .enumerate()
             .map(|(i, (key, seq))| Change {
                 key: if truncates[i] {
-                    TRUNCATE_KEY.to_vec()
+                    KeyBytes::from_slice(TRUNCATE_KEY)
                 } else {
                     key
                 },
@@ -266,7 +266,7 @@ impl CdcTarget {
         let gc_before = now - self.gc_threshold_ms();
 
         // The state of the batch's keys, and the truncate mark, read from the state log.
-        let batch_keys: Arc<FastSet<Vec<u8>>> = Arc::new(
+        let batch_keys: Arc<FastSet<KeyBytes>> = Arc::new(
             encoded
                 .iter()
                 .filter(|c| !c.truncate)
@@ -296,7 +296,7 @@ impl CdcTarget {
             cache.is_none() && !every_key && self.applied > 0 && log_rows <= 2 * MAX_CACHED_KEYS;
         let from_kept = |c: &StateCache| StateRead {
             entries: c.lookup(&batch_keys),
-            mark: c.mark().map(<[u8]>::to_vec),
+            mark: c.mark().map(KeyBytes::from_slice),
             removes: Vec::new(),
             log: Vec::new(),
         };
@@ -352,7 +352,7 @@ impl CdcTarget {
             !(mark.as_deref().is_some_and(|m| seq < m) || deleted && at_ms < gc_before)
         };
         let alive = |e: &StateEntry| alive_raw(&e.seq, e.deleted, e.at_ms);
-        let mut prior: FastMap<Vec<u8>, StateEntry> = FastMap::default();
+        let mut prior: FastMap<KeyBytes, StateEntry> = FastMap::default();
         for (key, entry) in read.entries {
             if alive(&entry) {
                 prior.insert(key, entry);
@@ -388,7 +388,7 @@ impl CdcTarget {
         let below = |e: &StateEntry| below_raw(&e.seq);
         // Keys the truncate empties (not in the batch): their rows go; their entries, below
         // the mark, are dead from now on.
-        let emptied: Vec<Vec<u8>> = if raises_truncate {
+        let emptied: Vec<KeyBytes> = if raises_truncate {
             index
                 .latest
                 .iter()
@@ -399,14 +399,14 @@ impl CdcTarget {
                         && below_raw(seq)
                         && !deleted
                 })
-                .map(|(k, _)| k.to_vec())
+                .map(|(k, _)| KeyBytes::from_slice(k))
                 .collect()
         } else {
             Vec::new()
         };
         // The batch's keys whose row a raised mark removes (a change after the mark may
         // bring a new one).
-        let below_mark: Vec<Vec<u8>> = prior
+        let below_mark: Vec<KeyBytes> = prior
             .iter()
             .filter(|(_, e)| raises_truncate && !e.deleted && below(e))
             .map(|(k, _)| k.clone())
@@ -560,7 +560,7 @@ impl CdcTarget {
             )
             .await?
         } else {
-            let touched: FastSet<Vec<u8>> = reduction
+            let touched: FastSet<KeyBytes> = reduction
                 .rows
                 .keys()
                 .chain(emptied.iter())
@@ -616,7 +616,7 @@ impl CdcTarget {
     async fn take_keys(
         &self,
         target_schema: &SchemaRef,
-        touched: Arc<FastSet<Vec<u8>>>,
+        touched: Arc<FastSet<KeyBytes>>,
         open_only: Option<Arc<scd2::OpenOnly>>,
         new_writer: &(dyn Fn() -> Result<BatchWriter, TargetError> + Sync),
     ) -> Result<Taken, TargetError> {
@@ -626,7 +626,7 @@ impl CdcTarget {
         // Files whose first key column's range holds no touched key are not read.
         let first_key = self.spec.keys[0].clone();
         let mut bounds: Vec<i64> = key_encoder
-            .first_as_i64(touched.iter().map(Vec::as_slice))
+            .first_as_i64(touched.iter().map(KeyBytes::as_slice))
             .map_err(|e| data_err(&loc, e.to_string()))?
             .unwrap_or_default();
         bounds.sort_unstable();
@@ -706,10 +706,10 @@ impl CdcTarget {
         changes: &RecordBatch,
         target_schema: &SchemaRef,
         reduction: &scd1::Reduction,
-        touched: FastSet<Vec<u8>>,
+        touched: FastSet<KeyBytes>,
         taken: Option<Taken>,
-        emptied: &[Vec<u8>],
-        below_mark: &[Vec<u8>],
+        emptied: &[KeyBytes],
+        below_mark: &[KeyBytes],
         metrics: &mut serde_json::Value,
         app_id: &str,
         batch: u64,
@@ -731,7 +731,7 @@ impl CdcTarget {
         let taken_at = started.elapsed();
         // Each touched key's current row, as (batch, row) of the taken rows; the rows of
         // keys not touched after all go back.
-        let mut current: FastMap<Vec<u8>, (usize, usize)> = FastMap::default();
+        let mut current: FastMap<KeyBytes, (usize, usize)> = FastMap::default();
         let mut back = Vec::new();
         for (bi, b) in taken.rows.iter().enumerate() {
             let rows = key_encoder
@@ -742,7 +742,7 @@ impl CdcTarget {
                 let is_touched = touched.contains(k.as_ref());
                 keep.push(!is_touched);
                 if is_touched {
-                    current.insert(k.as_ref().to_vec(), (bi, ri));
+                    current.insert(KeyBytes::from_slice(k.as_ref()), (bi, ri));
                 }
             }
             if keep.contains(&true) {
@@ -763,7 +763,7 @@ impl CdcTarget {
         }
         let mut upserts = Vec::new();
         let (mut inserted, mut updated, mut deleted) = (0u64, 0u64, 0u64);
-        let mut ordered: Vec<(&Vec<u8>, &RowChange)> = reduction.rows.iter().collect();
+        let mut ordered: Vec<(&KeyBytes, &RowChange)> = reduction.rows.iter().collect();
         ordered.sort_by_key(|(_, c)| match c {
             RowChange::Upsert { records, .. } => records.last().copied().unwrap_or(0),
             RowChange::Delete => 0,
@@ -1065,9 +1065,9 @@ struct Logged {
 /// What [`read_state`] found.
 struct StateRead {
     /// The latest entry of each key asked for (dead ones included: the caller judges).
-    entries: FastMap<Vec<u8>, StateEntry>,
+    entries: FastMap<KeyBytes, StateEntry>,
     /// The truncate mark.
-    mark: Option<Vec<u8>>,
+    mark: Option<KeyBytes>,
     /// Every file of the log, to remove when compacting.
     removes: Vec<deltalake::kernel::Action>,
     /// The whole log, when asked to keep it.
@@ -1170,7 +1170,7 @@ const STATE_READERS: usize = 2;
 async fn read_state(
     table: &deltalake::DeltaTable,
     location: &str,
-    wanted: Arc<FastSet<Vec<u8>>>,
+    wanted: Arc<FastSet<KeyBytes>>,
     keep: bool,
 ) -> Result<StateRead, TargetError> {
     let mut out = StateRead {
@@ -1210,7 +1210,7 @@ async fn read_state(
         }
     }
     let mut mark: Option<Logged> = None;
-    let mut entries: FastMap<Vec<u8>, Logged> = FastMap::default();
+    let mut entries: FastMap<KeyBytes, Logged> = FastMap::default();
     let mut parts = futures::stream::iter(parts).buffer_unordered(STATE_READERS);
     while let Some(part) = parts.next().await {
         let part = part.map_err(err)?;
@@ -1291,7 +1291,7 @@ async fn read_whole_state(
 
 /// What one row group of the state log holds for [`read_state`].
 struct StatePart {
-    entries: FastMap<Vec<u8>, Logged>,
+    entries: FastMap<KeyBytes, Logged>,
     mark: Option<Logged>,
     log: Vec<RecordBatch>,
 }
@@ -1302,7 +1302,7 @@ async fn read_state_group(
     reader: crate::storage::RangedFile,
     metadata: ArrowReaderMetadata,
     group: usize,
-    wanted: Arc<FastSet<Vec<u8>>>,
+    wanted: Arc<FastSet<KeyBytes>>,
     keep: bool,
 ) -> Result<StatePart, String> {
     let path = reader.path.clone();
@@ -1352,7 +1352,7 @@ async fn read_state_group(
             }
             let logged = Logged {
                 entry: StateEntry {
-                    seq: seq.value(i).to_vec(),
+                    seq: KeyBytes::from_slice(seq.value(i)),
                     deleted: deleted.value(i),
                     at_ms: at.value(i),
                 },
@@ -1361,7 +1361,7 @@ async fn read_state_group(
             if is_mark {
                 out.mark = Some(logged);
             } else {
-                out.entries.insert(k.to_vec(), logged);
+                out.entries.insert(KeyBytes::from_slice(k), logged);
             }
         }
         if keep {
@@ -1374,14 +1374,14 @@ async fn read_state_group(
 /// Whether a compaction keeps a state entry: alive (not below the truncate mark the batch
 /// read, not a tombstone older than `gc_before`) and not below the mark after the batch.
 fn survives_compaction(
-    read_mark: &Option<Vec<u8>>,
-    effective_mark: &Option<Vec<u8>>,
+    read_mark: &Option<KeyBytes>,
+    effective_mark: &Option<KeyBytes>,
     gc_before: i64,
     seq: &[u8],
     deleted: bool,
     at_ms: i64,
 ) -> bool {
-    let below = |m: &Option<Vec<u8>>| m.as_deref().is_some_and(|m| seq < m);
+    let below = |m: &Option<KeyBytes>| m.as_deref().is_some_and(|m| seq < m);
     !(below(read_mark) || deleted && at_ms < gc_before || below(effective_mark))
 }
 

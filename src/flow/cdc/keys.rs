@@ -6,7 +6,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::DataType;
 
-use super::CdcError;
+use super::{CdcError, KeyBytes};
 
 /// Encodes the values of some columns of a batch as comparable byte strings.
 pub struct RowEncoder {
@@ -92,13 +92,16 @@ impl RowEncoder {
     }
 
     /// One byte string per row.
-    pub fn encode(&self, batch: &RecordBatch) -> Result<Vec<Vec<u8>>, CdcError> {
+    pub fn encode(&self, batch: &RecordBatch) -> Result<Vec<KeyBytes>, CdcError> {
         let arrays = self.arrays(batch)?;
         let rows = self
             .converter
             .convert_columns(&arrays)
             .map_err(|e| CdcError::Data(e.to_string()))?;
-        Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+        Ok(rows
+            .iter()
+            .map(|r| KeyBytes::from_slice(r.as_ref()))
+            .collect())
     }
 
     /// Whether any of the columns holds a null (when none does, no row needs

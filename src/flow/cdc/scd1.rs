@@ -7,7 +7,7 @@
 //! before a delete (the delete wins), otherwise in arrival order (the later wins); each such
 //! tie is counted so the flow can say so.
 
-use super::{CdcError, FastMap};
+use super::{CdcError, FastMap, KeyBytes};
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
@@ -17,7 +17,7 @@ use arrow_schema::SchemaRef;
 /// `pipelines.cdc.tombstoneGCThresholdInSeconds`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateEntry {
-    pub seq: Vec<u8>,
+    pub seq: KeyBytes,
     pub deleted: bool,
     pub at_ms: i64,
 }
@@ -25,8 +25,8 @@ pub struct StateEntry {
 /// One change record, encoded.
 #[derive(Debug, Clone)]
 pub struct Change {
-    pub key: Vec<u8>,
-    pub seq: Vec<u8>,
+    pub key: KeyBytes,
+    pub seq: KeyBytes,
     pub delete: bool,
     pub truncate: bool,
 }
@@ -47,11 +47,11 @@ pub enum RowChange {
 #[derive(Debug, Default)]
 pub struct Reduction {
     /// Keys whose target row changes (their new state is in `state`).
-    pub rows: FastMap<Vec<u8>, RowChange>,
+    pub rows: FastMap<KeyBytes, RowChange>,
     /// New state entries (keys without a change keep theirs).
-    pub state: FastMap<Vec<u8>, StateEntry>,
+    pub state: FastMap<KeyBytes, StateEntry>,
     /// The truncate mark after the batch, when the batch raised it.
-    pub truncate: Option<Vec<u8>>,
+    pub truncate: Option<KeyBytes>,
     pub stale: u64,
     /// Changes dropped because a truncate sequenced after them.
     pub truncated: u64,
@@ -62,7 +62,7 @@ pub struct Reduction {
 /// has one) and the truncate mark before it.
 pub fn reduce(
     changes: &[Change],
-    state: &FastMap<Vec<u8>, StateEntry>,
+    state: &FastMap<KeyBytes, StateEntry>,
     truncate_before: Option<&[u8]>,
     ignore_null_updates: bool,
     now_ms: i64,
@@ -78,7 +78,7 @@ pub fn reduce(
         (a, b) => a.or(b),
     };
     if batch_truncate.is_some_and(|b| truncate_before.is_none_or(|a| b > a)) {
-        out.truncate = mark.map(<[u8]>::to_vec);
+        out.truncate = mark.map(KeyBytes::from_slice);
     }
     let mut by_key: FastMap<&[u8], Vec<usize>> = FastMap::default();
     for (i, c) in changes.iter().enumerate() {
@@ -120,7 +120,7 @@ pub fn reduce(
         };
         let deleted = change == RowChange::Delete;
         out.state.insert(
-            key.to_vec(),
+            KeyBytes::from_slice(key),
             StateEntry {
                 seq: changes[last].seq.clone(),
                 deleted,
@@ -131,7 +131,7 @@ pub fn reduce(
             // Nothing to remove; the tombstone is remembered for later changes.
             continue;
         }
-        out.rows.insert(key.to_vec(), change);
+        out.rows.insert(KeyBytes::from_slice(key), change);
     }
     out
 }
@@ -200,10 +200,14 @@ pub fn upserted_rows(
 mod tests {
     use super::*;
 
+    fn k(bytes: &[u8]) -> KeyBytes {
+        KeyBytes::from_slice(bytes)
+    }
+
     fn ch(key: u8, seq: u8, delete: bool) -> Change {
         Change {
-            key: vec![key],
-            seq: vec![seq],
+            key: k(&[key]),
+            seq: k(&[seq]),
             delete,
             truncate: false,
         }
@@ -218,24 +222,24 @@ mod tests {
             ch(3, 1, false),
         ];
         let state = FastMap::from_iter([(
-            vec![3],
+            k(&[3]),
             StateEntry {
-                seq: vec![4],
+                seq: k(&[4]),
                 deleted: false,
                 at_ms: 0,
             },
         )]);
         let r = reduce(&changes, &state, None, false, 9);
         assert_eq!(
-            r.rows[&vec![1]],
+            r.rows[&k(&[1])],
             RowChange::Upsert {
                 records: vec![0],
                 on_existing: false
             }
         );
-        assert!(!r.rows.contains_key(&vec![3]), "older than the applied one");
+        assert!(!r.rows.contains_key(&k(&[3])), "older than the applied one");
         assert_eq!(r.stale, 1);
-        assert_eq!(r.state[&vec![1]].seq, vec![5]);
+        assert_eq!(r.state[&k(&[1])].seq, k(&[5]));
     }
 
     #[test]
@@ -247,8 +251,8 @@ mod tests {
             false,
             9,
         );
-        assert!(!r.rows.contains_key(&vec![1]), "no row to delete");
-        assert!(r.state[&vec![1]].deleted);
+        assert!(!r.rows.contains_key(&k(&[1])), "no row to delete");
+        assert!(r.state[&k(&[1])].deleted);
         let later = reduce(&[ch(1, 4, false)], &r.state, None, false, 10);
         assert!(later.rows.is_empty());
         assert_eq!(later.stale, 1);
@@ -257,15 +261,15 @@ mod tests {
     #[test]
     fn at_a_tie_the_delete_wins_and_the_tie_is_counted() {
         let state = FastMap::from_iter([(
-            vec![1],
+            k(&[1]),
             StateEntry {
-                seq: vec![1],
+                seq: k(&[1]),
                 deleted: false,
                 at_ms: 0,
             },
         )]);
         let r = reduce(&[ch(1, 5, true), ch(1, 5, false)], &state, None, false, 9);
-        assert_eq!(r.rows[&vec![1]], RowChange::Delete);
+        assert_eq!(r.rows[&k(&[1])], RowChange::Delete);
         assert_eq!(r.ties, 1);
     }
 
@@ -273,15 +277,15 @@ mod tests {
     fn a_truncate_drops_what_is_sequenced_before_it() {
         let mut changes = vec![ch(1, 2, false), ch(2, 6, false)];
         changes.push(Change {
-            key: vec![],
-            seq: vec![3],
+            key: k(&[]),
+            seq: k(&[3]),
             delete: false,
             truncate: true,
         });
         let r = reduce(&changes, &FastMap::default(), None, false, 9);
-        assert_eq!(r.truncate, Some(vec![3]));
-        assert!(!r.rows.contains_key(&vec![1]));
-        assert!(r.rows.contains_key(&vec![2]));
+        assert_eq!(r.truncate, Some(k(&[3])));
+        assert!(!r.rows.contains_key(&k(&[1])));
+        assert!(r.rows.contains_key(&k(&[2])));
         assert_eq!(r.truncated, 1);
     }
 

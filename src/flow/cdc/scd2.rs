@@ -17,10 +17,12 @@
 //! (as in SCD type 1: a sequence not greater than an applied one is ignored); among new
 //! ones the delete wins, else the later to arrive; each such tie is counted.
 
+use super::KeyBytes;
+
 /// One change record of a key.
 #[derive(Debug, Clone)]
 pub struct Record {
-    pub seq: Vec<u8>,
+    pub seq: KeyBytes,
     pub delete: bool,
     /// Already applied in an earlier batch (kept by the flow).
     pub applied: bool,
@@ -137,6 +139,10 @@ pub fn history(
 mod tests {
     use super::*;
 
+    fn k(bytes: &[u8]) -> KeyBytes {
+        KeyBytes::from_slice(bytes)
+    }
+
     /// Rows of (tracked value, untracked value), `None` as null.
     struct Rows(Vec<(Option<&'static str>, Option<&'static str>)>);
 
@@ -158,7 +164,7 @@ mod tests {
 
     fn rec(seq: u8, row: usize, delete: bool, applied: bool) -> Record {
         Record {
-            seq: vec![seq],
+            seq: k(&[seq]),
             delete,
             applied,
             row,

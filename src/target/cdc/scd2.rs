@@ -35,7 +35,7 @@ use super::table::{CdcTarget, column, data_err, widen};
 use crate::flow::cdc::keys::RowEncoder;
 use crate::flow::cdc::place::RecordPlaces;
 use crate::flow::cdc::scd2::{self, Record, Values};
-use crate::flow::cdc::{END_AT, FastMap, FastSet, START_AT};
+use crate::flow::cdc::{END_AT, FastMap, FastSet, KeyBytes, START_AT};
 use crate::record::batch_as;
 use crate::target::ChangeCounts;
 use crate::target::delta::{BatchWriters, TargetError};
@@ -133,10 +133,11 @@ impl CdcTarget {
         // case): those fold from their current version in the target, and their records
         // are not read. The others (late keys; every key with a sequence of several
         // columns) fold again from all their records.
-        let keys: Arc<FastSet<Vec<u8>>> = Arc::new(encoded.iter().map(|c| c.key.clone()).collect());
+        let keys: Arc<FastSet<KeyBytes>> =
+            Arc::new(encoded.iter().map(|c| c.key.clone()).collect());
         let one_sequence = self.spec.sequence_by.len() == 1;
         let last_applied = self.applied_sequences(&keys).await?;
-        let late: Arc<FastSet<Vec<u8>>> = Arc::new(
+        let late: Arc<FastSet<KeyBytes>> = Arc::new(
             encoded
                 .iter()
                 .filter(|c| {
@@ -167,7 +168,7 @@ impl CdcTarget {
             None => self.record_schema(&layout),
         };
         let mut parts = Vec::with_capacity(kept.len() + 1);
-        let mut records: Vec<(Vec<u8>, Record)> = Vec::new();
+        let mut records: Vec<(KeyBytes, Record)> = Vec::new();
         let mut row = 0usize;
         for b in &kept {
             let key = column::<BinaryArray>(b, KEY).map_err(|e| data_err(&loc, e))?;
@@ -175,9 +176,9 @@ impl CdcTarget {
             let delete = column::<BooleanArray>(b, DELETE).map_err(|e| data_err(&loc, e))?;
             for i in 0..b.num_rows() {
                 records.push((
-                    key.value(i).to_vec(),
+                    KeyBytes::from_slice(key.value(i)),
                     Record {
-                        seq: seq.value(i).to_vec(),
+                        seq: KeyBytes::from_slice(seq.value(i)),
                         delete: delete.value(i),
                         applied: true,
                         row: row + i,
@@ -242,7 +243,7 @@ impl CdcTarget {
         let taken = if target_done {
             None
         } else {
-            let touched: super::FastSet<Vec<u8>> = keys.iter().cloned().collect();
+            let touched: super::FastSet<KeyBytes> = keys.iter().cloned().collect();
             let open_only = one_sequence.then(|| Arc::new(open_only));
             Some(
                 self.take_keys(&target_schema, Arc::new(touched), open_only, &new_writer)
@@ -261,11 +262,11 @@ impl CdcTarget {
         // Each key's history. A key that is not late changes only from its current version
         // on: the versions that ended before are neither taken out of the target nor
         // written again.
-        let mut by_key: HashMap<Vec<u8>, Vec<Record>> = HashMap::new();
+        let mut by_key: HashMap<KeyBytes, Vec<Record>> = HashMap::new();
         for (k, r) in records {
             by_key.entry(k).or_default().push(r);
         }
-        let mut ordered: Vec<(Vec<u8>, Vec<Record>)> = by_key.into_iter().collect();
+        let mut ordered: Vec<(KeyBytes, Vec<Record>)> = by_key.into_iter().collect();
         ordered.sort_by(|a, b| a.0.cmp(&b.0));
         let (mut stale, mut ties) = (0u64, 0u64);
         let mut versions = Vec::new();
@@ -486,8 +487,8 @@ impl CdcTarget {
     /// records, else whole, and kept (up to [`MAX_CACHED_KEYS`] keys).
     async fn applied_sequences(
         &mut self,
-        keys: &Arc<FastSet<Vec<u8>>>,
-    ) -> Result<FastMap<Vec<u8>, Vec<u8>>, TargetError> {
+        keys: &Arc<FastSet<KeyBytes>>,
+    ) -> Result<FastMap<KeyBytes, KeyBytes>, TargetError> {
         let version = self.state.version();
         if let Some(kept) = self.last_applied.as_ref().filter(|s| s.version == version) {
             return Ok(kept.of(keys));
@@ -534,7 +535,7 @@ impl CdcTarget {
 struct Current {
     rows: RecordBatch,
     /// A key's row in `rows`.
-    by_key: FastMap<Vec<u8>, usize>,
+    by_key: FastMap<KeyBytes, usize>,
 }
 
 impl Current {
@@ -559,7 +560,7 @@ impl Current {
 fn current_versions(
     schema: &SchemaRef,
     keys: &[String],
-    late: &FastSet<Vec<u8>>,
+    late: &FastSet<KeyBytes>,
     taken: &[RecordBatch],
 ) -> Result<Current, String> {
     let encoder = RowEncoder::new(keys, schema).map_err(|e| e.to_string())?;
@@ -574,7 +575,11 @@ fn current_versions(
         for (i, is_closed) in closed.iter().enumerate() {
             let key = encoded.row(i);
             let current = !is_closed && !late.contains(key.as_ref());
-            if current && by_key.insert(key.as_ref().to_vec(), row).is_some() {
+            if current
+                && by_key
+                    .insert(KeyBytes::from_slice(key.as_ref()), row)
+                    .is_some()
+            {
                 return Err(format!(
                     "a key has more than one current version ({END_AT} null): the table was \
                      changed outside this flow (a full refresh rebuilds it from the source)"
@@ -601,7 +606,7 @@ const CLOSED_FILES: usize = 16;
 /// Keys of a batch whose new records all come after every record applied to them: of
 /// these, only the current version (`__END_AT` null) is taken out of the target.
 pub(super) struct OpenOnly {
-    keys: FastSet<Vec<u8>>,
+    keys: FastSet<KeyBytes>,
     /// Every key of the batch is one: files holding no current version are not read.
     pub every_key: bool,
 }
@@ -757,7 +762,7 @@ fn data_schema(schema: &Schema) -> SchemaRef {
 async fn read_records(
     table: &DeltaTable,
     location: &str,
-    keys: Option<Arc<FastSet<Vec<u8>>>>,
+    keys: Option<Arc<FastSet<KeyBytes>>>,
     columns: Option<&'static [&'static str]>,
 ) -> Result<Vec<RecordBatch>, TargetError> {
     let err = |reason: String| TargetError::Incompatible {
@@ -978,7 +983,7 @@ fn count_versions(
     let all_columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let ids = RowEncoder::new(&id_columns, schema).map_err(|e| e.to_string())?;
     let whole = RowEncoder::new(&all_columns, schema).map_err(|e| e.to_string())?;
-    let mut before: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    let mut before: HashMap<KeyBytes, KeyBytes> = HashMap::new();
     for b in old {
         let b = batch_as(b, schema)?;
         for (id, row) in ids

@@ -24,7 +24,7 @@ use std::ops::Bound;
 use arrow_array::{Array, BinaryArray, BooleanArray, Int64Array, RecordBatch};
 
 use crate::flow::cdc::scd1::StateEntry;
-use crate::flow::cdc::{FastMap, FastSet};
+use crate::flow::cdc::{FastMap, FastSet, KeyBytes};
 
 /// The truncate mark's key: no real key encodes to no bytes.
 pub(super) const TRUNCATE_KEY: &[u8] = b"";
@@ -62,7 +62,7 @@ fn padded(b: &[u8]) -> Option<[u8; 16]> {
 
 /// The least and the greatest of `keys` as byte slices order, in one pass that compares
 /// short keys as one `u128` each.
-fn lowest_and_highest(keys: &FastSet<Vec<u8>>) -> Option<(&[u8], &[u8])> {
+fn lowest_and_highest(keys: &FastSet<KeyBytes>) -> Option<(&[u8], &[u8])> {
     let mut iter = keys.iter();
     let first = iter.next()?;
     let order = |k: &[u8]| padded(k).map(u128::from_be_bytes);
@@ -152,7 +152,7 @@ struct Kept {
 pub struct StateCache {
     version: Option<u64>,
     entries: BTreeMap<ShortBytes, Kept>,
-    mark: Option<Vec<u8>>,
+    mark: Option<KeyBytes>,
     mark_at_ms: i64,
     mark_batch: i64,
 }
@@ -177,7 +177,7 @@ impl StateCache {
     pub fn insert(&mut self, key: &[u8], seq: &[u8], deleted: bool, at_ms: i64, batch: i64) {
         if key == TRUNCATE_KEY {
             if batch > self.mark_batch {
-                self.mark = Some(seq.to_vec());
+                self.mark = Some(KeyBytes::from_slice(seq));
                 self.mark_at_ms = at_ms;
                 self.mark_batch = batch;
             }
@@ -213,7 +213,7 @@ impl StateCache {
     }
 
     /// The entries of `keys` that have one.
-    pub fn lookup(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, StateEntry> {
+    pub fn lookup(&self, keys: &FastSet<KeyBytes>) -> FastMap<KeyBytes, StateEntry> {
         // Keys past every kept one, or in a gap between them (a first load, new ids): one
         // range search instead of a search per key.
         let Some((low, high)) = lowest_and_highest(keys) else {
@@ -229,7 +229,7 @@ impl StateCache {
                     (
                         k.clone(),
                         StateEntry {
-                            seq: e.seq.as_slice().to_vec(),
+                            seq: KeyBytes::from_slice(e.seq.as_slice()),
                             deleted: e.deleted,
                             at_ms: e.at_ms,
                         },
@@ -356,12 +356,12 @@ impl LastApplied {
         }
     }
 
-    pub fn of(&self, keys: &FastSet<Vec<u8>>) -> FastMap<Vec<u8>, Vec<u8>> {
+    pub fn of(&self, keys: &FastSet<KeyBytes>) -> FastMap<KeyBytes, KeyBytes> {
         keys.iter()
             .filter_map(|k| {
                 self.seqs
                     .get(&ShortBytes::new(k))
-                    .map(|s| (k.clone(), s.as_slice().to_vec()))
+                    .map(|s| (k.clone(), KeyBytes::from_slice(s.as_slice())))
             })
             .collect()
     }
@@ -373,7 +373,7 @@ mod tests {
 
     fn entry(seq: &[u8], deleted: bool) -> StateEntry {
         StateEntry {
-            seq: seq.to_vec(),
+            seq: KeyBytes::from_slice(seq),
             deleted,
             at_ms: 7,
         }
@@ -413,7 +413,7 @@ mod tests {
             }
         }
         for window in keys.windows(7) {
-            let set: FastSet<Vec<u8>> = window.iter().cloned().collect();
+            let set: FastSet<KeyBytes> = window.iter().map(|k| KeyBytes::from_slice(k)).collect();
             let (low, high) = lowest_and_highest(&set).expect("not empty");
             assert_eq!(low, set.iter().min().expect("not empty").as_slice());
             assert_eq!(high, set.iter().max().expect("not empty").as_slice());
@@ -434,19 +434,28 @@ mod tests {
         assert!(!c.is_at(None), "nothing is current before a commit");
         c.commit(std::iter::empty(), None, 1, Some(0));
         assert!(c.is_at(Some(0)));
-        let keys: FastSet<Vec<u8>> = [vec![1u8], long.clone(), vec![9u8]].into_iter().collect();
+        let keys: FastSet<KeyBytes> = [vec![1u8], long.clone(), vec![9u8]]
+            .into_iter()
+            .map(KeyBytes::from)
+            .collect();
         let found = c.lookup(&keys);
         assert_eq!(found.len(), 2);
-        let gap: FastSet<Vec<u8>> = [vec![2u8], vec![2u8, 9], vec![3u8]].into_iter().collect();
+        let gap: FastSet<KeyBytes> = [vec![2u8], vec![2u8, 9], vec![3u8]]
+            .into_iter()
+            .map(KeyBytes::from)
+            .collect();
         assert!(
             c.lookup(&gap).is_empty(),
             "keys between the kept ones have no entry"
         );
-        let past: FastSet<Vec<u8>> = [vec![4u8; 41], vec![9u8]].into_iter().collect();
+        let past: FastSet<KeyBytes> = [vec![4u8; 41], vec![9u8]]
+            .into_iter()
+            .map(KeyBytes::from)
+            .collect();
         assert!(c.lookup(&past).is_empty());
-        assert_eq!(found[&vec![1u8]].seq, vec![5u8]);
-        assert!(!found[&vec![1u8]].deleted);
-        assert!(found[&long].deleted && found[&long].seq == long);
+        assert_eq!(found[&[1u8][..]].seq.as_slice(), [5u8]);
+        assert!(!found[&[1u8][..]].deleted);
+        assert!(found[long.as_slice()].deleted && found[long.as_slice()].seq.as_slice() == long);
 
         let later = entry(&[6], true);
         let mark = [4u8];
@@ -458,8 +467,8 @@ mod tests {
         );
         assert!(c.is_at(Some(3)) && !c.is_at(Some(4)) && !c.is_at(None));
         let found = c.lookup(&keys);
-        assert_eq!(found[&vec![1u8]].seq, vec![6u8]);
-        assert!(found[&vec![1u8]].deleted);
+        assert_eq!(found[&[1u8][..]].seq.as_slice(), [6u8]);
+        assert!(found[&[1u8][..]].deleted);
         assert_eq!(c.mark(), Some(&mark[..]));
         // A batch that raises no mark keeps the one there is.
         c.commit(std::iter::empty(), None, 4, Some(4));
