@@ -524,7 +524,11 @@ fn a_first_batch_holding_little_of_the_sample_settles_the_schema_first() {
     );
     assert_eq!(summary_figure(&stdout, "batches"), 4);
     assert!(log.contains("read_by_the_batch=0"), "{log}");
+    // The provisional schema's 2 files (32 MiB) are not inferred again: only the other 2.
+    assert!(log.contains("inferred_now=2"), "{log}");
     s.assert_ids_once(0..total, "settled before the first batch");
+    let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
+    assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
     let batches = read_table(&s.table());
     assert_eq!(
         batches[0]

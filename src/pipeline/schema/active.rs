@@ -9,6 +9,7 @@ use tracing::info;
 
 use crate::options::Settings;
 use crate::record::{METADATA_COLUMN, TableLayout};
+use crate::schema::infer::SchemaInferrer;
 use crate::schema::store::SchemaVersion;
 
 /// The schema version batches are read with, and its table layout.
@@ -83,4 +84,8 @@ pub(crate) fn layout_for(version: &SchemaVersion, req: &IngestRequest) -> TableL
 pub(crate) struct OnePassInference {
     pub(crate) sample: Vec<FileRef>,
     pub(crate) started: Instant,
+    /// What inferring each of the sample's first files gave (by file key; `None` for a
+    /// file skipped), so settling does not read them again: a first batch of one file
+    /// (CDC, `maxFilesPerTrigger=1`) settles at once, and inferred its 4 first files twice.
+    pub(crate) prefix: std::collections::HashMap<String, Option<SchemaInferrer>>,
 }

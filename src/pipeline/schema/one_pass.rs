@@ -5,7 +5,7 @@ use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::first_version::{
     announce_first_version, draft_first_version, log_inferred, write_first_version,
 };
-use crate::pipeline::schema::infer::{infer_files, infer_parallel};
+use crate::pipeline::schema::infer::infer_files;
 use crate::pipeline::schema::{ActiveSchema, OnePassInference, layout_for};
 use crate::pipeline::shared_table::align_to_current_table;
 use crate::pipeline::{IngestError, IngestRequest};
@@ -40,18 +40,24 @@ pub(crate) async fn settle_first_version(
     spec: OnePassInference,
     mut observed: HashMap<String, SchemaInferrer>,
 ) -> Result<(SchemaVersion, bool), IngestError> {
+    let mut prefix = spec.prefix;
     let missing: Vec<FileRef> = spec
         .sample
         .iter()
-        .filter(|f| !observed.contains_key(&f.key))
+        .filter(|f| !observed.contains_key(&f.key) && !prefix.contains_key(&f.key))
         .cloned()
         .collect();
     let mut inferred_missing = infer_files(ctx.req, ctx.opts, &missing).await?.into_iter();
     let mut merged = SchemaInferrer::new();
+    let mut read_by_the_batch = 0usize;
     for f in &spec.sample {
-        let one = match observed.remove(&f.key) {
-            Some(o) => Some(o),
-            None => inferred_missing.next().flatten(),
+        let one = match (observed.remove(&f.key), prefix.remove(&f.key)) {
+            (Some(o), _) => {
+                read_by_the_batch += 1;
+                Some(o)
+            }
+            (None, Some(inferred)) => inferred,
+            (None, None) => inferred_missing.next().flatten(),
         };
         if let Some(o) = one {
             merged.merge(o);
@@ -59,7 +65,8 @@ pub(crate) async fn settle_first_version(
     }
     info!(
         files = spec.sample.len(),
-        read_by_the_batch = spec.sample.len() - missing.len(),
+        read_by_the_batch,
+        inferred_now = missing.len(),
         "Settled the schema inferred while reading the first batch."
     );
     let mut draft = draft_first_version(
@@ -132,7 +139,11 @@ pub(crate) async fn provisional_first_version(
         // The prefix would be the whole sample: inferring first reads no more.
         return Ok(None);
     }
-    let inferrer = infer_parallel(req, opts, &prefix).await?;
+    let per_file = infer_files(req, opts, &prefix).await?;
+    let mut inferrer = SchemaInferrer::new();
+    for one in per_file.iter().flatten() {
+        inferrer.merge(one.clone());
+    }
     let Ok(draft) = draft_first_version(req, checkpoint.stream_id(), Some(inferrer), sample) else {
         return Ok(None);
     };
@@ -145,6 +156,7 @@ pub(crate) async fn provisional_first_version(
     state.one_pass = Some(OnePassInference {
         sample: sample.to_vec(),
         started,
+        prefix: prefix.iter().map(|f| f.key.clone()).zip(per_file).collect(),
     });
     Ok(Some(state))
 }
