@@ -107,7 +107,7 @@ impl<'a> JsonValue<'a> {
     /// Parses one JSON text with the extensions of `dialect`.
     pub fn parse_with(text: &'a [u8], dialect: JsonDialect) -> Result<JsonValue<'a>, JsonError> {
         // Validated once here, so every string sliced out below is valid UTF-8.
-        let text = std::str::from_utf8(text).map_err(|e| JsonError {
+        let text = simdutf8::compat::from_utf8(text).map_err(|e| JsonError {
             offset: e.valid_up_to(),
             reason: "invalid UTF-8",
         })?;
