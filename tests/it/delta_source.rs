@@ -240,16 +240,18 @@ fn a_silver_flow_killed_at_every_step_lands_each_bronze_row_once() {
 #[test]
 fn random_sigkills_of_a_silver_flow_lose_and_duplicate_nothing() {
     let l = Layers::new();
-    for i in 0..6 {
+    // Enough bronze versions (one batch each) that a run outlasts the first kill's delay
+    // (52 ms): with 6, a fast run once finished before it, and the test proved nothing.
+    for i in 0..20 {
         l.append_bronze(i * 50, i * 50 + 50);
     }
     let args = l.silver_args(&["maxFilesPerTrigger=1"]);
     // Bronze goes on while silver is down: a commit after every other kill.
-    let mut expected: Vec<u64> = (0..300).collect();
+    let mut expected: Vec<u64> = (0..1000).collect();
     let kills = common::sigkill_until_done(&args, |n| {
         if n % 2 == 1 && n < 12 {
-            l.append_bronze(300 + n * 10, 310 + n * 10);
-            expected.extend(300 + n * 10..310 + n * 10);
+            l.append_bronze(1000 + n * 10, 1010 + n * 10);
+            expected.extend(1000 + n * 10..1010 + n * 10);
         }
     });
     assert!(kills > 0, "no run was ever killed: the test proved nothing");
