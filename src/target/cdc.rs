@@ -73,8 +73,15 @@ fn state_schema() -> SchemaRef {
     ]))
 }
 
-/// The add-action tag of the state's compacted files.
+/// The add-action tag of the state's files that hold no dead entry: a compaction's, or a
+/// batch of new keys appended to a log of such files (the compaction rule counts them as
+/// compacted).
 const COMPACTED_TAG: &str = "autoloader.cdcCompacted";
+
+/// The most files of a state log whose every file holds no dead entry (compacted, or a
+/// batch of new keys appended to such a log) before a batch of new keys is appended as a
+/// plain batch, so the usual rule compacts the log again.
+const MAX_CLEAN_STATE_FILES: usize = 64;
 
 impl CdcTarget {
     /// The CDC flow into `target`, its state in `checkpoint`.
@@ -274,7 +281,7 @@ impl CdcTarget {
                 .collect(),
         );
         let raises_truncate = encoded.iter().any(|c| c.truncate);
-        let (log_rows, compacted_rows) = self.state_rows();
+        let (log_rows, compacted_rows, state_files) = self.state_rows();
         // Compact when the entries appended since the last compaction would outnumber the
         // compacted ones (so the log stays under about twice the live entries).
         let compact = log_rows - compacted_rows + encoded.len() > compacted_rows;
@@ -368,6 +375,13 @@ impl CdcTarget {
             && prior.is_empty()
             && batch_keys.len() == encoded.len()
             && early.as_ref().is_none_or(Taken::is_empty);
+        // Such a batch appended to a log holding only compacted files leaves no dead entry
+        // in it: its file counts as compacted too, and compacting would only rewrite the log
+        // (a first load compacted at 100,000, 300,000 and 700,000 entries). Up to
+        // MAX_CLEAN_STATE_FILES files, so a long first load still gets compacted.
+        let clean_append =
+            new_keys_only && log_rows == compacted_rows && state_files < MAX_CLEAN_STATE_FILES;
+        let compact = compact && !clean_append;
         let reduction = if new_keys_only {
             scd1::Reduction::default()
         } else {
@@ -587,7 +601,7 @@ impl CdcTarget {
         let adds = state_files
             .await
             .map_err(|e| data_err(&loc, format!("writing the CDC state failed: {e}")))??;
-        self.commit_state_files(adds, removes, compact, app_id, batch)
+        self.commit_state_files(adds, removes, compact || clean_append, app_id, batch)
             .await?;
         // What the next batch of this run starts from: the state kept, or the one just read
         // whole.
@@ -879,13 +893,14 @@ impl CdcTarget {
         Ok(v)
     }
 
-    /// The state log's rows, and how many of them are in compacted files.
-    fn state_rows(&self) -> (usize, usize) {
+    /// The state log's rows, how many of them are in compacted files, and its files.
+    fn state_rows(&self) -> (usize, usize, usize) {
         let Ok(snapshot) = self.state.table().snapshot() else {
-            return (0, 0);
+            return (0, 0, 0);
         };
-        let (mut all, mut compacted) = (0, 0);
+        let (mut all, mut compacted, mut files) = (0, 0, 0);
         for f in snapshot.log_data() {
+            files += 1;
             let n = f.num_records().unwrap_or(0);
             all += n;
             #[allow(deprecated)]
@@ -894,7 +909,7 @@ impl CdcTarget {
                 compacted += n;
             }
         }
-        (all, compacted)
+        (all, compacted, files)
     }
 }
 
@@ -986,18 +1001,19 @@ impl CdcTarget {
         }
     }
 
-    /// Commits the flow's state after the batch: the files written for it (`adds`; or,
-    /// `compacted`, replacing the files `removes` names, tagged as compacted), with the
+    /// Commits the flow's state after the batch: the files written for it (`adds`, tagged
+    /// as compacted when `clean`; a compaction's replace the files `removes` names), with the
     /// batch's `txn`: last, so the batch counts as committed only once the target has it
     /// too. Creates the state table first if it does not exist yet.
     async fn commit_state_files(
         &mut self,
         adds: Vec<deltalake::kernel::Add>,
         removes: Vec<deltalake::kernel::Action>,
-        compacted: bool,
+        clean: bool,
         app_id: &str,
         batch: u64,
     ) -> Result<(), TargetError> {
+        let compacted = !removes.is_empty();
         // A state table created just now has nothing to remove.
         let created = self
             .state
@@ -1005,7 +1021,7 @@ impl CdcTarget {
             .await?;
         let mut actions = if created { Vec::new() } else { removes };
         for mut add in adds {
-            if compacted {
+            if clean {
                 add.tags = Some(HashMap::from([(
                     COMPACTED_TAG.to_string(),
                     Some("true".to_string()),

@@ -798,6 +798,19 @@ fn the_state_is_compacted_and_the_table_stays_the_same() {
     for (i, r) in RECORDS.iter().enumerate() {
         s.land(&format!("{i:02}.json"), format!("{r}\n"));
     }
+    // Updates that leave the rows as they are but replace their keys' entries: the log's
+    // entries since its compacted part (the four inserts) come to outnumber it.
+    for (i, seq) in [3u64, 4].into_iter().enumerate() {
+        for (j, (key, city)) in [(124u64, "Oaxaca"), (126, "Cancun")].iter().enumerate() {
+            let name = if *key == 124 { "Raul" } else { "Lily" };
+            s.land(
+                &format!("{:02}.json", RECORDS.len() + 2 * i + j),
+                format!(
+                    r#"{{"userId": {key}, "name": "{name}", "city": "{city}", "operation": "UPDATE", "sequenceNum": {seq}}}"#
+                ) + "\n",
+            );
+        }
+    }
     let out = run(
         &ingest_args(
             &s,
@@ -862,6 +875,66 @@ fn the_state_is_compacted_and_the_table_stays_the_same() {
     let out = ok(&ingest(&s, &cdc_options(false), &[]));
     assert!(out.contains("3 stale"), "{out}");
     assert_eq!(rows(&s.table()), expected);
+}
+
+/// The state log's commits that compacted it (removed its files).
+fn state_compactions(s: &Scratch) -> usize {
+    common::commit_texts(&state_table(s))
+        .iter()
+        .filter(|c| c.contains("\"remove\""))
+        .count()
+}
+
+fn keyed_record(key: u64, name: &str, op: &str, seq: u64) -> String {
+    format!(
+        r#"{{"userId": {key}, "name": "{name}", "city": "c", "operation": "{op}", "sequenceNum": {seq}}}"#
+    ) + "\n"
+}
+
+#[test]
+fn a_first_load_of_new_keys_appends_its_state_and_a_later_run_does_not_compact_it_all() {
+    // Ten batches of keys the flow has never seen (a delete among them): each state file
+    // holds no dead entry, so each counts as compacted and the log is never rewritten.
+    let s = Scratch::new();
+    for f in 0..10u64 {
+        let text: String = (f * 5..f * 5 + 5)
+            .map(|k| keyed_record(k, "n", if k == 7 { "DELETE" } else { "INSERT" }, 1))
+            .collect();
+        s.land(&format!("{f:02}.json"), text);
+    }
+    let opts = cdc_options(false);
+    ok(&ingest(&s, &opts, &["cloudFiles.maxFilesPerTrigger=1"]));
+    assert_eq!(rows(&s.table()).len(), 49);
+    assert_eq!(state_compactions(&s), 0, "a first load rewrote its state");
+    let adds: Vec<String> = common::commit_texts(&state_table(&s))
+        .iter()
+        .flat_map(|c| {
+            c.lines()
+                .filter(|l| l.starts_with("{\"add\""))
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(adds.len(), 10);
+    assert!(
+        adds.iter().all(|a| a.contains("autoloader.cdcCompacted")),
+        "{adds:?}"
+    );
+    // A new process (nothing kept in memory) with a changed key, a late record of the
+    // deleted key and a new key: the log's compacted part is still the whole log, so
+    // nothing calls for rewriting it; the table is the SCD 1 result.
+    s.land(
+        "10.json",
+        keyed_record(0, "changed", "UPDATE", 2)
+            + &keyed_record(7, "late", "UPDATE", 0)
+            + &keyed_record(100, "new", "INSERT", 1),
+    );
+    let out = ok(&ingest(&s, &opts, &[]));
+    assert!(out.contains("1 stale"), "{out}");
+    assert_eq!(state_compactions(&s), 0);
+    let table = rows(&s.table());
+    assert_eq!(table.len(), 50);
+    assert!(table.contains(&"0 changed c".to_string()), "{table:?}");
+    assert!(!table.iter().any(|r| r.starts_with("7 ")), "{table:?}");
 }
 
 #[test]
