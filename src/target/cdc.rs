@@ -10,7 +10,9 @@
 //! `pipelines.cdc.tombstoneGCThresholdInSeconds`. When the entries appended since the last
 //! compaction would outnumber the compacted ones, the batch's state commit instead rewrites
 //! the live entries (files tagged `autoloader.cdcCompacted`), so the log stays within about
-//! twice the live entries. A truncate and a compaction hold the whole log, columnar, with
+//! twice the live entries. A batch of keys the log has never seen, appended to a log of
+//! compacted files, leaves no dead entry: its file is tagged as compacted too (up to
+//! `MAX_CLEAN_STATE_FILES` files). A truncate and a compaction hold the whole log, columnar, with
 //! an index of each key's latest entry borrowing its bytes (about 70 bytes an entry); a
 //! plain batch holds only its own keys' entries.
 //!
