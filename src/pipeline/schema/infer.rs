@@ -18,11 +18,19 @@ pub(crate) async fn infer_parallel(
     opts: &DecodeOptions,
     sample: &[FileRef],
 ) -> Result<SchemaInferrer, IngestError> {
+    let per_file = infer_files(req, opts, sample).await?;
+    Ok(merged_in_order(per_file.into_iter().flatten()))
+}
+
+/// Per-file inference results merged in the order given (the sample's).
+pub(crate) fn merged_in_order(
+    per_file: impl IntoIterator<Item = SchemaInferrer>,
+) -> SchemaInferrer {
     let mut merged = SchemaInferrer::new();
-    for inferrer in infer_files(req, opts, sample).await?.into_iter().flatten() {
+    for inferrer in per_file {
         merged.merge(inferrer);
     }
-    Ok(merged)
+    merged
 }
 
 /// What inferring one file gave.

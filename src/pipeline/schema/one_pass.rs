@@ -5,7 +5,7 @@ use crate::pipeline::run_context::RunContext;
 use crate::pipeline::schema::first_version::{
     announce_first_version, draft_first_version, log_inferred, write_first_version,
 };
-use crate::pipeline::schema::infer::infer_files;
+use crate::pipeline::schema::infer::{infer_files, merged_in_order};
 use crate::pipeline::schema::{ActiveSchema, OnePassInference, layout_for};
 use crate::pipeline::shared_table::align_to_current_table;
 use crate::pipeline::{IngestError, IngestRequest};
@@ -139,11 +139,9 @@ pub(crate) async fn provisional_first_version(
         // The prefix would be the whole sample: inferring first reads no more.
         return Ok(None);
     }
+    // Each file's result is kept for settling (see `OnePassInference::prefix`).
     let per_file = infer_files(req, opts, &prefix).await?;
-    let mut inferrer = SchemaInferrer::new();
-    for one in per_file.iter().flatten() {
-        inferrer.merge(one.clone());
-    }
+    let inferrer = merged_in_order(per_file.iter().flatten().cloned());
     let Ok(draft) = draft_first_version(req, checkpoint.stream_id(), Some(inferrer), sample) else {
         return Ok(None);
     };
