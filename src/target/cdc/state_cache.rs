@@ -29,8 +29,9 @@ use crate::flow::cdc::{FastMap, FastSet, KeyBytes};
 /// The truncate mark's key: no real key encodes to no bytes.
 pub(super) const TRUNCATE_KEY: &[u8] = b"";
 
-/// The most keys whose state is kept (about 110 bytes each for short keys in a B-tree,
-/// which grows a node at a time where a hash map would double: 220 MB).
+/// The most keys whose state is kept (72 bytes each for short keys in order, about 110 in
+/// the B-tree of keys that came out of order: 144 to 220 MB; the ordered vector's growth
+/// is a `mremap`, not a copy beside the old one, at that size).
 pub const MAX_CACHED_KEYS: usize = 2_000_000;
 
 /// Bytes of a key or a sequence, inline when short (a BIGINT key or sequence encodes to 9
@@ -147,11 +148,90 @@ struct Kept {
     batch: i64,
 }
 
+/// Every key's kept entry, in two parts holding no key in common: `tail`, keys in
+/// ascending order, where a key greater than every kept one goes with one push (a first
+/// load's keys, a table's new ids); and `tree`, the keys that came in below those. A first
+/// load of a million keys spent an eighth of its CPU inserting them one by one into a
+/// B-tree, searching from its root each time, on the core that decodes the next batch.
+#[derive(Default)]
+struct KeptEntries {
+    tail: Vec<(ShortBytes, Kept)>,
+    tree: BTreeMap<ShortBytes, Kept>,
+}
+
+impl KeptEntries {
+    fn len(&self) -> usize {
+        self.tail.len() + self.tree.len()
+    }
+
+    /// Keeps `kept` for `key` unless the key has an entry of a later batch.
+    fn upsert(&mut self, key: ShortBytes, kept: Kept) {
+        let past_tail = self.tail.last().is_none_or(|(last, _)| *last < key);
+        let past_tree = self
+            .tree
+            .last_key_value()
+            .is_none_or(|(last, _)| *last < key);
+        if past_tail && past_tree {
+            self.tail.push((key, kept));
+            return;
+        }
+        let in_tail = if past_tail {
+            None
+        } else {
+            self.tail.binary_search_by(|(k, _)| k.cmp(&key)).ok()
+        };
+        let old = match in_tail {
+            Some(i) => &mut self.tail[i].1,
+            None => match self.tree.entry(key) {
+                Entry::Occupied(slot) => slot.into_mut(),
+                Entry::Vacant(slot) => {
+                    slot.insert(kept);
+                    return;
+                }
+            },
+        };
+        if old.batch < kept.batch {
+            *old = kept;
+        }
+    }
+
+    fn get(&self, key: &ShortBytes) -> Option<&Kept> {
+        match self.tail.binary_search_by(|(k, _)| k.cmp(key)) {
+            Ok(i) => Some(&self.tail[i].1),
+            Err(_) => self.tree.get(key),
+        }
+    }
+
+    /// Whether any key from `low` to `high` (both included) has an entry.
+    fn any_between(&self, low: &[u8], high: &[u8]) -> bool {
+        let at = self.tail.partition_point(|(k, _)| k.as_slice() < low);
+        let in_tail = self.tail.get(at).is_some_and(|(k, _)| k.as_slice() <= high);
+        let range = (Bound::Included(low), Bound::Included(high));
+        in_tail || self.tree.range::<[u8], _>(range).next().is_some()
+    }
+
+    /// Every entry in key order: the two parts merged.
+    fn iter(&self) -> impl Iterator<Item = (&ShortBytes, &Kept)> {
+        let mut tail = self.tail.iter().map(|(k, e)| (k, e)).peekable();
+        let mut tree = self.tree.iter().peekable();
+        std::iter::from_fn(move || match (tail.peek(), tree.peek()) {
+            (Some((a, _)), Some((b, _))) if b < a => tree.next(),
+            (Some(_), _) => tail.next(),
+            (None, _) => tree.next(),
+        })
+    }
+
+    fn retain(&mut self, mut live: impl FnMut(&Kept) -> bool) {
+        self.tail.retain(|(_, e)| live(e));
+        self.tree.retain(|_, e| live(e));
+    }
+}
+
 /// The latest state entry of every key, and the truncate mark, as the state table holds
 /// them at `version`.
 pub struct StateCache {
     version: Option<u64>,
-    entries: BTreeMap<ShortBytes, Kept>,
+    entries: KeptEntries,
     mark: Option<KeyBytes>,
     mark_at_ms: i64,
     mark_batch: i64,
@@ -165,7 +245,7 @@ impl StateCache {
     pub fn empty() -> StateCache {
         StateCache {
             version: None,
-            entries: BTreeMap::new(),
+            entries: KeptEntries::default(),
             mark: None,
             mark_at_ms: 0,
             mark_batch: i64::MIN,
@@ -189,17 +269,7 @@ impl StateCache {
             at_ms,
             batch,
         };
-        // One search per entry: a B-tree of a million keys misses the cache at every level.
-        match self.entries.entry(ShortBytes::new(key)) {
-            Entry::Occupied(mut old) => {
-                if old.get().batch < batch {
-                    old.insert(kept);
-                }
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(kept);
-            }
-        }
+        self.entries.upsert(ShortBytes::new(key), kept);
     }
 
     /// Keys kept.
@@ -219,8 +289,7 @@ impl StateCache {
         let Some((low, high)) = lowest_and_highest(keys) else {
             return FastMap::default();
         };
-        let range = (Bound::Included(low), Bound::Included(high));
-        if self.entries.range::<[u8], _>(range).next().is_none() {
+        if !self.entries.any_between(low, high) {
             return FastMap::default();
         }
         keys.iter()
@@ -261,7 +330,7 @@ impl StateCache {
     /// a compaction left in the log.
     pub fn retain(&mut self, mut live: impl FnMut(&[u8], bool, i64) -> bool) {
         self.entries
-            .retain(|_, e| live(e.seq.as_slice(), e.deleted, e.at_ms));
+            .retain(|e| live(e.seq.as_slice(), e.deleted, e.at_ms));
     }
 
     /// The state after batch `batch` appended `rows` (the state log's rows it wrote: key,
@@ -310,7 +379,8 @@ impl StateCache {
         batch: i64,
         version: Option<u64>,
     ) {
-        // In key order, so each insert walks down next to the last one's path.
+        // In key order, so keys past every kept one are pushed onto the tail, and the
+        // others' searches walk next to the last one's path.
         let mut entries: Vec<_> = entries.collect();
         entries.sort_unstable_by_key(|e| e.0);
         for (key, seq, deleted, at_ms) in entries {
@@ -486,6 +556,89 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].0, &[1u8][..]);
         assert_eq!(c.lookup(&keys).len(), 1);
+    }
+
+    /// Keys in order (pushed onto the tail), again out of order, repeated with older and
+    /// newer batches, and dropped by `retain`: what is kept, found and listed is what one
+    /// B-tree of the same inserts keeps.
+    #[test]
+    fn keys_in_and_out_of_order_are_kept_as_one_ordered_map_keeps_them() {
+        type Model = BTreeMap<Vec<u8>, (Vec<u8>, bool, i64, i64)>;
+        type Row = (Vec<u8>, Vec<u8>, bool, i64, i64);
+        fn key(n: u64) -> Vec<u8> {
+            let mut k = vec![1u8];
+            k.extend_from_slice(&n.to_be_bytes());
+            if n.is_multiple_of(7) {
+                k.extend_from_slice(&[9u8; 12]); // past the inline length
+            }
+            k
+        }
+        fn insert(kept: &mut StateCache, model: &mut Model, n: u64, batch: i64, at_ms: i64) {
+            let (k, seq) = (key(n), key(n + batch as u64));
+            let deleted = n.is_multiple_of(5);
+            kept.insert(&k, &seq, deleted, at_ms, batch);
+            if model.get(&k).is_none_or(|old| old.3 < batch) {
+                model.insert(k, (seq, deleted, at_ms, batch));
+            }
+        }
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut kept = StateCache::empty();
+        let mut model = Model::new();
+        for batch in 1..40i64 {
+            let base = batch as u64 * 100;
+            match batch % 4 {
+                // ascending new keys past every kept one (a first load's)
+                0 | 1 => {
+                    (0..50).for_each(|i| insert(&mut kept, &mut model, base + i * 2, batch, batch))
+                }
+                // random keys, old and new, some from an older batch (read out of order)
+                2 => (0..50).for_each(|_| {
+                    let b = batch - (next() % 3) as i64;
+                    insert(&mut kept, &mut model, next() % (base + 200), b, batch)
+                }),
+                // keys between the tail's, and below it
+                _ => (0..50)
+                    .for_each(|i| insert(&mut kept, &mut model, base - 99 + i * 2, batch, batch)),
+            }
+            if batch % 13 == 0 {
+                kept.retain(|_, _, at_ms| at_ms % 3 != 0);
+                model.retain(|_, e| e.2 % 3 != 0);
+            }
+            let rows: Vec<Row> = kept
+                .rows()
+                .map(|(k, s, d, at, b)| (k.to_vec(), s.to_vec(), d, at, b))
+                .collect();
+            let expected: Vec<Row> = model
+                .iter()
+                .map(|(k, (s, d, at, b))| (k.clone(), s.clone(), *d, *at, *b))
+                .collect();
+            assert_eq!(rows, expected, "after batch {batch}");
+            assert_eq!(kept.len(), model.len());
+            let probe: FastSet<KeyBytes> = (0..60)
+                .map(|_| KeyBytes::from_slice(&key(next() % (base + 300))))
+                .collect();
+            let found = kept.lookup(&probe);
+            for k in &probe {
+                match (found.get(k.as_slice()), model.get(k.as_slice())) {
+                    (None, None) => {}
+                    (Some(f), Some(m)) => assert_eq!(
+                        (f.seq.as_slice(), f.deleted, f.at_ms),
+                        (m.0.as_slice(), m.1, m.2)
+                    ),
+                    (f, m) => panic!("{k:?}: kept {:?}, expected {m:?}", f.map(|e| &e.seq)),
+                }
+            }
+        }
+        assert!(
+            !kept.entries.tree.is_empty() && kept.entries.tail.len() > kept.entries.tree.len(),
+            "both parts were used"
+        );
     }
 
     /// The state log's rows a batch wrote, applied from its state batch, keep what the
