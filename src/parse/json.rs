@@ -626,6 +626,28 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     }
 }
 
+/// The value of a JSON number's text when it is an integer of 1 to 18 digits (always in
+/// BIGINT's range), read in one pass; `None` for any other number. The common case of
+/// decoding and inferring an integer column, ahead of the general parse.
+#[inline]
+pub fn short_integer(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    if !(1..=18).contains(&digits.len()) {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + i64::from(d - b'0');
+    }
+    Some(if negative { -value } else { value })
+}
+
 /// A byte of an unquoted field name (`allowUnquotedFieldNames`): ASCII letters, digits,
 /// `_`, `$`, and any byte of a non-ASCII character.
 fn is_name_byte(b: u8) -> bool {

@@ -326,11 +326,19 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
         let t = if opts.typed { t } else { DataType::String };
         merge_into(acc, Inferred::Leaf(t));
     };
-    // Fast paths: STRING absorbs every observation, and DOUBLE every number.
+    // Fast paths: STRING absorbs every observation, DOUBLE every number, and BIGINT an
+    // integer of up to 18 digits (always in range: `number_type`'s parse, skipped).
     match (&*acc, v) {
         (Inferred::Leaf(DataType::String), JsonValue::Array(_)) if opts.xml => {}
         (Inferred::Leaf(DataType::String), _)
         | (Inferred::Leaf(DataType::Double), JsonValue::Number(_)) => {
+            return;
+        }
+        (Inferred::Leaf(DataType::Long), JsonValue::Number(text))
+            if opts.typed
+                && !opts.primitives_as_string
+                && crate::parse::json::short_integer(text).is_some() =>
+        {
             return;
         }
         _ => {}
@@ -608,6 +616,61 @@ mod tests {
             }
             assert_eq!(by_text.records, by_value.records);
             assert_eq!(by_text.finish(), by_value.finish(), "typed={}", opts.typed);
+        }
+    }
+
+    /// A column already BIGINT skips the parse of a short integer: each number after a
+    /// first `1` infers what the parse of it merged with BIGINT gives, on both paths.
+    #[test]
+    fn short_integers_after_a_bigint_infer_as_their_parse_does() {
+        let numbers = [
+            "0",
+            "-0",
+            "7",
+            "-123456789012345678",
+            "123456789012345678",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "1234567890123456789012",
+            "1.0",
+            "1e3",
+            "-2E-2",
+            "0.5",
+        ];
+        for text in numbers {
+            let opts = InferOptions {
+                prefers_decimal: text.len() % 2 == 0,
+                ..TYPED
+            };
+            let expected = merge_leaf(DataType::Long, number_type(text, opts));
+            if crate::parse::json::short_integer(text).is_some() {
+                assert_eq!(number_type(text, opts), DataType::Long, "{text}");
+            }
+            let mut by_text = SchemaInferrer::new();
+            for line in [r#"{"n": 1}"#.to_string(), format!(r#"{{"n": {text}}}"#)] {
+                by_text.add_json_text(line.as_bytes(), opts);
+            }
+            assert_eq!(
+                by_text.finish().to_string(),
+                format!("n {}", Inferred::Leaf(expected).finish()),
+                "{text}"
+            );
+        }
+        let short = crate::parse::json::short_integer;
+        assert_eq!(short("-123456789012345678"), Some(-123_456_789_012_345_678));
+        assert_eq!((short("-0"), short("907")), (Some(0), Some(907)));
+        for other in [
+            "-",
+            "",
+            "1234567890123456789",
+            "1.0",
+            "1e3",
+            "NaN",
+            "+1",
+            "1-",
+        ] {
+            assert_eq!(short(other), None, "{other}");
         }
     }
 
