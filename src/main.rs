@@ -52,12 +52,13 @@ fn main() -> ExitCode {
         _ => {}
     }
     // A watcher runs for days: fewer malloc arenas keep its memory level. Set before any
-    // thread starts; `--once` runs keep glibc's defaults (see `memory::limit_arenas`).
-    if matches!(
-        cli.command,
-        Command::Ingest(IngestArgs { once: false, .. }) | Command::Run(RunArgs { once: false, .. })
-    ) {
-        autoloader::memory::limit_arenas();
+    // thread starts; a `--once` run keeps glibc's arenas (see `memory::limit_arenas`) and
+    // keeps freed memory for its next batch (`memory::prefer_reusing_memory`).
+    match &cli.command {
+        Command::Ingest(IngestArgs { once: false, .. })
+        | Command::Run(RunArgs { once: false, .. }) => autoloader::memory::limit_arenas(),
+        Command::Ingest(_) | Command::Run(_) => autoloader::memory::prefer_reusing_memory(),
+        _ => {}
     }
     init_logging(cli.verbose, cli.quiet);
     let result = state_io().and_then(|io| {
