@@ -63,8 +63,13 @@ fn repeated_text<'a>(
     runs: &'a [FileRun],
     value: impl Fn(&'a FileMeta) -> Option<&'a str>,
 ) -> StringArray {
+    // Sized up front: grown from nothing, a batch's file paths were a dozen reallocations.
     let rows = runs.iter().map(|r| r.rows).sum();
-    let mut b = StringBuilder::with_capacity(rows, 0);
+    let bytes = runs
+        .iter()
+        .map(|r| value(&r.file).map_or(0, str::len).saturating_mul(r.rows))
+        .fold(0usize, usize::saturating_add);
+    let mut b = StringBuilder::with_capacity(rows, bytes);
     for run in runs {
         match value(&run.file) {
             Some(v) => (0..run.rows).for_each(|_| b.append_value(v)),
