@@ -847,13 +847,7 @@ mod tests {
             br#"[{"z": 1}, {"z": 2.5}, "s", false]"#,
         ];
         let alphabet = b"{}[]\",:\\ u0123456789.eE+-tfnlxD\x01\x7f\xc3\xa9\xff";
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x9E37_79B9_7F4A_7C15u64);
         for seed in seeds {
             for _ in 0..4000 {
                 let mut text = seed.to_vec();

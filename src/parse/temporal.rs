@@ -402,13 +402,7 @@ mod tests {
         ];
         let alphabet = "yMdHhmsSaEXxZD'[]-/:. T+9Z0é";
         let alphabet: Vec<char> = alphabet.chars().collect();
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x2545_F491_4F6C_DD1Du64);
         for (pattern, text) in patterns.iter().zip(texts) {
             for _ in 0..300 {
                 let mutate = |s: &str, next: &mut dyn FnMut() -> u64| {

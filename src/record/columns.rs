@@ -472,8 +472,11 @@ pub(crate) fn append_opt<T, B: AppendOpt<T>>(b: &mut B, v: Option<T>) -> bool {
 /// The integer a JSON number holds, if it is written as an integer and fits.
 pub(crate) fn int_of(v: &JsonValue<'_>) -> Option<i64> {
     match v {
-        JsonValue::Number(t) => crate::parse::json::short_integer(t)
-            .or_else(|| (!t.contains(['.', 'e', 'E'])).then(|| t.parse().ok())?),
+        JsonValue::Number(t) => match crate::parse::json::short_integer(t) {
+            Some(i) => Some(i),
+            None if t.contains(['.', 'e', 'E']) => None,
+            None => t.parse().ok(),
+        },
         _ => None,
     }
 }

@@ -6,3 +6,14 @@ pub mod failpoint;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod read_delay;
+
+/// A seeded xorshift64 sequence for unit tests: the same on every machine, no dependency.
+#[cfg(test)]
+pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}

@@ -581,13 +581,7 @@ mod tests {
                 model.insert(k, (seq, deleted, at_ms, batch));
             }
         }
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::testing::xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut kept = StateCache::empty();
         let mut model = Model::new();
         for batch in 1..40i64 {

@@ -41,7 +41,7 @@ pub(super) fn free_later<T: Send + 'static>(value: T) {
     tokio::task::spawn_blocking(move || drop(value));
 }
 
-/// What is kept of the state (up to 2,000,000 keys in B-trees) is freed on a thread of its
+/// What is kept of the state (up to 2,000,000 keys) is freed on a thread of its
 /// own when the flow closes: freeing a million keys node by node took some 25 ms at the
 /// end of every run, after its last commit. The process may exit before it is done.
 impl Drop for CdcTarget {
