@@ -1336,3 +1336,63 @@ fn batches_of_new_keys_are_appended_with_their_tombstones() {
     );
     assert_eq!(rows(&s.table()), ["2 B2 c", "3 C c", "7 G c", "8 H c"]);
 }
+
+#[test]
+fn batches_of_ascending_keys_are_new_only_where_nothing_kept_or_stored_holds_them() {
+    // One run, a batch a file: from the third batch on the state is kept in memory, and a
+    // batch of ascending keys that nothing kept can hold is appended without a key set.
+    // Keys in a gap between kept ones are new; a kept key (a live one, a tombstone) among
+    // ascending keys is not, and must update, or lose to the tombstone's later sequence.
+    let s = Scratch::new();
+    let batch = |keys: &[(u64, &str, &str, u64)]| -> String {
+        keys.iter()
+            .map(|&(k, name, op, seq)| keyed_record(k, name, op, seq))
+            .collect()
+    };
+    let files = [
+        batch(&[
+            (0, "a", "INSERT", 1),
+            (1, "a", "INSERT", 1),
+            (5, "a", "INSERT", 1),
+        ]),
+        batch(&[(10, "b", "INSERT", 1), (11, "b", "INSERT", 1)]),
+        // Past every kept key.
+        batch(&[
+            (20, "c", "INSERT", 1),
+            (21, "c", "DELETE", 1),
+            (22, "c", "INSERT", 1),
+        ]),
+        // In the gap between 5 and 10.
+        batch(&[(6, "d", "INSERT", 1), (7, "d", "INSERT", 1)]),
+        // A kept key first, then new ones: 1 is updated, not appended a second time.
+        batch(&[
+            (1, "e", "UPDATE", 2),
+            (30, "e", "INSERT", 1),
+            (31, "e", "INSERT", 1),
+        ]),
+        // The tombstone of 21 (sequence 1) is kept: an older record of 21 is stale, a
+        // newer one brings it back; 40 is new.
+        batch(&[(21, "f", "INSERT", 0), (40, "f", "INSERT", 1)]),
+        batch(&[(21, "g", "INSERT", 2), (41, "g", "INSERT", 1)]),
+        // Below every kept key, and a key already in the table through its range's end.
+        batch(&[(0, "h", "UPDATE", 3), (41, "h", "UPDATE", 3)]),
+    ];
+    for (i, text) in files.iter().enumerate() {
+        s.land(&format!("{i:02}.json"), text.clone());
+    }
+    let opts = cdc_options(false);
+    let out = ok(&ingest(&s, &opts, &["cloudFiles.maxFilesPerTrigger=1"]));
+    assert!(out.contains("1 stale"), "{out}");
+    let expected = [
+        "0 h c", "1 e c", "10 b c", "11 b c", "20 c c", "21 g c", "22 c c", "30 e c", "31 e c",
+        "40 f c", "41 h c", "5 a c", "6 d c", "7 d c",
+    ];
+    assert_eq!(rows(&s.table()), expected);
+    // The same files in one batch give the same table.
+    let one = Scratch::new();
+    for (i, text) in files.iter().enumerate() {
+        one.land(&format!("{i:02}.json"), text.clone());
+    }
+    ok(&ingest(&one, &opts, &[]));
+    assert_eq!(rows(&one.table()), expected);
+}

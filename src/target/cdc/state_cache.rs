@@ -308,6 +308,11 @@ impl StateCache {
             .collect()
     }
 
+    /// Whether any key is kept from `low` to `high` (in byte order), a deleted one too.
+    pub fn holds_any_between(&self, low: &[u8], high: &[u8]) -> bool {
+        self.entries.any_between(low, high)
+    }
+
     pub fn mark(&self) -> Option<&[u8]> {
         self.mark.as_deref()
     }
