@@ -2,7 +2,7 @@
 //! read again, skip corrupt files under `ignoreCorruptFiles`, commit with `txn`, mark done.
 
 use crate::flow::expect::{ExpectationCounts, Tally};
-use crate::pipeline::ahead::{Ahead, Prepared};
+use crate::pipeline::ahead::Ahead;
 use crate::pipeline::read::{
     QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_files,
 };
@@ -38,15 +38,15 @@ use crate::testing::failpoint;
 /// are all read, a death no longer counts. A reported error records that no process died
 /// on this plan: only deaths count towards quarantine.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn execute(
-    ctx: &RunContext<'_>,
+pub(crate) async fn execute<'a>(
+    ctx: &'a RunContext<'_>,
     state: &mut ActiveSchema,
     sink: &mut dyn Target,
     plan: &Plan,
     rerun: Option<u32>,
     summary: &mut Summary,
     quarantine: Option<&mut QuarantineTable>,
-    ahead: &mut Ahead,
+    ahead: &mut Ahead<'a>,
 ) -> Result<(), IngestError> {
     let result = execute_counted(ctx, state, sink, plan, rerun, summary, quarantine, ahead).await;
     if result.is_err()
@@ -78,15 +78,15 @@ fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::St
 /// `ahead`: the read made of this batch's files while the batch before committed (used
 /// if it still stands), and the next batch's files, read while this one commits.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn execute_counted(
-    ctx: &RunContext<'_>,
+pub(crate) async fn execute_counted<'a>(
+    ctx: &'a RunContext<'_>,
     state: &mut ActiveSchema,
     sink: &mut dyn Target,
     plan: &Plan,
     rerun: Option<u32>,
     summary: &mut Summary,
     quarantine: Option<&mut QuarantineTable>,
-    ahead: &mut Ahead,
+    ahead: &mut Ahead<'a>,
 ) -> Result<(), IngestError> {
     let started = Instant::now();
     // A snapshot flow's batch is one snapshot: stamped with the plan's time and files.
@@ -331,25 +331,18 @@ pub(crate) async fn execute_counted(
         }
         failpoint::hit(failpoint::QUARANTINE_COMMITTED);
     }
-    // The next batch's files are read while this one commits (a CDC target; see
-    // `ahead.rs`); the read is made with the settings the next batch starts its read with.
-    let next = match ahead.next.take() {
-        Some(files) if state.one_pass.is_none() => {
-            Prepared::new(ctx, &state.layout, files, &*sink, evolving)
-        }
-        _ => None,
-    };
-    let committed = match next {
-        Some(next) => {
-            let (committed, made) = futures::join!(
-                sink.commit(writers, ctx.app_id, plan.batch, info),
-                next.read(ctx)
-            );
-            ahead.made = Some(made);
-            committed
-        }
-        None => sink.commit(writers, ctx.app_id, plan.batch, info).await,
-    };
+    // The next batches' files are read while this one commits (a CDC target; see
+    // `ahead.rs`); the reads are made with the settings the next batch starts its read with.
+    let reads = ahead.prepare(
+        ctx,
+        &state.layout,
+        &*sink,
+        evolving,
+        state.one_pass.is_none(),
+    );
+    let committed = ahead
+        .commit_beside(reads, sink.commit(writers, ctx.app_id, plan.batch, info))
+        .await;
     let table_version = match committed {
         Ok(v) => v,
         Err(e) => {

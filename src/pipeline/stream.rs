@@ -1252,9 +1252,12 @@ impl<'a> StreamRun<'a> {
                 continue;
             }
             ahead.next = batches
-                .get(at + 1)
+                .iter()
+                .skip(at + 1)
+                .take(2)
                 .filter(|_| read_ahead)
-                .map(|next| next.to_vec());
+                .map(|next| next.to_vec())
+                .collect();
             execute(
                 &ctx,
                 state,

@@ -1,5 +1,5 @@
-//! A CDC flow reads the next batch's files while a batch commits (`pipeline/ahead.rs`):
-//! the read is used when it still stands, thrown away when the schema moved, and a death
+//! A CDC flow reads the next batches' files while a batch commits (`pipeline/ahead.rs`):
+//! a read is used when it still stands, thrown away when the schema moved, and a death
 //! during it loses nothing.
 
 use std::os::unix::process::ExitStatusExt;
@@ -8,6 +8,8 @@ use crate::cdc::{cdc_options, ingest_args};
 use crate::common::{Scratch, ok, run, stderr, table_rows};
 
 const USED: &str = "The batch's files were read while the batch before it committed.";
+/// A read started beside one commit and picked up, still going or done, by the next.
+const GOING: &str = "The next batch's files have been read since the commit before this one.";
 
 /// 12 files of 10 change records each over keys 0..30 (upserts, deletes, late records);
 /// from `drift_at` on, the records carry a new column `country`.
@@ -65,11 +67,12 @@ fn run_per_file(files: &[String]) -> (Vec<String>, Vec<String>) {
     table_rows(&s.table(), &[])
 }
 
-/// Lands `files` and ingests them all in one run of one-file batches; its debug log.
-fn run_all_logged(s: &Scratch, files: &[String]) -> String {
+/// Lands `files` and ingests them all in one run of one-file batches (with `extra`
+/// options); its debug log.
+fn run_all_logged(s: &Scratch, files: &[String], extra: &[&str]) -> String {
     land(s, files);
     let out = run(
-        &ingest_args(s, &one_file_batches(), &[]),
+        &ingest_args(s, &one_file_batches(), extra),
         &[("RUST_LOG", "autoloader=debug")],
     );
     ok(&out);
@@ -80,19 +83,33 @@ fn run_all_logged(s: &Scratch, files: &[String]) -> String {
 fn each_batch_uses_the_read_made_while_the_one_before_committed() {
     let files = files(usize::MAX);
     let s = Scratch::new();
-    let log = run_all_logged(&s, &files);
+    let log = run_all_logged(&s, &files, &[]);
     assert_eq!(log.matches(USED).count(), files.len() - 1, "{log}");
+    // From the third batch on, each batch's read began two commits before it.
+    assert_eq!(log.matches(GOING).count(), files.len() - 2, "{log}");
     assert_eq!(table_rows(&s.table(), &[]), run_per_file(&files));
 }
 
 #[test]
 fn a_new_column_in_a_batch_read_ahead_evolves_the_schema_and_reads_it_again() {
-    // File 5 brings `country`: its read, made ahead with the old schema, stops at the new
-    // column; the batch evolves and reads the file again; file 6 is read ahead with the
-    // new schema.
-    let files = files(5);
+    // Files 5 to 8 bring `country`, and the schema is inferred from the newest three
+    // files only (9 to 11, without it): file 5's read, made ahead with the old schema,
+    // stops at the new column; the batch evolves and reads the file again; file 6's
+    // read, begun with the old schema beside batch 4's commit, is thrown away and made
+    // again with the new one.
+    let plain = files(usize::MAX);
+    let files: Vec<String> = files(5)
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| if i > 8 { plain[i].clone() } else { f })
+        .collect();
     let s = Scratch::new();
-    let log = run_all_logged(&s, &files);
+    let log = run_all_logged(
+        &s,
+        &files,
+        &["cloudFiles.schemaInference.sampleSize.numFiles=3"],
+    );
+    assert!(log.contains("Schema evolved: new columns added."), "{log}");
     assert!(log.contains("country"), "{log}");
     let (names, rows) = table_rows(&s.table(), &[]);
     assert!(names.contains(&"country".to_string()), "{names:?}");
@@ -102,6 +119,9 @@ fn a_new_column_in_a_batch_read_ahead_evolves_the_schema_and_reads_it_again() {
     );
     assert_eq!((names, rows), run_per_file(&files));
     assert_eq!(log.matches(USED).count(), files.len() - 1, "{log}");
+    // File 6's read began with the old schema beside batch 4's commit: thrown away once
+    // batch 5 evolved it, and made again beside batch 5's commit.
+    assert_eq!(log.matches(GOING).count(), files.len() - 3, "{log}");
 }
 
 #[test]
