@@ -120,6 +120,26 @@ impl<'a> JsonValue<'a> {
         }
     }
 
+    /// Parses one JSON text whose top level is an object, handing each entry to `entry`
+    /// as it is parsed, without building the object (schema inference keeps only the
+    /// entries that tell it something new). `Ok(false)`: the top level is not an object,
+    /// and nothing was parsed. On an error, entries before it may have been handed.
+    pub fn for_each_entry(
+        text: &'a [u8],
+        dialect: JsonDialect,
+        mut entry: impl FnMut(Cow<'a, str>, JsonValue<'a>),
+    ) -> Result<bool, JsonError> {
+        let text = simdutf8::compat::from_utf8(text).map_err(|e| JsonError {
+            offset: e.valid_up_to(),
+            reason: "invalid UTF-8",
+        })?;
+        if dialect.comments {
+            Parser::<true>::new(text, dialect).entries_of_document(&mut entry)
+        } else {
+            Parser::<false>::new(text, dialect).entries_of_document(&mut entry)
+        }
+    }
+
     pub fn is_null(&self) -> bool {
         matches!(self, JsonValue::Null)
     }
@@ -222,6 +242,63 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
             }
         });
         parsed.map_err(|Fail| self.failure.take().expect("a failure records its reason"))
+    }
+
+    /// [`JsonValue::for_each_entry`]: the whole text as one object, entry by entry.
+    fn entries_of_document(
+        mut self,
+        entry: &mut impl FnMut(Cow<'a, str>, JsonValue<'a>),
+    ) -> Result<bool, JsonError> {
+        let parsed = self.skip_ws().and_then(|()| {
+            if self.peek() != Some(b'{') {
+                return Ok(false);
+            }
+            self.entries(entry)?;
+            self.skip_ws()?;
+            if self.pos == self.bytes.len() {
+                Ok(true)
+            } else {
+                Err(self.error("trailing characters"))
+            }
+        });
+        parsed.map_err(|Fail| self.failure.take().expect("a failure records its reason"))
+    }
+
+    /// The object at the current `{`, each entry handed to `entry` (as [`Parser::object`]
+    /// parses it, without keeping it).
+    fn entries(&mut self, entry: &mut impl FnMut(Cow<'a, str>, JsonValue<'a>)) -> Result<(), Fail> {
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            let mut key = Cow::Borrowed("");
+            self.key_into(&mut key)?;
+            self.skip_ws()?;
+            if self.peek() != Some(b':') {
+                return Err(self.error("expected ':'"));
+            }
+            self.pos += 1;
+            self.skip_ws()?;
+            let mut value = JsonValue::Null;
+            self.value_into(&mut value)?;
+            entry(key, value);
+            self.skip_ws()?;
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_ws()?;
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("expected ',' or '}'")),
+            }
+        }
     }
 
     #[cold]
@@ -812,10 +889,29 @@ mod tests {
         "[\"0123456789abcdef0123456789\"]",
     ];
 
+    /// `for_each_entry` agrees with `parse`: an object's entries handed in order, a valid
+    /// non-object refused with nothing handed, and an invalid object an error.
+    fn entries_agree_with_parse(text: &[u8]) {
+        let mut handed = Vec::new();
+        let walked = JsonValue::for_each_entry(text, JsonDialect::STRICT, |k, v| {
+            handed.push((k, v));
+        });
+        let shown = String::from_utf8_lossy(text);
+        match JsonValue::parse(text) {
+            Ok(JsonValue::Object(entries)) => {
+                assert_eq!(walked, Ok(true), "{shown:?}");
+                assert_eq!(handed, entries, "{shown:?}");
+            }
+            Ok(_) => assert_eq!(walked, Ok(false), "{shown:?}"),
+            Err(_) => assert!(walked != Ok(true), "{shown:?}: {walked:?}"),
+        }
+    }
+
     #[test]
     fn accepts_exactly_what_serde_json_accepts() {
         for case in CASES {
             agrees_with_serde(case.as_bytes());
+            entries_agree_with_parse(case.as_bytes());
         }
         // Raw control characters and invalid UTF-8 inside and outside strings.
         for bad in [
@@ -834,6 +930,7 @@ mod tests {
             agrees_with_serde(text.as_bytes());
             let text = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
             agrees_with_serde(text.as_bytes());
+            entries_agree_with_parse(text.as_bytes());
         }
     }
 
@@ -863,6 +960,7 @@ mod tests {
                     }
                 }
                 agrees_with_serde(&text);
+                entries_agree_with_parse(&text);
             }
         }
     }

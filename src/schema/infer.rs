@@ -326,22 +326,8 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
         let t = if opts.typed { t } else { DataType::String };
         merge_into(acc, Inferred::Leaf(t));
     };
-    // Fast paths: STRING absorbs every observation, DOUBLE every number, and BIGINT an
-    // integer of up to 18 digits (always in range: `number_type`'s parse, skipped).
-    match (&*acc, v) {
-        (Inferred::Leaf(DataType::String), JsonValue::Array(_)) if opts.xml => {}
-        (Inferred::Leaf(DataType::String), _)
-        | (Inferred::Leaf(DataType::Double), JsonValue::Number(_)) => {
-            return;
-        }
-        (Inferred::Leaf(DataType::Long), JsonValue::Number(text))
-            if opts.typed
-                && !opts.primitives_as_string
-                && crate::parse::json::short_integer(text).is_some() =>
-        {
-            return;
-        }
-        _ => {}
+    if unchanged_by(acc, v, opts) {
+        return;
     }
     if opts.xml
         && !matches!(v, JsonValue::Array(_) | JsonValue::Null)
@@ -401,6 +387,36 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
     }
 }
 
+/// Whether observing `v` leaves `acc` as it is (the fast paths of [`observe`]): STRING
+/// absorbs every observation, DOUBLE every number, BIGINT an integer of up to 18 digits
+/// (always in range: `number_type`'s parse, skipped), and a null or an empty string is
+/// no observation. Types only widen, so a value that leaves a field as it is leaves it
+/// so whatever the record's other values do to it.
+fn unchanged_by(acc: &Inferred, v: &JsonValue<'_>, opts: InferOptions) -> bool {
+    match (acc, v) {
+        (Inferred::Leaf(DataType::String), JsonValue::Array(_)) if opts.xml => false,
+        (_, JsonValue::Null) => true,
+        (_, JsonValue::String(s)) if s.is_empty() && !opts.xml => true,
+        (Inferred::Leaf(DataType::String), _)
+        | (Inferred::Leaf(DataType::Double), JsonValue::Number(_)) => true,
+        (Inferred::Leaf(DataType::Long), JsonValue::Number(text)) => {
+            opts.typed
+                && !opts.primitives_as_string
+                && crate::parse::json::short_integer(text).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The field named `key` among `fields`: looked for at `guess` first (records tend to
+/// repeat their key order), then by name, case-insensitively.
+fn field_index(fields: &[(String, Inferred)], key: &str, guess: usize) -> Option<usize> {
+    match fields.get(guess) {
+        Some((n, _)) if same_key(n, key) => Some(guess),
+        _ => fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(key)),
+    }
+}
+
 /// Observes an object's entries into the fields seen so far (names matched
 /// case-insensitively, first spelling wins; new names appended in order). Records tend to
 /// repeat their key order, so each key is first looked for right after the previous one.
@@ -412,16 +428,10 @@ fn observe_entries(
 ) {
     let mut guess = 0;
     for (k, v) in entries {
-        let idx = match fields.get(guess) {
-            Some((n, _)) if same_key(n, k) => guess,
-            _ => match fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(k)) {
-                Some(i) => i,
-                None => {
-                    fields.push((k.to_string(), Inferred::Null));
-                    fields.len() - 1
-                }
-            },
-        };
+        let idx = field_index(fields, k, guess).unwrap_or_else(|| {
+            fields.push((k.to_string(), Inferred::Null));
+            fields.len() - 1
+        });
         observe(&mut fields[idx].1, v, opts, depth);
         guess = idx + 1;
     }
@@ -462,6 +472,43 @@ impl SchemaInferrer {
 
     /// [`SchemaInferrer::add_json_text`] for a line of the given JSON dialect.
     pub fn add_json_text_with(
+        &mut self,
+        line: &[u8],
+        dialect: crate::parse::json::JsonDialect,
+        opts: InferOptions,
+    ) -> bool {
+        if opts.xml {
+            return self.add_text_parsed_whole(line, dialect, opts);
+        }
+        // An object's entries as they are parsed: only those that would change what is
+        // inferred are kept, and observed once the whole record proved valid (a record that
+        // is not valid JSON adds nothing). Most records change nothing, so nothing is kept
+        // and no value tree is built.
+        let mut changing: Vec<(Cow<'_, str>, JsonValue<'_>)> = Vec::new();
+        let fields = &self.fields;
+        let mut guess = 0;
+        let walked = JsonValue::for_each_entry(line, dialect, |key, value| {
+            let idx = field_index(fields, &key, guess);
+            if let Some(i) = idx {
+                guess = i + 1;
+            }
+            if !idx.is_some_and(|i| unchanged_by(&fields[i].1, &value, opts)) {
+                changing.push((key, value));
+            }
+        });
+        match walked {
+            Ok(true) => {
+                self.records += 1;
+                observe_entries(&mut self.fields, &changing, opts, 1);
+                true
+            }
+            Ok(false) => self.add_text_parsed_whole(line, dialect, opts),
+            Err(_) => false,
+        }
+    }
+
+    /// [`SchemaInferrer::add_json_text_with`] through the whole value tree.
+    fn add_text_parsed_whole(
         &mut self,
         line: &[u8],
         dialect: crate::parse::json::JsonDialect,
@@ -616,6 +663,94 @@ mod tests {
             }
             assert_eq!(by_text.records, by_value.records);
             assert_eq!(by_text.finish(), by_value.finish(), "typed={}", opts.typed);
+        }
+    }
+
+    /// Observing a record entry by entry, keeping only what changes the schema, infers
+    /// what observing its whole value tree does, after every record: random records of
+    /// keys in any order and case, each key's values of one kind mostly (so types widen
+    /// step by step rather than all turning STRING at once), now and then any value, and
+    /// mutated, invalid and non-object lines among them.
+    #[test]
+    fn entries_observed_as_parsed_infer_as_the_whole_record_does() {
+        let kinds: [(&[&str], &[&str]); 6] = [
+            (
+                &["id", "ID"],
+                &[
+                    "1",
+                    "-7",
+                    "123456789012345678",
+                    "12345678901234567890",
+                    "2.5",
+                    "1e3",
+                    "null",
+                ],
+            ),
+            (
+                &["at"],
+                &["\"2024-01-02\"", "\"2024-01-02T03:04:05Z\"", "\"\"", "null"],
+            ),
+            (
+                &["tags"],
+                &["[]", "[1, 2]", "[1.5, null]", "[null]", "[[1]]"],
+            ),
+            (
+                &["nested"],
+                &[
+                    "{}",
+                    "{\"a\": 1}",
+                    "{\"a\": 2.5, \"b\": [1]}",
+                    "{\"b\": [], \"A\": null}",
+                ],
+            ),
+            (&["flag"], &["true", "false", "null"]),
+            (
+                &["name", "Name", "amount"],
+                &["\"x\"", "\"3.25\"", "7", "\"\""],
+            ),
+        ];
+        let any: Vec<&str> = kinds.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        let mut next = crate::testing::xorshift(0x5DEE_CE66_D1CE_5EEDu64);
+        for round in 0..400 {
+            let opts = InferOptions {
+                typed: round % 5 != 0,
+                prefers_decimal: round % 3 == 0,
+                primitives_as_string: round % 7 == 0,
+                max_depth: if round % 4 == 0 { 1 } else { 32 },
+                ..TYPED
+            };
+            let (mut walked, mut whole) = (SchemaInferrer::new(), SchemaInferrer::new());
+            for _ in 0..30 {
+                let entries: Vec<String> = (0..next() % 6)
+                    .map(|_| {
+                        let (names, values) = kinds[(next() as usize) % kinds.len()];
+                        let k = names[(next() as usize) % names.len()];
+                        let v = if next() % 30 == 0 {
+                            any[(next() as usize) % any.len()]
+                        } else {
+                            values[(next() as usize) % values.len()]
+                        };
+                        format!("\"{k}\": {v}")
+                    })
+                    .collect();
+                let mut line = format!("{{{}}}", entries.join(", ")).into_bytes();
+                match next() % 12 {
+                    0 => {
+                        let at = (next() as usize) % line.len();
+                        line.remove(at);
+                    }
+                    1 => line = b"[{\"id\": 1.5}, {\"other\": true}]".to_vec(),
+                    2 => line = b"  42 ".to_vec(),
+                    _ => {}
+                }
+                let dialect = crate::parse::json::JsonDialect::SPARK;
+                let shown = String::from_utf8_lossy(&line).into_owned();
+                let a = walked.add_json_text_with(&line, dialect, opts);
+                let b = whole.add_text_parsed_whole(&line, dialect, opts);
+                assert_eq!(a, b, "{shown}");
+                assert_eq!(walked.records, whole.records, "{shown}");
+                assert_eq!(walked.fields, whole.fields, "round {round}: {shown}");
+            }
         }
     }
 
