@@ -725,7 +725,7 @@ mod tests {
                     .map(|_| {
                         let (names, values) = kinds[(next() as usize) % kinds.len()];
                         let k = names[(next() as usize) % names.len()];
-                        let v = if next() % 30 == 0 {
+                        let v = if next().is_multiple_of(30) {
                             any[(next() as usize) % any.len()]
                         } else {
                             values[(next() as usize) % values.len()]
