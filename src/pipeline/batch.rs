@@ -76,7 +76,7 @@ fn settings_stamp(ctx: &RunContext<'_>, plan: &Plan) -> Option<crate::record::St
 /// is the protocol, and split it would hide which step comes first.
 ///
 /// `ahead`: the read made of this batch's files while the batch before committed (used
-/// if it still stands), and the next batch's files, read while this one commits.
+/// if it still stands), and the next two batches' files, read while this one commits.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute_counted<'a>(
     ctx: &'a RunContext<'_>,
