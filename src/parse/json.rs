@@ -106,11 +106,7 @@ impl<'a> JsonValue<'a> {
 
     /// Parses one JSON text with the extensions of `dialect`.
     pub fn parse_with(text: &'a [u8], dialect: JsonDialect) -> Result<JsonValue<'a>, JsonError> {
-        // Validated once here, so every string sliced out below is valid UTF-8.
-        let text = simdutf8::compat::from_utf8(text).map_err(|e| JsonError {
-            offset: e.valid_up_to(),
-            reason: "invalid UTF-8",
-        })?;
+        let text = validated(text)?;
         // Comments are rare: the parser without them has the whitespace loop it always had
         // (a check per skip cost a tenth of the decoding time).
         if dialect.comments {
@@ -129,10 +125,7 @@ impl<'a> JsonValue<'a> {
         dialect: JsonDialect,
         mut entry: impl FnMut(Cow<'a, str>, JsonValue<'a>),
     ) -> Result<bool, JsonError> {
-        let text = simdutf8::compat::from_utf8(text).map_err(|e| JsonError {
-            offset: e.valid_up_to(),
-            reason: "invalid UTF-8",
-        })?;
+        let text = validated(text)?;
         if dialect.comments {
             Parser::<true>::new(text, dialect).entries_of_document(&mut entry)
         } else {
@@ -233,14 +226,10 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
 
     /// Parses the whole text as one value.
     fn document(mut self) -> Result<JsonValue<'a>, JsonError> {
-        let parsed = self.skip_ws().and_then(|()| self.value()).and_then(|v| {
-            self.skip_ws()?;
-            if self.pos == self.bytes.len() {
-                Ok(v)
-            } else {
-                Err(self.error("trailing characters"))
-            }
-        });
+        let parsed = self
+            .skip_ws()
+            .and_then(|()| self.value())
+            .and_then(|v| self.end().map(|()| v));
         parsed.map_err(|Fail| self.failure.take().expect("a failure records its reason"))
     }
 
@@ -254,12 +243,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
                 return Ok(false);
             }
             self.entries(entry)?;
-            self.skip_ws()?;
-            if self.pos == self.bytes.len() {
-                Ok(true)
-            } else {
-                Err(self.error("trailing characters"))
-            }
+            self.end().map(|()| true)
         });
         parsed.map_err(|Fail| self.failure.take().expect("a failure records its reason"))
     }
@@ -268,36 +252,72 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     /// parses it, without keeping it).
     fn entries(&mut self, entry: &mut impl FnMut(Cow<'a, str>, JsonValue<'a>)) -> Result<(), Fail> {
         self.enter()?;
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            self.depth -= 1;
+        if self.closes_empty(b'}') {
             return Ok(());
         }
         loop {
             let mut key = Cow::Borrowed("");
             self.key_into(&mut key)?;
-            self.skip_ws()?;
-            if self.peek() != Some(b':') {
-                return Err(self.error("expected ':'"));
-            }
-            self.pos += 1;
-            self.skip_ws()?;
+            self.colon()?;
             let mut value = JsonValue::Null;
             self.value_into(&mut value)?;
             entry(key, value);
-            self.skip_ws()?;
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.skip_ws()?;
-                }
-                Some(b'}') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(self.error("expected ',' or '}'")),
+            if !self.next_entry()? {
+                return Ok(());
             }
+        }
+    }
+
+    /// After the whole value: only whitespace may follow.
+    fn end(&mut self) -> Result<(), Fail> {
+        self.skip_ws()?;
+        if self.pos == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(self.error("trailing characters"))
+        }
+    }
+
+    /// Just inside an opening bracket: whether `close` follows at once (an empty object
+    /// or array), consumed.
+    #[inline]
+    fn closes_empty(&mut self, close: u8) -> bool {
+        let empty = self.peek() == Some(close);
+        if empty {
+            self.pos += 1;
+            self.depth -= 1;
+        }
+        empty
+    }
+
+    /// After an object's key: its `:` and the whitespace around it.
+    #[inline]
+    fn colon(&mut self) -> Result<(), Fail> {
+        self.skip_ws()?;
+        if self.peek() != Some(b':') {
+            return Err(self.error("expected ':'"));
+        }
+        self.pos += 1;
+        self.skip_ws()
+    }
+
+    /// After an object's entry: true at a `,` (another entry follows), false at the
+    /// closing `}` (consumed).
+    #[inline]
+    fn next_entry(&mut self) -> Result<bool, Fail> {
+        self.skip_ws()?;
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                self.skip_ws()?;
+                Ok(true)
+            }
+            Some(b'}') => {
+                self.pos += 1;
+                self.depth -= 1;
+                Ok(false)
+            }
+            _ => Err(self.error("expected ',' or '}'")),
         }
     }
 
@@ -478,9 +498,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         let JsonValue::Object(entries) = out else {
             unreachable!("set above")
         };
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            self.depth -= 1;
+        if self.closes_empty(b'}') {
             return Ok(());
         }
         entries.reserve(if self.depth == 1 { 16 } else { 4 });
@@ -488,25 +506,10 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
             entries.resize_with(entries.len() + 1, || (Cow::Borrowed(""), JsonValue::Null));
             let (key, value) = entries.last_mut().expect("just added");
             self.key_into(key)?;
-            self.skip_ws()?;
-            if self.peek() != Some(b':') {
-                return Err(self.error("expected ':'"));
-            }
-            self.pos += 1;
-            self.skip_ws()?;
+            self.colon()?;
             self.value_into(value)?;
-            self.skip_ws()?;
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.skip_ws()?;
-                }
-                Some(b'}') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(self.error("expected ',' or '}'")),
+            if !self.next_entry()? {
+                return Ok(());
             }
         }
     }
@@ -517,9 +520,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         let JsonValue::Array(items) = out else {
             unreachable!("set above")
         };
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            self.depth -= 1;
+        if self.closes_empty(b']') {
             return Ok(());
         }
         loop {
@@ -701,6 +702,14 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         }
         Ok(code)
     }
+}
+
+/// `text` as UTF-8, validated once, so every string sliced out of it is valid UTF-8.
+fn validated(text: &[u8]) -> Result<&str, JsonError> {
+    simdutf8::compat::from_utf8(text).map_err(|e| JsonError {
+        offset: e.valid_up_to(),
+        reason: "invalid UTF-8",
+    })
 }
 
 /// The value of a JSON number's text when it is an integer of 1 to 18 digits (always in
