@@ -355,11 +355,11 @@ pub async fn compact(
 
     // Write: one writer, flushed after each partition so one partition is open at a time.
     let store = table.log_store().object_store(None);
-    let mut writer = RecordBatchWriter::for_table(table)
-        .map_err(|e| failed(e.to_string()))?
-        .with_writer_properties(crate::target::delta::writer_properties())
-        .with_target_file_size(settings.target_size);
+    let writer = RecordBatchWriter::for_table(table).map_err(|e| failed(e.to_string()))?;
     let target_schema = writer.arrow_schema();
+    let mut writer = writer
+        .with_writer_properties(crate::target::delta::writer_properties(&target_schema))
+        .with_target_file_size(settings.target_size);
     let mut adds: Vec<Add> = Vec::new();
     let mut removes: Vec<Remove> = Vec::new();
     let mut expected_rows: Option<u64> = Some(0);

@@ -617,13 +617,18 @@ impl DeltaAppend {
         partition_columns: &[String],
         keep_last: &[String],
     ) -> Result<BatchWriter, TargetError> {
-        self.writer_with(schema, partition_columns, keep_last, writer_properties())
+        self.writer_with(
+            schema,
+            partition_columns,
+            keep_last,
+            writer_properties(schema),
+        )
     }
 
     /// A writer for the files a merge rewrites at every batch (the CDC target and its
     /// state): see [`rewrite_writer_properties`].
     pub fn rewrite_writer(&self, schema: &SchemaRef) -> Result<BatchWriter, TargetError> {
-        self.writer_with(schema, &[], &[], rewrite_writer_properties())
+        self.writer_with(schema, &[], &[], rewrite_writer_properties(schema))
     }
 
     fn writer_with(
@@ -879,21 +884,73 @@ pub(crate) fn cleanup_only_at_checkpoints(
 }
 
 /// How every Parquet file of a table is written (ingest and `optimize` alike): zstd, row
-/// groups closed by rows or bytes, a small dictionary page limit.
-pub(crate) fn writer_properties() -> WriterProperties {
-    writer_properties_builder(Compression::ZSTD(
-        ZstdLevel::try_new(1).expect("level 1 is valid"),
-    ))
-    .build()
+/// groups closed by rows or bytes, a small dictionary page limit, integers past their
+/// dictionary delta-encoded (see [`integers_delta_encoded`]).
+pub(crate) fn writer_properties(schema: &SchemaRef) -> WriterProperties {
+    let zstd = Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1 is valid"));
+    integers_delta_encoded(writer_properties_builder(zstd), schema, true).build()
 }
 
 /// How a merge writes the files it rewrites at every batch: snappy, faster both ways than
-/// zstd (what delta-rs and Spark write by default; every Parquet reader reads both).
-/// Measured on the CDC bench: snappy 14% less CPU than zstd level 1; turning dictionaries
-/// off cost more than it saved, and statistics per column chunk only (no page index)
-/// saved nothing measurable, so readers keep the page index.
-fn rewrite_writer_properties() -> WriterProperties {
-    writer_properties_builder(Compression::SNAPPY).build()
+/// zstd (what delta-rs and Spark write by default; every Parquet reader reads both), and
+/// integer columns delta-encoded with no dictionary: a rewrite writes every row of the
+/// files it touches again, and keys, amounts and sequence numbers seldom repeat, so
+/// interning them into a dictionary that overflows, then snappy over plain 8-byte values,
+/// was most of the integer columns' cost. Measured on the CDC bench (30 batches of
+/// 10,000 changes into 1 M rows): 20% less CPU a batch, and the table half the size.
+/// Earlier measures there: snappy 14% less CPU than zstd level 1; turning every
+/// column's dictionary off cost more than it saved, and statistics per column chunk only
+/// (no page index) saved nothing measurable, so readers keep the page index.
+fn rewrite_writer_properties(schema: &SchemaRef) -> WriterProperties {
+    integers_delta_encoded(
+        writer_properties_builder(Compression::SNAPPY),
+        schema,
+        false,
+    )
+    .build()
+}
+
+/// `props` with the integer, date and timestamp columns (at the top level and inside
+/// structs) encoded DELTA_BINARY_PACKED where they are not dictionary-encoded, with
+/// their dictionary on or off. Increasing ids and times take a bit or a byte a value
+/// that way, where plain takes 8 (bulk tables 6% smaller). Every Parquet reader of Delta
+/// tables reads it (Spark's vectorized reader since 3.3, parquet-mr, DuckDB, arrow-rs).
+fn integers_delta_encoded(
+    mut props: WriterPropertiesBuilder,
+    schema: &SchemaRef,
+    dictionary: bool,
+) -> WriterPropertiesBuilder {
+    use deltalake::parquet::basic::Encoding;
+    for path in integer_columns(schema) {
+        props = props
+            .set_column_dictionary_enabled(path.clone(), dictionary)
+            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+    }
+    props
+}
+
+/// The Parquet paths of the columns stored as 32- or 64-bit integers (integers, dates,
+/// timestamps), at the top level and inside structs (not inside lists or maps, whose
+/// paths depend on how each writer names their levels).
+fn integer_columns(schema: &SchemaRef) -> Vec<deltalake::parquet::schema::types::ColumnPath> {
+    use arrow_schema::DataType as A;
+    use deltalake::parquet::schema::types::ColumnPath;
+    fn leaves(fields: &arrow_schema::Fields, prefix: &mut Vec<String>, out: &mut Vec<ColumnPath>) {
+        for f in fields {
+            prefix.push(f.name().clone());
+            match f.data_type() {
+                A::Int8 | A::Int16 | A::Int32 | A::Int64 | A::Date32 | A::Timestamp(_, _) => {
+                    out.push(ColumnPath::new(prefix.clone()))
+                }
+                A::Struct(children) => leaves(children, prefix, out),
+                _ => {}
+            }
+            prefix.pop();
+        }
+    }
+    let mut paths = Vec::new();
+    leaves(schema.fields(), &mut Vec::new(), &mut paths);
+    paths
 }
 
 fn writer_properties_builder(compression: Compression) -> WriterPropertiesBuilder {

@@ -1396,3 +1396,107 @@ fn batches_of_ascending_keys_are_new_only_where_nothing_kept_or_stored_holds_the
     ok(&ingest(&one, &opts, &[]));
     assert_eq!(rows(&one.table()), expected);
 }
+
+/// For each data file of the table at `table` that the last commit holds: whether the
+/// column at `path` has a dictionary page, and its encodings.
+fn column_encodings(table: &Path, path: &str) -> Vec<(bool, Vec<String>)> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let mut active = std::collections::BTreeSet::new();
+    for a in common::log_actions(table) {
+        if let Some(p) = a["add"]["path"].as_str() {
+            active.insert(p.to_string());
+        }
+        if let Some(p) = a["remove"]["path"].as_str() {
+            active.remove(p);
+        }
+    }
+    active
+        .iter()
+        .map(|file| {
+            let reader =
+                SerializedFileReader::new(std::fs::File::open(table.join(file)).unwrap()).unwrap();
+            let group = reader.metadata().row_group(0);
+            let chunk = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == path)
+                .unwrap_or_else(|| panic!("{file} has no column {path}"));
+            let encodings = chunk.encodings().map(|e| format!("{e:?}")).collect();
+            (chunk.dictionary_page_offset().is_some(), encodings)
+        })
+        .collect()
+}
+
+#[test]
+fn integer_columns_are_delta_encoded_and_every_reader_reads_them_back() {
+    // An append: each integer column keeps its dictionary up to the page limit, then is
+    // delta-encoded.
+    let s = Scratch::new();
+    s.land("orders.json", common::orders_jsonl(1, 10_001));
+    ok(&s.ingest(&["cloudFiles.inferColumnTypes=true"]));
+    let files = column_encodings(&s.table(), "order_id");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let (dictionary, encodings) = &files[0];
+    assert!(*dictionary, "an appended file starts with a dictionary");
+    assert!(
+        encodings.iter().any(|e| e == "DELTA_BINARY_PACKED"),
+        "past the dictionary, delta-encoded: {encodings:?}"
+    );
+    common::assert_table_ids_once(&s.table(), 1..10_001, "append");
+    let py = common::read_with_python(&s.table(), "order_id");
+    assert_eq!(py["num_rows"], 10_000, "{}", py["types"]);
+
+    // A CDC target, first loaded then merged into: integers with no dictionary at all.
+    let s = Scratch::new();
+    let record = |k: u64, op: &str, seq: u64| {
+        format!(
+            r#"{{"userId": {k}, "amount": {}, "at": "2026-01-01T00:00:{:02}Z", "info": {{"n": {}}}, "operation": "{op}", "sequenceNum": {seq}}}"#,
+            k * 7,
+            k % 60,
+            k % 3
+        ) + "\n"
+    };
+    s.land(
+        "0.json",
+        (0..10_000)
+            .map(|k| record(k, "INSERT", 1))
+            .collect::<String>(),
+    );
+    let opts = cdc_options(false);
+    ok(&ingest(&s, &opts, &[]));
+    s.land(
+        "1.json",
+        record(5, "UPDATE", 2).replace("\"amount\": 35", "\"amount\": -1"),
+    );
+    ok(&ingest(&s, &opts, &[]));
+    for column in ["userId", "amount", "at", "info.n"] {
+        let files = column_encodings(&s.table(), column);
+        assert!(!files.is_empty());
+        for (dictionary, encodings) in files {
+            assert!(
+                !dictionary,
+                "{column}: a CDC target's file has no dictionary"
+            );
+            assert!(
+                encodings.iter().any(|e| e == "DELTA_BINARY_PACKED"),
+                "{column}: {encodings:?}"
+            );
+        }
+    }
+    let py = common::read_with_python(&s.table(), "userId");
+    let rows = py["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10_000);
+    for r in rows {
+        let k = r["userId"].as_u64().unwrap();
+        let amount = if k == 5 { -1 } else { k as i64 * 7 };
+        assert_eq!(r["amount"].as_i64(), Some(amount), "{r}");
+        assert_eq!(r["info"]["n"].as_u64(), Some(k % 3), "{r}");
+        assert!(
+            r["at"]
+                .as_str()
+                .unwrap()
+                .contains(&format!(":{:02}", k % 60)),
+            "{r}"
+        );
+    }
+}
