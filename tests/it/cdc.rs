@@ -1401,16 +1401,7 @@ fn batches_of_ascending_keys_are_new_only_where_nothing_kept_or_stored_holds_the
 /// column at `path` has a dictionary page, and its encodings.
 fn column_encodings(table: &Path, path: &str) -> Vec<(bool, Vec<String>)> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
-    let mut active = std::collections::BTreeSet::new();
-    for a in common::log_actions(table) {
-        if let Some(p) = a["add"]["path"].as_str() {
-            active.insert(p.to_string());
-        }
-        if let Some(p) = a["remove"]["path"].as_str() {
-            active.remove(p);
-        }
-    }
-    active
+    common::live_files(table)
         .iter()
         .map(|file| {
             let reader =

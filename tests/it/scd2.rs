@@ -500,20 +500,6 @@ fn records_sharing_a_sequence_follow_the_documented_rule_and_emit_an_event() {
     assert_eq!(events[0]["ties"], 3, "{events:?}");
 }
 
-/// The data files a Delta table holds now: every commit's adds less its removes.
-fn live_files(table: &Path) -> usize {
-    let mut live = std::collections::BTreeSet::new();
-    for action in common::log_actions(table) {
-        if let Some(path) = action["add"]["path"].as_str() {
-            live.insert(path.to_string());
-        }
-        if let Some(path) = action["remove"]["path"].as_str() {
-            live.remove(path);
-        }
-    }
-    live.len()
-}
-
 #[test]
 fn many_batches_keep_the_records_table_small_and_the_history_exact() {
     // 70 one-file batches: keys 0..12 changed in every round, the rounds landed out of
@@ -566,7 +552,7 @@ fn many_batches_keep_the_records_table_small_and_the_history_exact() {
     assert!(expected.1.len() > 300, "{}", expected.1.len());
     assert_eq!(rows(&s.table()), expected, "70 batches = 1 batch");
     let records = s.table().join("_autoloader").join("cdc_records");
-    let files = live_files(&records);
+    let files = common::live_files(&records).len();
     assert!(
         (1..16).contains(&files),
         "the records table holds {files} files after 70 batches (each adds one)"

@@ -761,6 +761,21 @@ pub fn log_actions(table: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The data files the Delta table at `table` holds now: every commit's adds less its
+/// removes (from the commit files, so for tables whose logs are all still there).
+pub fn live_files(table: &Path) -> std::collections::BTreeSet<String> {
+    let mut live = std::collections::BTreeSet::new();
+    for action in log_actions(table) {
+        if let Some(path) = action["add"]["path"].as_str() {
+            live.insert(path.to_string());
+        }
+        if let Some(path) = action["remove"]["path"].as_str() {
+            live.remove(path);
+        }
+    }
+    live
+}
+
 /// The `autoloader` object of every batch commit of the table (table creation has none).
 pub fn commit_infos(table: &Path) -> Vec<serde_json::Value> {
     log_actions(table)
