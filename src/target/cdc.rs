@@ -280,15 +280,21 @@ impl CdcTarget {
         // compacted ones (so the log stays under about twice the live entries).
         let compact = log_rows - compacted_rows + encoded.len() > compacted_rows;
         // A truncate, and a compaction, need every key's entry; a batch only its own keys'.
-        let every_key = compact || raises_truncate;
+        // Compacting a log with no file reads nothing (it writes the batch's entries).
+        let every_key = (compact && state_files > 0) || raises_truncate;
         // The state this run's last batch left, while the state table is where it left it.
+        // With no state table yet (a flow's first batch) the state is known whole: empty.
+        // So the first batch takes the same path as the batches after it (a first load's
+        // new keys are an append, with nothing read), and leaves its entries kept.
         let state_version = self.state.version();
         // A truncate reads the whole log anyway: what is kept is let go rather than held
         // beside it (the next batch keeps the state again). A compaction writes from it.
         let cache = self
             .cache
             .take()
-            .filter(|c| c.is_at(state_version) && !raises_truncate);
+            .filter(|c| c.is_at(state_version))
+            .or_else(|| state_version.is_none().then(StateCache::empty))
+            .filter(|_| !raises_truncate);
         let target_schema = widen(&self.target.arrow_schema()?, &self.target_schema(&layout));
         // Keys in ascending order (a first load, ids past the table's) that nothing kept and
         // no target file's key range can hold are new keys, each once: no key set is built
@@ -573,10 +579,13 @@ impl CdcTarget {
                         survives_compaction(&mark, &effective_mark, gc_before, seq, deleted, at_ms)
                     });
                 }
-                match &appended_rows {
-                    Some(rows) => next.commit_rows(rows, batch_no).then_some(next),
-                    None => Some(next),
-                }
+                // Past MAX_CACHED_KEYS nothing is kept: memory stays bounded by the batch
+                // however many keys a long run adds.
+                let committed = match &appended_rows {
+                    Some(rows) => next.commit_rows(rows, batch_no),
+                    None => true,
+                };
+                (committed && next.len() <= MAX_CACHED_KEYS).then_some(next)
             })
         });
         let version = if target_done {
