@@ -7,7 +7,7 @@ use crate::pipeline::read::{
     QuarantineTo, ReadMode, ReadOutcome, Written, read_files, source_files,
 };
 use crate::pipeline::run_context::RunContext;
-use crate::pipeline::schema::infer::{infer_parallel, skippable};
+use crate::pipeline::schema::infer::{InferenceStarted, infer_parallel, skippable};
 use crate::pipeline::schema::one_pass::settle_first_version;
 use crate::pipeline::schema::{ActiveSchema, OnePassInference, trailing_columns};
 use crate::pipeline::shared_table::align_to_current_table;
@@ -98,21 +98,22 @@ pub(crate) async fn execute_counted<'a>(
         settings.evolution_mode,
         EvolutionMode::AddNewColumns | EvolutionMode::FailOnNewColumns
     );
-    if let Some(spec) = &state.one_pass {
-        // One pass pays only when the batch holds most of the sample.
+    if let Some(spec) = &mut state.one_pass
+        && spec.beside.is_none()
+    {
+        // The sample's files outside the batch and the prefix are inferred beside the
+        // batch's read (a first batch of one file leaves a core to them), and merged when
+        // the read settles the schema; with a different schema, the batch is read again.
         let planned: std::collections::HashSet<&str> =
             plan.files.iter().map(|f| f.key.as_str()).collect();
-        let sampled: u64 = spec.sample.iter().map(|f| f.size).sum();
-        let in_batch: u64 = spec
+        let others: Vec<FileRef> = spec
             .sample
             .iter()
-            .filter(|f| planned.contains(f.key.as_str()))
-            .map(|f| f.size)
-            .sum();
-        if in_batch * 2 < sampled {
-            let spec = state.one_pass.take().expect("checked above");
-            let (v, _) = settle_first_version(ctx, sink, spec, HashMap::new()).await?;
-            *state = ActiveSchema::new(v, ctx.req);
+            .filter(|f| !planned.contains(f.key.as_str()) && !spec.prefix.contains_key(&f.key))
+            .cloned()
+            .collect();
+        if !others.is_empty() {
+            spec.beside = Some(InferenceStarted::start(ctx.req, ctx.opts, &others));
         }
     }
     let mut attempt = Attempt {
@@ -131,7 +132,11 @@ pub(crate) async fn execute_counted<'a>(
         unused.discard();
     }
     let (writer, stats) = loop {
-        let observe = state.one_pass.is_some();
+        // Files the provisional schema was inferred from need no observing.
+        let observe = state
+            .one_pass
+            .as_ref()
+            .is_some_and(|spec| plan.files.iter().any(|f| !spec.prefix.contains_key(&f.key)));
         // Writers for a table not created yet take the layout's schema as the table's.
         let table_was_missing = !sink.exists();
         let quarantine_to = quarantine.as_deref().map(|table| QuarantineTo {

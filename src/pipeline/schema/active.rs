@@ -86,6 +86,9 @@ pub(crate) struct OnePassInference {
     pub(crate) started: Instant,
     /// What inferring each of the sample's first files gave (by file key; `None` for a
     /// file skipped), so settling does not read them again: a first batch of one file
-    /// (CDC, `maxFilesPerTrigger=1`) settles at once, and inferred its 4 first files twice.
+    /// (CDC, `maxFilesPerTrigger=1`) inferred its 4 first files twice.
     pub(crate) prefix: std::collections::HashMap<String, Option<SchemaInferrer>>,
+    /// The sample's files outside the prefix and the first batch, inferred beside the
+    /// batch's read (a first batch of one file read on one core while both infer).
+    pub(crate) beside: Option<crate::pipeline::schema::infer::InferenceStarted>,
 }

@@ -43,48 +43,82 @@ pub(crate) async fn infer_files(
     opts: &DecodeOptions,
     files: &[FileRef],
 ) -> Result<Vec<Option<SchemaInferrer>>, IngestError> {
-    let typed = req.settings.infer_column_types;
-    let (source, opts) = (req.source.clone(), opts.clone());
-    let shared_files = Arc::new(files.to_vec());
-    // Each worker keeps the results of the files it took.
-    let workers = (0..worker_count(files.len())).map(|_| Vec::new()).collect();
-    let handles = pool::spawn(
-        files.len(),
-        workers,
-        &PoolStop::default(),
-        move |done: &mut Vec<(usize, Inferred)>, i| {
-            let file = source_file(&source, &shared_files[i], &[], None);
-            let mut inferrer = SchemaInferrer::new();
-            let r = formats::infer_file(&file, &opts, typed, &mut inferrer).map(|records| {
-                inferrer.records = records;
-                inferrer
-            });
-            done.push((i, r));
-            true
-        },
-    );
-    let mut results: Vec<Option<Inferred>> = (0..files.len()).map(|_| None).collect();
-    for h in handles {
-        let done = h
-            .await
-            .map_err(|e| IngestError::Internal(format!("inference thread failed: {e}")))?;
-        for (i, r) in done {
-            results[i] = Some(r);
+    InferenceStarted::start(req, opts, files).finish(req).await
+}
+
+/// An inference of files under way on the worker pool (its threads start at once), so
+/// it can run beside other work: a first batch's read while the sample's other files are
+/// inferred ([`crate::pipeline::schema::OnePassInference`]).
+pub(crate) struct InferenceStarted {
+    files: Vec<FileRef>,
+    handles: Vec<tokio::task::JoinHandle<Vec<(usize, Inferred)>>>,
+}
+
+impl InferenceStarted {
+    pub(crate) fn start(
+        req: &IngestRequest,
+        opts: &DecodeOptions,
+        files: &[FileRef],
+    ) -> InferenceStarted {
+        let typed = req.settings.infer_column_types;
+        let (source, opts) = (req.source.clone(), opts.clone());
+        let shared_files = Arc::new(files.to_vec());
+        // Each worker keeps the results of the files it took.
+        let workers = (0..worker_count(files.len())).map(|_| Vec::new()).collect();
+        let handles = pool::spawn(
+            files.len(),
+            workers,
+            &PoolStop::default(),
+            move |done: &mut Vec<(usize, Inferred)>, i| {
+                let file = source_file(&source, &shared_files[i], &[], None);
+                let mut inferrer = SchemaInferrer::new();
+                let r = formats::infer_file(&file, &opts, typed, &mut inferrer).map(|records| {
+                    inferrer.records = records;
+                    inferrer
+                });
+                done.push((i, r));
+                true
+            },
+        );
+        InferenceStarted {
+            files: files.to_vec(),
+            handles,
         }
     }
-    let mut out = Vec::with_capacity(files.len());
-    for r in results {
-        match r {
-            Some(Ok(inferrer)) => out.push(Some(inferrer)),
-            Some(Err(e)) if skippable(&e, &req.settings) => {
-                warn!(error = %e, "Skipping a file during inference.");
-                out.push(None);
+
+    /// The files this inference reads.
+    pub(crate) fn files(&self) -> &[FileRef] {
+        &self.files
+    }
+
+    /// One result per file, in the files' order (`None` for a file skipped).
+    pub(crate) async fn finish(
+        self,
+        req: &IngestRequest,
+    ) -> Result<Vec<Option<SchemaInferrer>>, IngestError> {
+        let mut results: Vec<Option<Inferred>> = (0..self.files.len()).map(|_| None).collect();
+        for h in self.handles {
+            let done = h
+                .await
+                .map_err(|e| IngestError::Internal(format!("inference thread failed: {e}")))?;
+            for (i, r) in done {
+                results[i] = Some(r);
             }
-            Some(Err(e)) => return Err(e.into()),
-            None => out.push(None),
         }
+        let mut out = Vec::with_capacity(self.files.len());
+        for r in results {
+            match r {
+                Some(Ok(inferrer)) => out.push(Some(inferrer)),
+                Some(Err(e)) if skippable(&e, &req.settings) => {
+                    warn!(error = %e, "Skipping a file during inference.");
+                    out.push(None);
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => out.push(None),
+            }
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 pub(crate) fn skippable(e: &DecodeError, settings: &Settings) -> bool {

@@ -41,23 +41,39 @@ pub(crate) async fn settle_first_version(
     mut observed: HashMap<String, SchemaInferrer>,
 ) -> Result<(SchemaVersion, bool), IngestError> {
     let mut prefix = spec.prefix;
+    let inferred_beside = spec.beside.as_ref().map_or(0, |b| b.files().len());
+    let mut beside: HashMap<String, Option<SchemaInferrer>> = match spec.beside {
+        Some(started) => {
+            let keys: Vec<String> = started.files().iter().map(|f| f.key.clone()).collect();
+            keys.into_iter()
+                .zip(started.finish(ctx.req).await?)
+                .collect()
+        }
+        None => HashMap::new(),
+    };
     let missing: Vec<FileRef> = spec
         .sample
         .iter()
-        .filter(|f| !observed.contains_key(&f.key) && !prefix.contains_key(&f.key))
+        .filter(|f| {
+            !observed.contains_key(&f.key)
+                && !prefix.contains_key(&f.key)
+                && !beside.contains_key(&f.key)
+        })
         .cloned()
         .collect();
     let mut inferred_missing = infer_files(ctx.req, ctx.opts, &missing).await?.into_iter();
     let mut merged = SchemaInferrer::new();
     let mut read_by_the_batch = 0usize;
     for f in &spec.sample {
-        let one = match (observed.remove(&f.key), prefix.remove(&f.key)) {
-            (Some(o), _) => {
-                read_by_the_batch += 1;
-                Some(o)
-            }
-            (None, Some(inferred)) => inferred,
-            (None, None) => inferred_missing.next().flatten(),
+        let one = if let Some(o) = observed.remove(&f.key) {
+            read_by_the_batch += 1;
+            Some(o)
+        } else if let Some(inferred) = prefix.remove(&f.key) {
+            inferred
+        } else if let Some(inferred) = beside.remove(&f.key) {
+            inferred
+        } else {
+            inferred_missing.next().flatten()
         };
         if let Some(o) = one {
             merged.merge(o);
@@ -66,6 +82,7 @@ pub(crate) async fn settle_first_version(
     info!(
         files = spec.sample.len(),
         read_by_the_batch,
+        inferred_beside,
         inferred_now = missing.len(),
         "Settled the schema inferred while reading the first batch."
     );
@@ -155,6 +172,7 @@ pub(crate) async fn provisional_first_version(
         sample: sample.to_vec(),
         started,
         prefix: prefix.iter().map(|f| f.key.clone()).zip(per_file).collect(),
+        beside: None,
     });
     Ok(Some(state))
 }
