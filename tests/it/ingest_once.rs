@@ -1,6 +1,7 @@
 //! `autoloader ingest --once`: the foundation's promises end to end.
 
 use std::fs;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use crate::common::{
@@ -554,6 +555,42 @@ fn a_first_batch_holding_little_of_an_agreeing_sample_is_read_once() {
     s.assert_ids_once(0..total, "first batch read beside the inference");
     let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
     assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
+}
+
+/// A CDC first load of one file a batch over a sample large enough for one-pass
+/// inference: its first batch is read while the sample's other files are inferred, the
+/// schema settled after the read, the state known empty. Killed at every step of that
+/// first batch, then run again, every key lands once with its row.
+#[test]
+fn a_cdc_first_load_read_beside_its_inference_killed_at_every_step_lands_each_key_once() {
+    let options = [
+        "cloudFiles.inferColumnTypes=true",
+        "cloudFiles.maxFilesPerTrigger=1",
+        "cdc.keys=order_id",
+        "cdc.sequence_by=order_id",
+    ];
+    for name in common::crash::cdc_failpoints() {
+        let s = Scratch::new();
+        let total = land_sample(&s, false);
+        let point = format!("{name}@1");
+        let crashed = s.ingest_with_env(&options, &[("AUTOLOADER_FAILPOINT", &point)]);
+        assert_eq!(
+            crashed.status.signal(),
+            Some(9),
+            "{name}: {}",
+            stderr(&crashed)
+        );
+        let (stdout, _) = ingest_logged(&s, &options);
+        assert!(summary_figure(&stdout, "batches") >= 1, "{name}: {stdout}");
+        s.assert_ids_once(0..total, name);
+        let batches = read_table(&s.table());
+        let amounts = column_strings(&batches, "amount");
+        let ids = column_strings(&batches, "order_id");
+        assert!(
+            ids.iter().zip(&amounts).all(|(i, a)| i == a),
+            "{name}: each key's own row"
+        );
+    }
 }
 
 #[test]
