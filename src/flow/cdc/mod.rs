@@ -413,21 +413,27 @@ impl CdcSpec {
                 ));
             }
         }
-        if let ColumnSelection::Only(names) | ColumnSelection::Except(names) = &self.columns
-            && let Some(c) = names.iter().find(|c| !has(c))
-        {
-            return Err(invalid(
-                "column_list",
-                format!("the change records have no column {c}"),
-            ));
-        }
-        if let ColumnSelection::Only(names) | ColumnSelection::Except(names) = &self.track_history
-            && let Some(c) = names.iter().find(|c| !has(c))
-        {
-            return Err(invalid(
+        // Named by the setting the user wrote (a list of either kind).
+        let lists = [
+            (&self.columns, "column_list", "except_column_list"),
+            (
+                &self.track_history,
                 "track_history_column_list",
-                format!("the change records have no column {c}"),
-            ));
+                "track_history_except_column_list",
+            ),
+        ];
+        for (selection, only, except) in lists {
+            let (key, names) = match selection {
+                ColumnSelection::Only(names) => (only, names),
+                ColumnSelection::Except(names) => (except, names),
+                ColumnSelection::All => continue,
+            };
+            if let Some(c) = names.iter().find(|c| !has(c)) {
+                return Err(invalid(
+                    key,
+                    format!("the change records have no column {c}"),
+                ));
+            }
         }
         if self.stored_as_scd_type == 2
             && let Some(f) = schema
@@ -642,6 +648,42 @@ mod tests {
         assert_eq!(spec.stored_as_scd_type, 1);
         assert!(!spec.keeps("operation") && spec.keeps("name"));
         assert_eq!(CdcSpec::from_pairs(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn a_listed_column_the_records_lack_is_named_under_the_list_given() {
+        let schema = arrow_schema::Schema::new(vec![
+            arrow_schema::Field::new("k", arrow_schema::DataType::Int64, true),
+            arrow_schema::Field::new("s", arrow_schema::DataType::Int64, true),
+        ]);
+        let checked = |p: &[(&str, &str)]| {
+            CdcSpec::from_pairs(&pairs(p))
+                .unwrap()
+                .unwrap()
+                .check(&schema, chrono_tz::UTC)
+                .unwrap_err()
+                .to_string()
+        };
+        let base = [("keys", "k"), ("sequence_by", "s")];
+        for (key, list) in [
+            ("except_column_list", "_rescued_data"),
+            ("column_list", "k, nope"),
+        ] {
+            let err = checked(&[base[0], base[1], (key, list)]);
+            assert!(err.starts_with(&format!("CDC setting {key}:")), "{err}");
+            assert!(err.contains("no column"), "{err}");
+        }
+        let scd2 = [base[0], base[1], ("stored_as_scd_type", "2")];
+        let err = checked(&[
+            scd2[0],
+            scd2[1],
+            scd2[2],
+            ("track_history_except_column_list", "x"),
+        ]);
+        assert!(
+            err.starts_with("CDC setting track_history_except_column_list:"),
+            "{err}"
+        );
     }
 
     #[test]
