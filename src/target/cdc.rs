@@ -580,8 +580,10 @@ impl CdcTarget {
                     });
                 }
                 // Past MAX_CACHED_KEYS nothing is kept: memory stays bounded by the batch
-                // however many keys a long run adds.
+                // however many keys a long run adds (and a batch of more entries than that
+                // builds nothing to drop).
                 let committed = match &appended_rows {
+                    Some(rows) if rows.num_rows() > MAX_CACHED_KEYS => false,
                     Some(rows) => next.commit_rows(rows, batch_no),
                     None => true,
                 };
