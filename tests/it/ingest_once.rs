@@ -1,7 +1,6 @@
 //! `autoloader ingest --once`: the foundation's promises end to end.
 
 use std::fs;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use crate::common::{
@@ -512,49 +511,49 @@ fn a_first_run_that_agrees_with_its_provisional_schema_reads_once() {
     assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
 }
 
-#[test]
-fn a_first_batch_holding_little_of_the_sample_is_read_while_the_rest_is_inferred() {
-    let s = Scratch::new();
-    let total = land_sample(&s, true);
+/// Runs the first load of [`land_sample`]'s files one file a batch (4 batches) and
+/// returns its log; the schema version it wrote counts every sampled record.
+fn ingest_one_file_a_batch(s: &Scratch) -> String {
     let (stdout, log) = ingest_logged(
-        &s,
+        s,
         &[
             "cloudFiles.inferColumnTypes=true",
             "cloudFiles.maxFilesPerTrigger=1",
         ],
     );
     assert_eq!(summary_figure(&stdout, "batches"), 4);
+    let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
+    assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
+    log
+}
+
+#[test]
+fn a_first_batch_holding_little_of_the_sample_is_read_while_the_rest_is_inferred() {
+    let s = Scratch::new();
+    let total = land_sample(&s, true);
+    let log = ingest_one_file_a_batch(&s);
     // The first batch is the oldest file (outside the provisional schema's 2 newest, 32
     // MiB), read while the one file left is inferred beside it. Its read stops at its
     // new column `late`, so it is not observed whole: that one file is inferred after.
-    assert!(log.contains("read_by_the_batch=0"), "{log}");
-    assert!(log.contains("inferred_beside=1"), "{log}");
-    assert!(log.contains("inferred_now=1"), "{log}");
+    assert!(
+        log.contains("read_by_the_batch=0 inferred_beside=1 inferred_now=1"),
+        "{log}"
+    );
     // Its cents and `late` make the whole sample's schema differ: read again with it.
     assert_read_again_with_the_whole_sample(&s, &log, total, 80_000);
-    let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
-    assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
 }
 
 #[test]
 fn a_first_batch_holding_little_of_an_agreeing_sample_is_read_once() {
     let s = Scratch::new();
     let total = land_sample(&s, false);
-    let (stdout, log) = ingest_logged(
-        &s,
-        &[
-            "cloudFiles.inferColumnTypes=true",
-            "cloudFiles.maxFilesPerTrigger=1",
-        ],
+    let log = ingest_one_file_a_batch(&s);
+    assert!(
+        log.contains("read_by_the_batch=1 inferred_beside=1 inferred_now=0"),
+        "{log}"
     );
-    assert_eq!(summary_figure(&stdout, "batches"), 4);
-    assert!(log.contains("read_by_the_batch=1"), "{log}");
-    assert!(log.contains("inferred_beside=1"), "{log}");
-    assert!(log.contains("inferred_now=0"), "{log}");
     assert!(!log.contains("reading the batch again"), "{log}");
     s.assert_ids_once(0..total, "first batch read beside the inference");
-    let stored = fs::read_to_string(s.table().join("_autoloader/_schemas/0")).unwrap();
-    assert!(stored.contains("\"sampledRecords\":320000"), "{stored}");
 }
 
 /// A CDC first load of one file a batch over a sample large enough for one-pass
@@ -572,16 +571,7 @@ fn a_cdc_first_load_read_beside_its_inference_killed_at_every_step_lands_each_ke
     for name in common::crash::cdc_failpoints() {
         let s = Scratch::new();
         let total = land_sample(&s, false);
-        let point = format!("{name}@1");
-        let crashed = s.ingest_with_env(&options, &[("AUTOLOADER_FAILPOINT", &point)]);
-        assert_eq!(
-            crashed.status.signal(),
-            Some(9),
-            "{name}: {}",
-            stderr(&crashed)
-        );
-        let (stdout, _) = ingest_logged(&s, &options);
-        assert!(summary_figure(&stdout, "batches") >= 1, "{name}: {stdout}");
+        common::crash::kill_at_then_rerun(&common::args::ingest_args(&s, &options), name, 1);
         s.assert_ids_once(0..total, name);
         let batches = read_table(&s.table());
         let amounts = column_strings(&batches, "amount");
