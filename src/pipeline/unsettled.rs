@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::source::{FileLocation, FileRef};
+use crate::source::{FileLocation, FileRef, map_on_cores};
 
 use super::IngestRequest;
 
@@ -23,7 +23,8 @@ pub(crate) fn split(
         return (files, Vec::new());
     }
     let settle = i64::try_from(req.settings.settle_time.as_millis()).unwrap_or(i64::MAX);
-    files.into_iter().partition(|f| {
+    // Each check is three system calls (open, lease, close): made on every core.
+    let settled = map_on_cores(&files, |f| {
         let open = match req.source.locate(&f.key) {
             FileLocation::Local(path) => open_for_writing(&path),
             FileLocation::Object(_) => None,
@@ -37,7 +38,16 @@ pub(crate) fn split(
                 !recent
             }
         }
-    })
+    });
+    let (mut ready, mut left) = (Vec::new(), Vec::new());
+    for (file, settled) in files.into_iter().zip(settled) {
+        if settled {
+            ready.push(file);
+        } else {
+            left.push(file);
+        }
+    }
+    (ready, left)
 }
 
 /// Whether a process holds `path` open for writing: a read lease cannot be taken then

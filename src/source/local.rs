@@ -162,7 +162,7 @@ fn list_one(root: &Path, name: &str) -> Vec<FileRef> {
 }
 
 fn list_local(root: &Path) -> Result<Vec<FileRef>, SourceError> {
-    let mut out = Vec::new();
+    let mut found: Vec<(PathBuf, String)> = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .min_depth(1)
         .follow_links(false)
@@ -196,18 +196,71 @@ fn list_local(root: &Path) -> Result<Vec<FileRef>, SourceError> {
             warn!(path = %entry.path().display(), "Skipping a file whose name is not UTF-8.");
             continue;
         };
-        let meta = match entry.metadata() {
-            Ok(m) => m,
-            Err(e) => {
-                warn!(path = %entry.path().display(), error = %e, "Cannot stat file.");
-                continue;
-            }
-        };
-        out.push(FileRef {
-            key,
-            size: meta.len(),
-            mtime_ms: mtime_ms(&meta),
-        });
+        found.push((entry.into_path(), key));
+    }
+    // The walk reads folders (types come with the names); each file's size and time is a
+    // system call of its own, made on every core.
+    let stats = map_on_cores(&found, |(path, _)| std::fs::symlink_metadata(path));
+    let mut out = Vec::with_capacity(found.len());
+    for ((path, key), meta) in found.into_iter().zip(stats) {
+        match meta {
+            Ok(meta) => out.push(FileRef {
+                key,
+                size: meta.len(),
+                mtime_ms: mtime_ms(&meta),
+            }),
+            Err(e) => warn!(path = %path.display(), error = %e, "Cannot stat file."),
+        }
     }
     Ok(out)
+}
+
+/// Fewest items a thread of [`map_on_cores`] is given: below this a thread's start costs
+/// more than the system calls it would take over.
+const MIN_ITEMS_PER_THREAD: usize = 256;
+
+/// `work` over every item, in order, on one thread per core: for the per-file system calls
+/// of a local folder (a stat, a lease), which a first run over 20,000 small files made
+/// one after another on one core (0.12 s listing, 0.22 s checking leases, the other core
+/// idle).
+pub(crate) fn map_on_cores<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = cores.min(items.len() / MIN_ITEMS_PER_THREAD).max(1);
+    if threads == 1 {
+        return items.iter().map(work).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().map(work).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a file's system call does not panic"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod map_on_cores_tests {
+    use super::*;
+
+    #[test]
+    fn results_come_back_in_the_items_order_whether_one_thread_or_several_take_them() {
+        for n in [0, 1, MIN_ITEMS_PER_THREAD - 1, 3 * MIN_ITEMS_PER_THREAD + 7] {
+            let items: Vec<usize> = (0..n).collect();
+            let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+            let doubled = map_on_cores(&items, |i| {
+                threads.lock().unwrap().insert(std::thread::current().id());
+                i * 2
+            });
+            assert_eq!(doubled, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            if n >= 2 * MIN_ITEMS_PER_THREAD && cores > 1 {
+                assert!(threads.lock().unwrap().len() > 1, "{n} items on one thread");
+            }
+        }
+    }
 }

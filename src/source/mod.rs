@@ -29,6 +29,7 @@ pub(crate) use file::{
     accept, is_under, mtime_ms, overlap_of_paths, percent_decode, table_as_files,
 };
 pub use local::LocalFolder;
+pub(crate) use local::map_on_cores;
 pub use s3::S3Prefix;
 pub use sqs::SqsNotifications;
 
