@@ -74,7 +74,7 @@ fn reader(
     csv: &CsvSettings,
     max_decompressed: u64,
 ) -> Result<CsvReader, DecodeError> {
-    let input = open(&file.local_path, &file.meta.path, max_decompressed)?;
+    let input = open(file, max_decompressed)?;
     let inner = ::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)

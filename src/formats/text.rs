@@ -84,7 +84,7 @@ pub fn decode(
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let path = file.meta.path.as_str();
-    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+    let mut reader = open(file, opts.max_decompressed_bytes)?;
     let mut sink = RowSink::with_rows(Values::default(), Sink::new(file, opts, layout, emit));
     if opts.text.whole_text {
         // One bounded read: a byte past the limit means the file is too long.

@@ -267,7 +267,7 @@ fn for_each_row(
             reason: "cloudFiles.format=xml needs rowTag".into(),
         });
     }
-    let inner = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+    let inner = open(file, opts.max_decompressed_bytes)?;
     let mut reader = Reader::from_reader(Tracked {
         inner,
         newlines: 0,

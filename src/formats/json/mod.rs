@@ -42,7 +42,7 @@ fn for_each_document_record(
     on_record: &mut OnRecord<'_>,
 ) -> Result<(), DecodeError> {
     let path = file.meta.path.as_str();
-    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+    let mut reader = open(file, opts.max_decompressed_bytes)?;
     let mut doc = Document {
         reader: &mut *reader,
         path,
@@ -350,7 +350,7 @@ pub fn infer(
     if !opts.multi_line {
         // Each line parsed once into a borrowing value and observed, as decoding does.
         let path = file.meta.path.as_str();
-        let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+        let mut reader = open(file, opts.max_decompressed_bytes)?;
         let before = inferrer.records;
         for_each_line(
             &mut *reader,
@@ -406,7 +406,7 @@ pub fn decode(
     }
     // The clean path: each line parsed into a borrowing value, straight into builders.
     let path = file.meta.path.as_str();
-    let mut reader = open(&file.local_path, path, opts.max_decompressed_bytes)?;
+    let mut reader = open(file, opts.max_decompressed_bytes)?;
     sink.observe_types();
     let read = for_each_line(
         &mut *reader,
