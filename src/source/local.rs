@@ -162,7 +162,7 @@ fn list_one(root: &Path, name: &str) -> Vec<FileRef> {
 }
 
 fn list_local(root: &Path) -> Result<Vec<FileRef>, SourceError> {
-    let mut found: Vec<(PathBuf, String)> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .min_depth(1)
         .follow_links(false)
@@ -196,20 +196,23 @@ fn list_local(root: &Path) -> Result<Vec<FileRef>, SourceError> {
             warn!(path = %entry.path().display(), "Skipping a file whose name is not UTF-8.");
             continue;
         };
-        found.push((entry.into_path(), key));
+        keys.push(key);
     }
     // The walk reads folders (types come with the names); each file's size and time is a
-    // system call of its own, made on every core.
-    let stats = map_on_cores(&found, |(path, _)| std::fs::symlink_metadata(path));
-    let mut out = Vec::with_capacity(found.len());
-    for ((path, key), meta) in found.into_iter().zip(stats) {
+    // system call of its own, made on every core. Only the keys are held meanwhile (a
+    // watcher lists a folder of 200,000 files at every poll).
+    let stats = map_on_cores(&keys, |key| std::fs::symlink_metadata(root.join(key)));
+    let mut out = Vec::with_capacity(keys.len());
+    for (key, meta) in keys.into_iter().zip(stats) {
         match meta {
             Ok(meta) => out.push(FileRef {
                 key,
                 size: meta.len(),
                 mtime_ms: mtime_ms(&meta),
             }),
-            Err(e) => warn!(path = %path.display(), error = %e, "Cannot stat file."),
+            Err(e) => {
+                warn!(path = %root.join(&key).display(), error = %e, "Cannot stat file.");
+            }
         }
     }
     Ok(out)
