@@ -19,6 +19,11 @@ pub fn trim(text: &str) -> &str {
 /// Parses an ISO-8601 date-time: `YYYY-MM-DD[T| ]HH:MM[:SS[.fraction]][Z|±HH[:]MM]`.
 /// A value without a zone is read in `zone` (the `timeZone` option, UTC by default).
 /// Returns microseconds since the epoch.
+///
+/// This runs for every timestamp string twice while a first batch is inferred and read
+/// (once to type it, once to store it), so a value at a fixed offset (or without one, read
+/// in UTC) is converted with integer arithmetic; only a zone with daylight saving time
+/// goes through chrono-tz.
 pub fn parse_timestamp(text: &str, zone: Tz) -> Option<i64> {
     let s = trim(text);
     if s.len() < 16 || !s.as_bytes()[0].is_ascii_digit() {
@@ -28,12 +33,59 @@ pub fn parse_timestamp(text: &str, zone: Tz) -> Option<i64> {
     if sep != b'T' && sep != b't' && sep != b' ' {
         return None;
     }
-    let date = ymd(&s[..10])?;
+    let date = civil_date(&s[..10])?;
     let rest = &s[11..];
     // Split off a zone suffix: Z, or +HH:MM / -HH:MM / +HHMM / +HH.
     let (time_part, offset_secs) = split_zone(rest)?;
-    let time = parse_time(time_part)?;
-    to_utc_micros(NaiveDateTime::new(date, time), offset_secs, zone)
+    let time = clock_time(time_part)?;
+    match offset_secs {
+        Some(offset) => Some(fixed_offset_micros(date, time, offset)),
+        None if zone == Tz::UTC => Some(fixed_offset_micros(date, time, 0)),
+        None => {
+            let naive = NaiveDateTime::new(
+                NaiveDate::from_ymd_opt(date.year, date.month, date.day)?,
+                NaiveTime::from_hms_nano_opt(time.hour, time.minute, time.second, time.nanos)?,
+            );
+            to_utc_micros(naive, None, zone)
+        }
+    }
+}
+
+/// A valid calendar date (proleptic Gregorian, years 0 to 9999).
+#[derive(Debug, Clone, Copy)]
+struct CivilDate {
+    year: i32,
+    month: u32,
+    day: u32,
+}
+
+/// A valid time of day (no leap second).
+#[derive(Debug, Clone, Copy)]
+struct ClockTime {
+    hour: u32,
+    minute: u32,
+    second: u32,
+    nanos: u32,
+}
+
+/// Microseconds since the epoch of `date` and `time` at `offset` seconds east of UTC
+/// (nanoseconds below a microsecond cut, as chrono's `timestamp_micros` does).
+fn fixed_offset_micros(date: CivilDate, time: ClockTime, offset: i32) -> i64 {
+    let seconds = days_from_epoch(date) * 86_400
+        + i64::from(time.hour * 3_600 + time.minute * 60 + time.second)
+        - i64::from(offset);
+    seconds * 1_000_000 + i64::from(time.nanos / 1_000)
+}
+
+/// Days from 1970-01-01 to `date` (Howard Hinnant's `days_from_civil`, in unsigned
+/// arithmetic: the year is shifted by one 400-year era so that it never goes below 0).
+fn days_from_epoch(date: CivilDate) -> i64 {
+    let year = date.year as u32 + 400 - u32::from(date.month <= 2);
+    let (era, year_of_era) = (year / 400, year % 400);
+    let month_from_march = if date.month > 2 { date.month - 3 } else { date.month + 9 };
+    let day_of_year = (153 * month_from_march + 2) / 5 + date.day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    i64::from(era * 146_097 + day_of_era) - 146_097 - 719_468
 }
 
 /// Microseconds since the epoch of a wall-clock time at a fixed offset (seconds east of
@@ -84,65 +136,80 @@ fn split_zone(rest: &str) -> Option<(&str, Option<i32>)> {
     Some((rest, None))
 }
 
-/// Fields are sliced by byte offset with `str::get`, so a multi-byte character across an
-/// offset is a mismatch, not a panic (`10:0é0` panicked; found by fuzzing `fuzz_json`).
-fn parse_time(s: &str) -> Option<NaiveTime> {
+/// The number of an ASCII-digits field (any other byte, a sign included, is a mismatch).
+fn digits(b: &[u8]) -> Option<u32> {
+    b.iter().try_fold(0u32, |acc, c| {
+        c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+    })
+}
+
+/// `HH:MM[:SS[.fraction]]`. Fields are sliced by byte offset and must be ASCII digits, so
+/// a multi-byte character across an offset is a mismatch, not a panic (`10:0é0` panicked;
+/// found by fuzzing `fuzz_json`).
+fn clock_time(s: &str) -> Option<ClockTime> {
     let b = s.as_bytes();
     if b.len() < 5 || b[2] != b':' {
         return None;
     }
-    let hour: u32 = s.get(0..2)?.parse().ok()?;
-    let minute: u32 = s.get(3..5)?.parse().ok()?;
+    let hour = digits(&b[0..2])?;
+    let minute = digits(&b[3..5])?;
     let (second, nanos) = if b.len() == 5 {
         (0, 0)
     } else {
         if b[5] != b':' || b.len() < 8 {
             return None;
         }
-        let second: u32 = s.get(6..8)?.parse().ok()?;
+        let second = digits(&b[6..8])?;
         let nanos = if b.len() > 8 {
             if b[8] != b'.' && b[8] != b',' {
                 return None;
             }
-            let frac = s.get(9..)?;
-            if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+            let frac = &b[9..];
+            if frac.is_empty() || frac.len() > 9 {
                 return None;
             }
             // Right-padded to nanoseconds: ".5" is 500,000,000 (no allocation per value).
-            let digits = frac
-                .bytes()
-                .fold(0u32, |acc, c| acc * 10 + u32::from(c - b'0'));
-            digits * 10u32.pow(9 - frac.len() as u32)
+            digits(frac)? * 10u32.pow(9 - frac.len() as u32)
         } else {
             0
         };
         (second, nanos)
     };
-    NaiveTime::from_hms_nano_opt(hour, minute, second, nanos)
+    (hour < 24 && minute < 60 && second < 60).then_some(ClockTime {
+        hour,
+        minute,
+        second,
+        nanos,
+    })
 }
 
 /// `YYYY-MM-DD`, parsed by hand: this runs for every string during inference.
-fn ymd(s: &str) -> Option<NaiveDate> {
+fn civil_date(s: &str) -> Option<CivilDate> {
     let b = s.as_bytes();
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| -> Option<u32> {
-        b[r].iter().try_fold(0u32, |acc, c| {
-            c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
-        })
+    let (year, month, day) = (digits(&b[0..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
     };
-    NaiveDate::from_ymd_opt(i32::try_from(num(0..4)?).ok()?, num(5..7)?, num(8..10)?)
+    (1..=month_days).contains(&day).then_some(CivilDate {
+        year: year as i32,
+        month,
+        day,
+    })
 }
 
 /// Parses `YYYY-MM-DD` into days since the epoch.
 pub fn parse_date(text: &str) -> Option<i32> {
     let s = trim(text);
-    if s.len() != 10 {
-        return None;
-    }
-    let date = ymd(s)?;
-    Some(chrono::Datelike::num_days_from_ce(&date) - EPOCH_DAYS_FROM_CE)
+    // Years 0 to 9999: always within an i32 of days.
+    civil_date(s).map(|date| days_from_epoch(date) as i32)
 }
 
 /// The shape of a decimal number's text: sign, digits without the point, and scale.
@@ -351,6 +418,83 @@ mod tests {
         assert_eq!(parse_timestamp("2026-03-15", Tz::UTC), None);
         assert_eq!(parse_timestamp("5000원 - 750원 할인", Tz::UTC), None);
         assert_eq!(parse_timestamp("2026-13-15T14:00:00Z", Tz::UTC), None);
+    }
+
+    /// The integer conversion of a fixed-offset or UTC timestamp against chrono's, over
+    /// every kind of date (leap days, years 0 and 9999, dates before the epoch, days past
+    /// their month's end), times (fractions, 24:00, 23:59:60) and offsets; and a date
+    /// against chrono's day count.
+    #[test]
+    fn timestamps_and_dates_convert_as_chrono_does() {
+        fn chrono_micros(
+            date: (i32, u32, u32),
+            time: (u32, u32, u32, u32),
+            offset: i32,
+        ) -> Option<i64> {
+            let naive = NaiveDateTime::new(
+                NaiveDate::from_ymd_opt(date.0, date.1, date.2)?,
+                NaiveTime::from_hms_nano_opt(time.0, time.1, time.2, time.3)?,
+            );
+            let at = chrono::FixedOffset::east_opt(offset)?
+                .from_local_datetime(&naive)
+                .single()?;
+            Some(at.with_timezone(&Utc).timestamp_micros())
+        }
+        let years = [
+            0, 1, 4, 100, 400, 1600, 1900, 1969, 1970, 1972, 2000, 2024, 2100, 9999,
+        ];
+        let days = [
+            (1, 1),
+            (2, 28),
+            (2, 29),
+            (2, 30),
+            (3, 1),
+            (4, 30),
+            (4, 31),
+            (6, 15),
+            (12, 31),
+            (13, 1),
+            (0, 10),
+            (5, 0),
+        ];
+        let times = [
+            (0, 0, 0, 0),
+            (23, 59, 59, 999_999_999),
+            (12, 30, 5, 500_000_000),
+            (24, 0, 0, 0),
+            (23, 60, 0, 0),
+            (23, 59, 60, 0),
+            (7, 5, 9, 1_999),
+        ];
+        let offsets = [
+            ("Z", 0),
+            ("+09:00", 32_400),
+            ("-0530", -19_800),
+            ("+18", 64_800),
+            ("", 0),
+        ];
+        let mut checked = 0;
+        for year in years {
+            for (month, day) in days {
+                let date_text = format!("{year:04}-{month:02}-{day:02}");
+                let chrono_days = NaiveDate::from_ymd_opt(year, month, day)
+                    .map(|d| chrono::Datelike::num_days_from_ce(&d) - EPOCH_DAYS_FROM_CE);
+                assert_eq!(parse_date(&date_text), chrono_days, "{date_text}");
+                for (h, m, sec, nanos) in times {
+                    for (suffix, offset) in offsets {
+                        let text = format!("{date_text}T{h:02}:{m:02}:{sec:02}.{nanos:09}{suffix}");
+                        let expected =
+                            chrono_micros((year, month, day), (h, m, sec, nanos), offset);
+                        assert_eq!(parse_timestamp(&text, Tz::UTC), expected, "{text}");
+                        checked += usize::from(expected.is_some());
+                    }
+                }
+            }
+        }
+        assert!(checked > 1_000, "only {checked} valid timestamps checked");
+        // A sign is not a digit: `+5` is no hour (`str::parse` took it for 5).
+        assert_eq!(parse_timestamp("2026-03-15T+5:00:00Z", Tz::UTC), None);
+        assert_eq!(parse_date("2026-+3-15"), None);
     }
 
     /// Found by fuzzing `fuzz_json` and `fuzz_csv`: a multi-byte character across a time field's
