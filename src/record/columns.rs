@@ -560,7 +560,9 @@ impl Taken {
         }
     }
 
-    /// The entry for `name` (see [`lookup`]), marked as taken.
+    /// The entry for `name` (see [`lookup`]), marked as taken. Inlined: it runs for every
+    /// column of every record, and is mostly one key comparison.
+    #[inline]
     pub(crate) fn find(
         &mut self,
         obj: &[(Cow<'_, str>, JsonValue<'_>)],
