@@ -392,6 +392,7 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
 /// (always in range: `number_type`'s parse, skipped), and a null or an empty string is
 /// no observation. Types only widen, so a value that leaves a field as it is leaves it
 /// so whatever the record's other values do to it.
+#[inline]
 fn unchanged_by(acc: &Inferred, v: &JsonValue<'_>, opts: InferOptions) -> bool {
     match (acc, v) {
         (Inferred::Leaf(DataType::String), JsonValue::Array(_)) if opts.xml => false,
@@ -434,7 +435,11 @@ fn observe_entries(
             fields.push((k.to_string(), Inferred::Null));
             fields.len() - 1
         });
-        observe(&mut fields[idx].1, v, opts, depth);
+        // Most values leave their field as it is: checked here, without a call.
+        let acc = &mut fields[idx].1;
+        if !unchanged_by(acc, v, opts) {
+            observe(acc, v, opts, depth);
+        }
         guess = idx + 1;
     }
 }
