@@ -82,7 +82,11 @@ fn fixed_offset_micros(date: CivilDate, time: ClockTime, offset: i32) -> i64 {
 fn days_from_epoch(date: CivilDate) -> i64 {
     let year = date.year as u32 + 400 - u32::from(date.month <= 2);
     let (era, year_of_era) = (year / 400, year % 400);
-    let month_from_march = if date.month > 2 { date.month - 3 } else { date.month + 9 };
+    let month_from_march = if date.month > 2 {
+        date.month - 3
+    } else {
+        date.month + 9
+    };
     let day_of_year = (153 * month_from_march + 2) / 5 + date.day - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
     i64::from(era * 146_097 + day_of_era) - 146_097 - 719_468
