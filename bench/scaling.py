@@ -12,7 +12,7 @@ targets with PASS/FAIL:
 Standard library only, and the data is generated here on every core, so that it runs as
 one prepared command on a lent machine that can install nothing and reach nothing:
 
-    strip -o out/autoloader target/release/autoloader && xz -T0 -f out/autoloader
+    mkdir -p out && strip -o out/autoloader target/release/autoloader && xz -T0 -f out/autoloader
     python3 bench/scaling.py --bin out/autoloader.xz --out "$OUT"    # carry out/autoloader.xz
 
 The data is byte for byte bench/run.py's (same seed, same generator) and shares its cache
