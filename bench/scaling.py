@@ -24,6 +24,7 @@ import argparse
 import json
 import lzma
 import multiprocessing
+import random
 import os
 import shutil
 import subprocess
@@ -43,7 +44,7 @@ def write_file(job):
     """Writes file `i` of a set exactly as bench/run.py's `generate` does; returns its
     bytes and how many of its orders have a note and a gift message."""
     name, i, rows_per_file, landing = job
-    rng = bench.random.Random("%d-%s-%d" % (bench.SEED, name, i))
+    rng = random.Random("%d-%s-%d" % (bench.SEED, name, i))
     order_id = FIRST_ORDER_ID[name] + i * rows_per_file
     lines, notes, gifts = [], 0, 0
     for k in range(rows_per_file):
