@@ -24,8 +24,8 @@ import argparse
 import json
 import lzma
 import multiprocessing
-import random
 import os
+import random
 import shutil
 import subprocess
 import sys
