@@ -28,6 +28,7 @@ import base64
 import datetime as dt
 import io
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -203,75 +204,96 @@ def csv_line(o):
     return ",".join(csv_field(v) for v in vals) + "\n"
 
 
-def generate(name, size, path):
-    """Writes the data set into `path` (atomically) and returns its manifest."""
+def write_file(job):
+    """Writes file `i` of a set into `tmp` (its generator seeded by the set's stream and
+    the file's number, so files can be written in any order, on any core); returns what it
+    adds to the manifest."""
+    name, size, i, tmp = job
     files, rows_per_file = SIZES[size][name]
-    tmp = path + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
     ext = "csv" if name == "csv" else "json"
-    manifest = {"set": name, "size": size, "gen_version": GEN_VERSION, "files": files,
-                "rows": 0, "bytes": 0, "order_id_sum": 0, "rescued_expected": 0,
-                "note_count": 0, "gift_message_count": 0,
-                "parts": {}}
     # Sets derived from the bulk stream share its orders: csv is bulk flattened, drift is
     # bulk with drift in the second half. small/restart have their own streams.
     stream = "bulk" if name in ("bulk", "csv", "drift") else name
     order_id = {"bulk": 1, "small": 10_000_001, "restart": 20_000_001,
-                "wide": 30_000_001}[stream]
+                "wide": 30_000_001}[stream] + i * rows_per_file
     mtime0 = 1_772_323_200  # 2026-03-01; file i gets mtime0 + i, so ingestion order is fixed
-    t = time.time()
-    for i in range(files):
-        rng = random.Random("%d-%s-%d" % (SEED, stream, i))
-        part = ""
-        drift_rng = None
-        if name == "drift":
-            part = "part1" if i < files // 2 else "part2"
-            if part == "part2":
-                drift_rng = random.Random("%d-drift-%d" % (SEED, i))
-        d = os.path.join(tmp, "landing", part)
-        os.makedirs(d, exist_ok=True)
-        fname = os.path.join(d, "orders-%06d.%s" % (i, ext))
-        out = []
+    rng = random.Random("%d-%s-%d" % (SEED, stream, i))
+    part = ""
+    drift_rng = None
+    if name == "drift":
+        part = "part1" if i < files // 2 else "part2"
+        if part == "part2":
+            drift_rng = random.Random("%d-drift-%d" % (SEED, i))
+    d = os.path.join(tmp, "landing", part)
+    os.makedirs(d, exist_ok=True)
+    fname = os.path.join(d, "orders-%06d.%s" % (i, ext))
+    added = {"part": part, "order_id_sum": 0, "note_count": 0, "gift_message_count": 0,
+             "rescued_expected": 0}
+    out = []
+    if ext == "csv":
+        out.append(CSV_HEADER)
+    for k in range(rows_per_file):
+        o = gen_order(rng, order_id)
+        if name == "wide" and k == rows_per_file // 2:
+            o["note"] = base64.b64encode(rng.randbytes(WIDE_NOTE_BYTES)).decode()
+        added["order_id_sum"] += order_id
+        added["note_count"] += o["note"] is not None
+        added["gift_message_count"] += "gift_message" in o
+        order_id += 1
         if ext == "csv":
-            out.append(CSV_HEADER)
-        for k in range(rows_per_file):
-            o = gen_order(rng, order_id)
-            if name == "wide" and k == rows_per_file // 2:
-                o["note"] = base64.b64encode(rng.randbytes(WIDE_NOTE_BYTES)).decode()
-            manifest["order_id_sum"] += order_id
-            manifest["note_count"] += o["note"] is not None
-            manifest["gift_message_count"] += "gift_message" in o
-            order_id += 1
-            if ext == "csv":
-                out.append(csv_line(o))
-            else:
-                drift = None
-                if drift_rng is not None:
-                    drift = {}
-                    if drift_rng.random() < 0.3:
-                        drift["coupon_code"] = drift_rng.choice(COUPONS)
-                        drift["discount_rate"] = drift_rng.randrange(5, 31) / 100
-                    if drift_rng.random() < 0.1:
-                        # "5000 KRW": the amount in won as text (the type mismatch).
-                        drift["amount_text"] = "%d KRW" % (round(o["amount"]) * 10)
-                        manifest["rescued_expected"] += 1
-                out.append(json_line(o, drift))
-        data = "".join(out).encode()
-        with open(fname, "wb") as f:
-            f.write(data)
-        os.utime(fname, (mtime0 + i, mtime0 + i))
-        manifest["rows"] += rows_per_file
-        manifest["bytes"] += len(data)
-        if part:
-            p = manifest["parts"].setdefault(part, {"files": 0, "rows": 0, "bytes": 0})
-            p["files"] += 1
-            p["rows"] += rows_per_file
-            p["bytes"] += len(data)
-        if (i + 1) % max(1, files // 10) == 0:
-            print("  generated %s-%s: %d/%d files, %.0f MB, %.0f s" % (
-                name, size, i + 1, files, manifest["bytes"] / 1e6, time.time() - t),
-                flush=True)
+            out.append(csv_line(o))
+        else:
+            drift = None
+            if drift_rng is not None:
+                drift = {}
+                if drift_rng.random() < 0.3:
+                    drift["coupon_code"] = drift_rng.choice(COUPONS)
+                    drift["discount_rate"] = drift_rng.randrange(5, 31) / 100
+                if drift_rng.random() < 0.1:
+                    # "5000 KRW": the amount in won as text (the type mismatch).
+                    drift["amount_text"] = "%d KRW" % (round(o["amount"]) * 10)
+                    added["rescued_expected"] += 1
+            out.append(json_line(o, drift))
+    data = "".join(out).encode()
+    with open(fname, "wb") as f:
+        f.write(data)
+    os.utime(fname, (mtime0 + i, mtime0 + i))
+    added["bytes"] = len(data)
+    return added
+
+
+def generate(name, size, path):
+    """Writes the data set into `path` (atomically), its files on every core (`wide`, whose
+    files each hold a 48 MB line, two at a time), and returns its manifest."""
+    files, rows_per_file = SIZES[size][name]
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    manifest = {"set": name, "size": size, "gen_version": GEN_VERSION, "files": files,
+                "rows": 0, "bytes": 0, "order_id_sum": 0, "rescued_expected": 0,
+                "note_count": 0, "gift_message_count": 0,
+                "parts": {}}
+    t = time.time()
+    workers = 2 if name == "wide" else os.cpu_count()
+    jobs = [(name, size, i, tmp) for i in range(files)]
+    with multiprocessing.Pool(workers) as pool:
+        done = pool.imap(write_file, jobs, chunksize=max(1, files // (8 * workers)))
+        for i, added in enumerate(done):
+            manifest["rows"] += rows_per_file
+            manifest["bytes"] += added["bytes"]
+            for key in ("order_id_sum", "note_count", "gift_message_count",
+                        "rescued_expected"):
+                manifest[key] += added[key]
+            if added["part"]:
+                p = manifest["parts"].setdefault(added["part"],
+                                                 {"files": 0, "rows": 0, "bytes": 0})
+                p["files"] += 1
+                p["rows"] += rows_per_file
+                p["bytes"] += added["bytes"]
+            if (i + 1) % max(1, files // 10) == 0:
+                print("  generated %s-%s: %d/%d files, %.0f MB, %.0f s" % (
+                    name, size, i + 1, files, manifest["bytes"] / 1e6, time.time() - t),
+                    flush=True)
     with open(os.path.join(tmp, "manifest.json"), "w") as f:
         json.dump(manifest, f)
     shutil.rmtree(path, ignore_errors=True)

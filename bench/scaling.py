@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Scaling with cores (issue 40): the `bulk` and `small` sets of bench/run.py ingested by
-one binary pinned to 1, 2, 4, ... cores with `taskset`, each a fresh `--once` run into a
+one binary pinned to 1, 2, 4, ... of the CPUs it may use with `taskset`, each a fresh `--once` run into a
 fresh table. Prints, per core count, the best wall time of `--repeat` tries, throughput,
 speedup over one core, efficiency (speedup / cores) and peak RSS, then the issue's
 targets with PASS/FAIL:
@@ -9,91 +9,29 @@ targets with PASS/FAIL:
 - bulk: efficiency >= 0.8 at the largest core count (16 on the machine it was made for);
 - bulk: peak RSS growing by no more than 32 MiB a core.
 
-Standard library only, and the data is generated here on every core, so that it runs as
+Standard library only (bench/run.py generates the data, on every core), so that it runs as
 one prepared command on a lent machine that can install nothing and reach nothing:
 
     mkdir -p out && strip -o out/autoloader target/release/autoloader && xz -T0 -f out/autoloader
     python3 bench/scaling.py --bin out/autoloader.xz --out "$OUT"    # carry out/autoloader.xz
 
-The data is byte for byte bench/run.py's (same seed, same generator) and shares its cache
-(/tmp/autoloader-bench/data); every run's row count is checked against the set's manifest
+The data sets and their cache (/tmp/autoloader-bench/data) are bench/run.py's; every run's row count is checked against the set's manifest
 (the `--json` summary's `rows`), so a fast wrong answer cannot count.
 """
 
 import argparse
 import json
 import lzma
-import multiprocessing
 import os
-import random
 import shutil
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run as bench  # noqa: E402  (the generator and the data cache of bench/run.py)
+import run as bench  # noqa: E402  (the data sets and their cache, bench/run.py's)
 
 SETS = ("bulk", "small")
-# The first order id of each set's stream, as bench/run.py numbers them.
-FIRST_ORDER_ID = {"bulk": 1, "small": 10_000_001}
-MTIME0 = 1_772_323_200  # 2026-03-01; file i gets MTIME0 + i, as in bench/run.py
-
-
-def write_file(job):
-    """Writes file `i` of a set exactly as bench/run.py's `generate` does; returns its
-    bytes and how many of its orders have a note and a gift message."""
-    name, i, rows_per_file, landing = job
-    rng = random.Random("%d-%s-%d" % (bench.SEED, name, i))
-    order_id = FIRST_ORDER_ID[name] + i * rows_per_file
-    lines, notes, gifts = [], 0, 0
-    for k in range(rows_per_file):
-        o = bench.gen_order(rng, order_id + k)
-        notes += o["note"] is not None
-        gifts += "gift_message" in o
-        lines.append(bench.json_line(o))
-    data = "".join(lines).encode()
-    path = os.path.join(landing, "orders-%06d.json" % i)
-    with open(path, "wb") as f:
-        f.write(data)
-    os.utime(path, (MTIME0 + i, MTIME0 + i))
-    return len(data), notes, gifts
-
-
-def dataset(name, size):
-    """The set's folder and manifest: bench/run.py's cache when it holds the set, else
-    generated here on every core into that cache."""
-    path = os.path.join(bench.DATA, "%s-%s" % (name, size))
-    mpath = os.path.join(path, "manifest.json")
-    if os.path.exists(mpath):
-        with open(mpath) as f:
-            m = json.load(f)
-        if m.get("gen_version") == bench.GEN_VERSION:
-            return path, m
-    files, rows_per_file = bench.SIZES[size][name]
-    tmp = path + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    landing = os.path.join(tmp, "landing")
-    os.makedirs(landing)
-    t = time.time()
-    jobs = [(name, i, rows_per_file, landing) for i in range(files)]
-    with multiprocessing.Pool() as pool:
-        done = pool.map(write_file, jobs, chunksize=max(1, files // (8 * os.cpu_count())))
-    first = FIRST_ORDER_ID[name]
-    rows = files * rows_per_file
-    manifest = {"set": name, "size": size, "gen_version": bench.GEN_VERSION, "files": files,
-                "rows": rows, "bytes": sum(d[0] for d in done),
-                "order_id_sum": rows * first + rows * (rows - 1) // 2,
-                "rescued_expected": 0, "note_count": sum(d[1] for d in done),
-                "gift_message_count": sum(d[2] for d in done), "parts": {}}
-    with open(os.path.join(tmp, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
-    shutil.rmtree(path, ignore_errors=True)
-    os.rename(tmp, path)
-    print("generated %s-%s: %d files, %.0f MB, %.1f s on %d cores" % (
-        name, size, files, manifest["bytes"] / 1e6, time.time() - t, os.cpu_count()),
-        flush=True)
-    return path, manifest
 
 
 def binary(path):
@@ -109,14 +47,14 @@ def binary(path):
     return out
 
 
-def run_child(binary_path, landing, cores):
-    """One `--once` ingest into a fresh table, pinned to the first `cores` cores: (wall s,
+def run_child(binary_path, landing, cpus):
+    """One `--once` ingest into a fresh table, pinned to `cpus`: (wall s,
     the child's peak RSS MiB and CPU s from os.wait4, the `--json` summary or None when
     it failed, the tail of its stderr)."""
     runs = os.path.join(bench.ROOT, "scaling-runs")
     shutil.rmtree(runs, ignore_errors=True)
     os.makedirs(runs)
-    cmd = ["taskset", "-c", "0-%d" % (cores - 1), binary_path, "ingest", landing,
+    cmd = ["taskset", "-c", ",".join(map(str, cpus)), binary_path, "ingest", landing,
            os.path.join(runs, "table"), "--once", "--json",
            "-o", "cloudFiles.inferColumnTypes=true"]
     out_path, err_path = os.path.join(runs, "stdout"), os.path.join(runs, "stderr")
@@ -137,13 +75,15 @@ def run_child(binary_path, landing, cores):
 
 
 def measure(binary_path, name, path, manifest, cores, repeat):
-    """The best wall time of `repeat` runs at `cores` cores (with that run's CPU time),
-    and the largest peak RSS of them; every run's row count checked."""
+    """The best wall time of `repeat` runs on the first `cores` of the CPUs this process
+    may use (with that run's CPU time), and the largest peak RSS of them; every run's row
+    count checked."""
+    cpus = sorted(os.sched_getaffinity(0))[:cores]
     best = None
     rss = 0.0
     for _ in range(repeat):
         wall, rss_mib, cpu, summary, err = run_child(binary_path, os.path.join(path, "landing"),
-                                                     cores)
+                                                     cpus)
         if summary is None or summary.get("rows") != manifest["rows"]:
             raise SystemExit("%s at %d cores: %s rows (expected %d)\n%s" % (
                 name, cores, summary and summary.get("rows"), manifest["rows"], err))
@@ -186,7 +126,7 @@ def main():
     binary_path = binary(args.bin)
     results = {"cores_available": available, "size": size, "sets": {}}
     for name in args.only.split(","):
-        path, m = dataset(name, size)
+        path, m = bench.dataset(name, size)
         rows = []
         for n in counts:
             r = measure(binary_path, name, path, m, n, args.repeat)
@@ -205,7 +145,7 @@ def main():
 
 
 def render(results, counts):
-    lines = ["Scaling with cores: `taskset -c 0-(n-1)`, best of the tries, %d cores on this "
+    lines = ["Scaling with cores: `taskset` to the first n CPUs, best of the tries, %d cores on this "
              "machine, %s sizes" % (results["cores_available"], results["size"]), ""]
     targets = []
     for name, s in results["sets"].items():
