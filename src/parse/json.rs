@@ -501,9 +501,9 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         if self.closes_empty(b'}') {
             return Ok(());
         }
-        entries.reserve(if self.depth == 1 { 16 } else { 4 });
+        *entries = Vec::with_capacity(if self.depth == 1 { 16 } else { 4 });
         loop {
-            entries.resize_with(entries.len() + 1, || (Cow::Borrowed(""), JsonValue::Null));
+            entries.push((Cow::Borrowed(""), JsonValue::Null));
             let (key, value) = entries.last_mut().expect("just added");
             self.key_into(key)?;
             self.colon()?;
@@ -523,8 +523,9 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         if self.closes_empty(b']') {
             return Ok(());
         }
+        *items = Vec::with_capacity(4);
         loop {
-            items.resize_with(items.len() + 1, || JsonValue::Null);
+            items.push(JsonValue::Null);
             self.value_into(items.last_mut().expect("just added"))?;
             self.skip_ws()?;
             match self.peek() {
