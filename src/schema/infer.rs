@@ -410,13 +410,23 @@ fn unchanged_by(acc: &Inferred, v: &JsonValue<'_>, opts: InferOptions) -> bool {
 }
 
 /// The field named `key` among `fields`: looked for at `guess` first (records tend to
-/// repeat their key order), then by name, case-insensitively. Inlined: it runs for every
-/// key of every record observed, and is mostly one key comparison.
+/// repeat their key order) and right after it (a record without an optional key), then
+/// by name, then case-insensitively. Inlined: it runs for every key of every record
+/// observed, and is mostly one key comparison. (An exact match is the only
+/// case-insensitive one: fields are merged case-insensitively, so no two differ only in
+/// case.)
 #[inline]
 fn field_index(fields: &[(String, Inferred)], key: &str, guess: usize) -> Option<usize> {
-    match fields.get(guess) {
-        Some((n, _)) if same_key(n, key) => Some(guess),
-        _ => fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(key)),
+    let named_at = |i: usize| matches!(fields.get(i), Some((n, _)) if same_key(n, key));
+    if named_at(guess) {
+        Some(guess)
+    } else if named_at(guess + 1) {
+        Some(guess + 1)
+    } else {
+        fields
+            .iter()
+            .position(|(n, _)| same_key(n, key))
+            .or_else(|| fields.iter().position(|(n, _)| n.eq_ignore_ascii_case(key)))
     }
 }
 
@@ -1050,6 +1060,28 @@ mod tests {
         json.add_jv(&one, TYPED);
         json.add_jv(&many, TYPED);
         assert!(json.finish().to_string().starts_with("a STRING"));
+    }
+
+    #[test]
+    fn each_key_is_observed_into_its_own_field_whatever_the_order() {
+        // A key's field is guessed from the previous key's: every way the guess can miss
+        // (an optional key left out, keys in another order, another letter case, a new
+        // key) still finds the key's own field, as the types show.
+        let lines: [&[u8]; 5] = [
+            br#"{"id": 1, "opt": "x", "amount": 1.5, "flag": true}"#,
+            br#"{"id": 2, "amount": 2.5, "flag": false}"#,
+            br#"{"flag": true, "id": 3, "amount": 3.5}"#,
+            br#"{"ID": 4, "Amount": 4.5, "new": [1], "opt": "y"}"#,
+            br#"{"id": 5, "opt": "z", "amount": 5.5, "new": [2], "flag": null}"#,
+        ];
+        let mut inf = SchemaInferrer::new();
+        for line in lines {
+            inf.add_jv(&JsonValue::parse(line).unwrap(), TYPED);
+        }
+        assert_eq!(
+            inf.finish().to_string(),
+            "id BIGINT, opt STRING, amount DOUBLE, flag BOOLEAN, new ARRAY<BIGINT>"
+        );
     }
 
     #[test]
