@@ -17,7 +17,6 @@
 //! in the rescued data with its line, or an error naming the file and line under
 //! FAILFAST. Anything outside row elements is skipped.
 
-use std::borrow::Cow;
 use std::io::{self, BufRead, Read};
 use std::sync::Arc;
 
@@ -31,11 +30,46 @@ use super::{
     large_record_turn, open, read_error,
 };
 use crate::options::XmlSettings;
-use crate::parse::json::JsonValue;
+use crate::parse::json::{JsonArena, JsonValue};
 use crate::record::TableLayout;
 use crate::schema::infer::SchemaInferrer;
 
-type Value = JsonValue<'static>;
+type Value = Node;
+
+/// An element's value while it is read (children are added one by one, a repeated one
+/// turned into an array), typed as Spark's XML inference types text; a row is handed to
+/// decoding and inference as a [`JsonValue`] ([`Node::in_arena`]).
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Null,
+    Bool(bool),
+    Number(String),
+    String(String),
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+impl Node {
+    fn is_null(&self) -> bool {
+        matches!(self, Node::Null)
+    }
+
+    /// The value as a [`JsonValue`] in `arena`.
+    fn in_arena<'a>(&self, arena: &'a JsonArena) -> JsonValue<'a> {
+        match self {
+            Node::Null => JsonValue::Null,
+            Node::Bool(b) => JsonValue::Bool(*b),
+            Node::Number(t) => JsonValue::Number(arena.str(t)),
+            Node::String(t) => JsonValue::String(arena.str(t)),
+            Node::Array(items) => arena.array(items.iter().map(|v| v.in_arena(arena))),
+            Node::Object(fields) => arena.object(
+                fields
+                    .iter()
+                    .map(|(k, v)| (arena.str(k), v.in_arena(arena))),
+            ),
+        }
+    }
+}
 
 /// One row element as read.
 enum Row {
@@ -113,7 +147,7 @@ impl BufRead for Tracked {
 /// gathered into arrays) and its text.
 struct Frame {
     name: String,
-    fields: Vec<(Cow<'static, str>, Value)>,
+    fields: Vec<(String, Value)>,
     text: String,
 }
 
@@ -121,12 +155,12 @@ impl Frame {
     fn add_child(&mut self, name: String, value: Value) {
         match self.fields.iter_mut().find(|(n, _)| *n == name) {
             // Children are never arrays themselves: an array is a repeated child.
-            Some((_, JsonValue::Array(items))) => items.push(value),
+            Some((_, Node::Array(items))) => items.push(value),
             Some((_, existing)) => {
-                let first = std::mem::replace(existing, JsonValue::Null);
-                *existing = JsonValue::Array(vec![first, value]);
+                let first = std::mem::replace(existing, Node::Null);
+                *existing = Node::Array(vec![first, value]);
             }
-            None => self.fields.push((Cow::Owned(name), value)),
+            None => self.fields.push((name, value)),
         }
     }
 
@@ -137,10 +171,9 @@ impl Frame {
             return text;
         }
         if !text.is_null() {
-            self.fields
-                .push((Cow::Owned(settings.value_tag.clone()), text));
+            self.fields.push((settings.value_tag.clone(), text));
         }
-        JsonValue::Object(self.fields)
+        Node::Object(self.fields)
     }
 }
 
@@ -148,15 +181,15 @@ impl Frame {
 fn leaf(text: &str) -> Value {
     let t = text.trim();
     if t.is_empty() {
-        JsonValue::Null
+        Node::Null
     } else if is_number(t) {
-        JsonValue::Number(Cow::Owned(t.to_string()))
+        Node::Number(t.to_string())
     } else if t.eq_ignore_ascii_case("true") {
-        JsonValue::Bool(true)
+        Node::Bool(true)
     } else if t.eq_ignore_ascii_case("false") {
-        JsonValue::Bool(false)
+        Node::Bool(false)
     } else {
-        JsonValue::String(Cow::Owned(t.to_string()))
+        Node::String(t.to_string())
     }
 }
 
@@ -223,7 +256,7 @@ fn open_frame(e: &BytesStart<'_>, settings: &XmlSettings) -> Result<Frame, Strin
                 .unescape_value()
                 .map_err(|err| format!("bad value of attribute {key} in <{name}>: {err}"))?;
             let field = format!("{}{}", settings.attribute_prefix, local(key, settings));
-            fields.push((Cow::Owned(field), leaf(&value)));
+            fields.push((field, leaf(&value)));
         }
     }
     Ok(Frame {
@@ -524,9 +557,11 @@ pub fn infer(
     inferrer.xml = true;
     let infer_opts = opts.infer_options(typed);
     let mut records = 0u64;
+    let mut arena = JsonArena::new();
     for_each_row(file, opts, &mut |row, _, _| {
         if let Row::Parsed(v) = row {
-            inferrer.add_jv(&v, infer_opts);
+            arena.reset();
+            inferrer.add_jv(&v.in_arena(&arena), infer_opts);
             records += 1;
         }
         Ok(())
@@ -543,10 +578,16 @@ pub fn decode(
     emit: &mut dyn FnMut(RecordBatch) -> bool,
 ) -> Result<FileStats, DecodeError> {
     let mut sink = RowSink::new(file, opts, layout, carry, emit);
+    let mut arena = JsonArena::new();
     let read = for_each_row(file, opts, &mut |row, line, bytes| {
         match row {
-            Row::Parsed(JsonValue::Object(entries)) => sink.rows.append_json_object(&entries),
-            Row::Parsed(other) => sink.rows.append_corrupt_at(&other.to_string(), line),
+            Row::Parsed(node) => {
+                arena.reset();
+                match node.in_arena(&arena) {
+                    JsonValue::Object(entries) => sink.rows.append_json_object(entries),
+                    other => sink.rows.append_corrupt_at(&other.to_string(), line),
+                }
+            }
             Row::Malformed { reason, .. } if opts.fail_fast => {
                 return Err(DecodeError::Malformed {
                     path: file.meta.path.clone(),
@@ -569,13 +610,13 @@ mod tests {
 
     #[test]
     fn text_is_typed_as_spark_infers() {
-        assert_eq!(leaf("  42 "), JsonValue::Number("42".into()));
-        assert_eq!(leaf("-1.5e3"), JsonValue::Number("-1.5e3".into()));
-        assert_eq!(leaf("True"), JsonValue::Bool(true));
-        assert_eq!(leaf(" "), JsonValue::Null);
-        assert_eq!(leaf("1.2.3"), JsonValue::String("1.2.3".into()));
-        assert_eq!(leaf("e5"), JsonValue::String("e5".into()));
-        assert_eq!(leaf("5e"), JsonValue::String("5e".into()));
+        assert_eq!(leaf("  42 "), Node::Number("42".into()));
+        assert_eq!(leaf("-1.5e3"), Node::Number("-1.5e3".into()));
+        assert_eq!(leaf("True"), Node::Bool(true));
+        assert_eq!(leaf(" "), Node::Null);
+        assert_eq!(leaf("1.2.3"), Node::String("1.2.3".into()));
+        assert_eq!(leaf("e5"), Node::String("e5".into()));
+        assert_eq!(leaf("5e"), Node::String("5e".into()));
         assert!(is_number(".5") && is_number("5.") && !is_number(".") && !is_number("+"));
     }
 
@@ -591,7 +632,7 @@ mod tests {
         f.add_child("author".into(), leaf("b"));
         let v = f.finish(&XmlSettings::default(), true);
         assert_eq!(
-            v.to_value(),
+            v.in_arena(&JsonArena::new()).to_value(),
             serde_json::json!({"author": ["a", "b"], "title": "t"})
         );
     }

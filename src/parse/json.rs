@@ -9,9 +9,10 @@
 //! accepts exactly what `serde_json::from_slice` accepts (strict RFC 8259, nesting up to
 //! 127 levels); a differential test and the fuzz target hold it to that.
 
-use std::borrow::Cow;
 use std::fmt;
 
+use bumpalo::Bump;
+use bumpalo::collections::{String as ArenaString, Vec as ArenaVec};
 use serde_json::Value;
 
 /// Deepest nesting of arrays and objects accepted (serde_json's recursion limit), so a
@@ -85,34 +86,79 @@ impl fmt::Display for JsonError {
 
 impl std::error::Error for JsonError {}
 
-/// A JSON value borrowing from its input.
-#[derive(Debug, Clone, PartialEq)]
+/// Where the values of a record live while it is read: its objects' and arrays' entries
+/// and its strings that had escapes (everything else borrows from the input). A reader
+/// keeps one and resets it before each record, so a record costs no `malloc` and `free`
+/// per object and array, and dropping a value costs nothing: a tree freed piece by piece
+/// was a tenth of the bulk decode's instructions (bench/README).
+#[derive(Default)]
+pub struct JsonArena(Bump);
+
+impl JsonArena {
+    pub fn new() -> JsonArena {
+        JsonArena::default()
+    }
+
+    /// `text` copied into the arena.
+    pub fn str<'a>(&'a self, text: &str) -> &'a str {
+        self.0.alloc_str(text)
+    }
+
+    /// An array of `items`, in the arena.
+    pub fn array<'a>(
+        &'a self,
+        items: impl ExactSizeIterator<Item = JsonValue<'a>>,
+    ) -> JsonValue<'a> {
+        JsonValue::Array(self.0.alloc_slice_fill_iter(items))
+    }
+
+    /// An object of `entries` (kept in order, duplicates included), in the arena.
+    pub fn object<'a>(
+        &'a self,
+        entries: impl ExactSizeIterator<Item = (&'a str, JsonValue<'a>)>,
+    ) -> JsonValue<'a> {
+        JsonValue::Object(self.0.alloc_slice_fill_iter(entries))
+    }
+
+    /// Frees every value parsed into the arena (the borrow checker has ended them), keeping
+    /// its largest block of memory for the next record.
+    pub fn reset(&mut self) {
+        self.0.reset();
+    }
+}
+
+/// A JSON value borrowing from its input and from the [`JsonArena`] it was parsed into.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JsonValue<'a> {
     Null,
     Bool(bool),
     /// The number's text, exactly as written (no precision lost).
-    Number(Cow<'a, str>),
-    String(Cow<'a, str>),
-    Array(Vec<JsonValue<'a>>),
+    Number(&'a str),
+    String(&'a str),
+    Array(&'a [JsonValue<'a>]),
     /// Entries in input order; duplicate keys are kept (and so never silently dropped).
-    Object(Vec<(Cow<'a, str>, JsonValue<'a>)>),
+    Object(&'a [(&'a str, JsonValue<'a>)]),
 }
 
 impl<'a> JsonValue<'a> {
     /// Parses one strict JSON text (surrounding whitespace allowed, nothing else).
-    pub fn parse(text: &'a [u8]) -> Result<JsonValue<'a>, JsonError> {
-        JsonValue::parse_with(text, JsonDialect::STRICT)
+    pub fn parse(arena: &'a JsonArena, text: &'a [u8]) -> Result<JsonValue<'a>, JsonError> {
+        JsonValue::parse_with(arena, text, JsonDialect::STRICT)
     }
 
     /// Parses one JSON text with the extensions of `dialect`.
-    pub fn parse_with(text: &'a [u8], dialect: JsonDialect) -> Result<JsonValue<'a>, JsonError> {
+    pub fn parse_with(
+        arena: &'a JsonArena,
+        text: &'a [u8],
+        dialect: JsonDialect,
+    ) -> Result<JsonValue<'a>, JsonError> {
         let text = validated(text)?;
         // Comments are rare: the parser without them has the whitespace loop it always had
         // (a check per skip cost a tenth of the decoding time).
         if dialect.comments {
-            Parser::<true>::new(text, dialect).document()
+            Parser::<true>::new(text, dialect, arena).document()
         } else {
-            Parser::<false>::new(text, dialect).document()
+            Parser::<false>::new(text, dialect, arena).document()
         }
     }
 
@@ -121,15 +167,16 @@ impl<'a> JsonValue<'a> {
     /// entries that tell it something new). `Ok(false)`: the top level is not an object,
     /// and nothing was parsed. On an error, entries before it may have been handed.
     pub fn for_each_entry(
+        arena: &'a JsonArena,
         text: &'a [u8],
         dialect: JsonDialect,
-        mut entry: impl FnMut(Cow<'a, str>, JsonValue<'a>),
+        mut entry: impl FnMut(&'a str, JsonValue<'a>),
     ) -> Result<bool, JsonError> {
         let text = validated(text)?;
         if dialect.comments {
-            Parser::<true>::new(text, dialect).entries_of_document(&mut entry)
+            Parser::<true>::new(text, dialect, arena).entries_of_document(&mut entry)
         } else {
-            Parser::<false>::new(text, dialect).entries_of_document(&mut entry)
+            Parser::<false>::new(text, dialect, arena).entries_of_document(&mut entry)
         }
     }
 
@@ -165,20 +212,19 @@ impl<'a> JsonValue<'a> {
         }
     }
 
-    /// The owned form of a `serde_json::Value`.
-    pub fn from_value(v: &Value) -> JsonValue<'static> {
+    /// A `serde_json::Value` as a value in `arena`.
+    pub fn from_value(arena: &'a JsonArena, v: &Value) -> JsonValue<'a> {
         match v {
             Value::Null => JsonValue::Null,
             Value::Bool(b) => JsonValue::Bool(*b),
-            Value::Number(n) => JsonValue::Number(Cow::Owned(n.to_string())),
-            Value::String(s) => JsonValue::String(Cow::Owned(s.clone())),
+            Value::Number(n) => JsonValue::Number(arena.str(&n.to_string())),
+            Value::String(s) => JsonValue::String(arena.str(s)),
             Value::Array(items) => {
-                JsonValue::Array(items.iter().map(JsonValue::from_value).collect())
+                arena.array(items.iter().map(|v| JsonValue::from_value(arena, v)))
             }
-            Value::Object(map) => JsonValue::Object(
+            Value::Object(map) => arena.object(
                 map.iter()
-                    .map(|(k, v)| (Cow::Owned(k.clone()), JsonValue::from_value(v)))
-                    .collect(),
+                    .map(|(k, v)| (arena.str(k), JsonValue::from_value(arena, v))),
             ),
         }
     }
@@ -199,6 +245,7 @@ impl fmt::Display for JsonValue<'_> {
 /// `COMMENTS`: whether `allowComments` is on (a parameter, so the common parser has no
 /// comment check in its whitespace loop).
 struct Parser<'a, const COMMENTS: bool> {
+    arena: &'a Bump,
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
@@ -213,8 +260,9 @@ struct Parser<'a, const COMMENTS: bool> {
 struct Fail;
 
 impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
-    fn new(text: &'a str, dialect: JsonDialect) -> Self {
+    fn new(text: &'a str, dialect: JsonDialect, arena: &'a JsonArena) -> Self {
         Parser {
+            arena: &arena.0,
             text,
             bytes: text.as_bytes(),
             pos: 0,
@@ -236,7 +284,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     /// [`JsonValue::for_each_entry`]: the whole text as one object, entry by entry.
     fn entries_of_document(
         mut self,
-        entry: &mut impl FnMut(Cow<'a, str>, JsonValue<'a>),
+        entry: &mut impl FnMut(&'a str, JsonValue<'a>),
     ) -> Result<bool, JsonError> {
         let parsed = self.skip_ws().and_then(|()| {
             if self.peek() != Some(b'{') {
@@ -250,14 +298,13 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
 
     /// The object at the current `{`, each entry handed to `entry` (as [`Parser::object`]
     /// parses it, without keeping it).
-    fn entries(&mut self, entry: &mut impl FnMut(Cow<'a, str>, JsonValue<'a>)) -> Result<(), Fail> {
+    fn entries(&mut self, entry: &mut impl FnMut(&'a str, JsonValue<'a>)) -> Result<(), Fail> {
         self.enter()?;
         if self.closes_empty(b'}') {
             return Ok(());
         }
         loop {
-            let mut key = Cow::Borrowed("");
-            self.key_into(&mut key)?;
+            let key = self.key()?;
             self.colon()?;
             let mut value = JsonValue::Null;
             self.value_into(&mut value)?;
@@ -383,11 +430,8 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
             Some(b'{') => self.object(out),
             Some(b'[') => self.array(out),
             Some(b'"') => {
-                *out = JsonValue::String(Cow::Borrowed(""));
-                match out {
-                    JsonValue::String(text) => self.quoted_into::<b'"'>(text),
-                    _ => unreachable!("set above"),
-                }
+                *out = JsonValue::String(self.quoted::<b'"'>()?);
+                Ok(())
             }
             Some(b'-' | b'0'..=b'9') => self.number(out),
             Some(b't') => self.literal(b"true", JsonValue::Bool(true), out),
@@ -404,11 +448,8 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     fn odd_value_into(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         match self.peek() {
             Some(b'\'') if self.dialect.single_quotes => {
-                *out = JsonValue::String(Cow::Borrowed(""));
-                match out {
-                    JsonValue::String(text) => self.quoted_into::<b'\''>(text),
-                    _ => unreachable!("set above"),
-                }
+                *out = JsonValue::String(self.quoted::<b'\''>()?);
+                Ok(())
             }
             Some(b'N' | b'I' | b'+' | b'-') if self.dialect.non_numeric_numbers => {
                 self.non_numeric(out)
@@ -445,7 +486,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         };
         let start = self.pos;
         self.pos += token.len();
-        *out = JsonValue::Number(Cow::Borrowed(&self.text[start..self.pos]));
+        *out = JsonValue::Number(&self.text[start..self.pos]);
         Ok(())
     }
 
@@ -461,18 +502,18 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     /// An object's key: a string, or (with the dialect's leave) a single-quoted string or
     /// an unquoted name.
     #[inline]
-    fn key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
+    fn key(&mut self) -> Result<&'a str, Fail> {
         if self.peek() == Some(b'"') {
-            return self.quoted_into::<b'"'>(key);
+            return self.quoted::<b'"'>();
         }
-        self.odd_key_into(key)
+        self.odd_key()
     }
 
     /// A key that is not a plain string: single-quoted or unquoted, as the dialect allows.
     #[cold]
-    fn odd_key_into(&mut self, key: &mut Cow<'a, str>) -> Result<(), Fail> {
+    fn odd_key(&mut self) -> Result<&'a str, Fail> {
         match self.peek() {
-            Some(b'\'') if self.dialect.single_quotes => self.quoted_into::<b'\''>(key),
+            Some(b'\'') if self.dialect.single_quotes => self.quoted::<b'\''>(),
             Some(b)
                 if self.dialect.unquoted_field_names && is_name_byte(b) && !b.is_ascii_digit() =>
             {
@@ -481,8 +522,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
                     self.pos += 1;
                 }
                 // Stops at an ASCII byte, so the slice is on a character boundary.
-                *key = Cow::Borrowed(&self.text[start..self.pos]);
-                Ok(())
+                Ok(&self.text[start..self.pos])
             }
             _ => Err(self.error("expected a key")),
         }
@@ -490,25 +530,24 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
 
     fn object(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         self.enter()?;
-        // Built in place, in `out` and in each entry's slot: a key, value or vector
-        // returned and then moved was copied with loads that straddled the stores just
-        // made (a store-forwarding stall on every value; perf showed a quarter of the
-        // parser's time on two such loads).
-        *out = JsonValue::Object(Vec::new());
-        let JsonValue::Object(entries) = out else {
-            unreachable!("set above")
-        };
         if self.closes_empty(b'}') {
+            *out = JsonValue::Object(&[]);
             return Ok(());
         }
-        *entries = Vec::with_capacity(if self.depth == 1 { 16 } else { 4 });
+        // Each value is parsed in place, into its entry's slot: a value returned up the
+        // recursion and then moved was copied with loads that straddled the stores just
+        // made (a store-forwarding stall on every value; perf showed a quarter of the
+        // parser's time on two such loads).
+        let mut entries =
+            ArenaVec::with_capacity_in(if self.depth == 1 { 16 } else { 4 }, self.arena);
         loop {
-            entries.push((Cow::Borrowed(""), JsonValue::Null));
-            let (key, value) = entries.last_mut().expect("just added");
-            self.key_into(key)?;
+            let key = self.key()?;
             self.colon()?;
+            entries.push((key, JsonValue::Null));
+            let (_, value) = entries.last_mut().expect("just added");
             self.value_into(value)?;
             if !self.next_entry()? {
+                *out = JsonValue::Object(entries.into_bump_slice());
                 return Ok(());
             }
         }
@@ -516,14 +555,11 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
 
     fn array(&mut self, out: &mut JsonValue<'a>) -> Result<(), Fail> {
         self.enter()?;
-        *out = JsonValue::Array(Vec::new());
-        let JsonValue::Array(items) = out else {
-            unreachable!("set above")
-        };
         if self.closes_empty(b']') {
+            *out = JsonValue::Array(&[]);
             return Ok(());
         }
-        *items = Vec::with_capacity(4);
+        let mut items = ArenaVec::with_capacity_in(4, self.arena);
         loop {
             items.push(JsonValue::Null);
             self.value_into(items.last_mut().expect("just added"))?;
@@ -536,6 +572,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
                 Some(b']') => {
                     self.pos += 1;
                     self.depth -= 1;
+                    *out = JsonValue::Array(items.into_bump_slice());
                     return Ok(());
                 }
                 _ => return Err(self.error("expected ',' or ']'")),
@@ -574,7 +611,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
             }
             self.digits();
         }
-        *out = JsonValue::Number(Cow::Borrowed(&self.text[start..self.pos]));
+        *out = JsonValue::Number(&self.text[start..self.pos]);
         Ok(())
     }
 
@@ -584,26 +621,24 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         }
     }
 
-    /// Parses the string at its opening `QUOTE` into `out`: borrowed unless it has escapes.
-    /// `QUOTE` is `"`, or `'` for a single-quoted string (`allowSingleQuotes`: a `"` inside
-    /// is a plain character, `\'` an escaped quote).
-    fn quoted_into<const QUOTE: u8>(&mut self, out: &mut Cow<'a, str>) -> Result<(), Fail> {
+    /// The string at its opening `QUOTE`: borrowed from the text unless it has escapes
+    /// (then unescaped into the arena). `QUOTE` is `"`, or `'` for a single-quoted string
+    /// (`allowSingleQuotes`: a `"` inside is a plain character, `\'` an escaped quote).
+    fn quoted<const QUOTE: u8>(&mut self) -> Result<&'a str, Fail> {
         let start = self.pos + 1;
         let end = find_special::<QUOTE>(self.bytes, start);
         match self.bytes.get(end) {
             Some(&q) if q == QUOTE => {
                 self.pos = end + 1;
                 // Slicing at ASCII quotes of a validated text keeps it valid UTF-8.
-                *out = Cow::Borrowed(&self.text[start..end]);
-                Ok(())
+                Ok(&self.text[start..end])
             }
             Some(b'\\') => {
-                let mut owned = String::with_capacity(end - start + 16);
+                let mut owned = ArenaString::with_capacity_in(end - start + 16, self.arena);
                 owned.push_str(&self.text[start..end]);
                 self.pos = end;
                 self.escaped_rest::<QUOTE>(&mut owned)?;
-                *out = Cow::Owned(owned);
-                Ok(())
+                Ok(owned.into_bump_str())
             }
             Some(_) => {
                 self.pos = end;
@@ -617,7 +652,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     }
 
     /// The rest of a string from its first escape to its closing `QUOTE`.
-    fn escaped_rest<const QUOTE: u8>(&mut self, out: &mut String) -> Result<(), Fail> {
+    fn escaped_rest<const QUOTE: u8>(&mut self, out: &mut ArenaString<'a>) -> Result<(), Fail> {
         loop {
             match self.peek() {
                 Some(q) if q == QUOTE => {
@@ -794,15 +829,30 @@ mod tests {
 
     #[test]
     fn parses_like_serde_json_value_and_borrows() {
+        let arena = JsonArena::new();
         let text = br#"{"a": 1, "b": "x", "c": [true, null, 92233720368547758070, 1.50], "d": {"e": "q\"uote"}, "a": 2}"#;
-        let jv = JsonValue::parse(text).unwrap();
+        let jv = JsonValue::parse(&arena, text).unwrap();
         let JsonValue::Object(entries) = &jv else {
             panic!("{jv:?}")
         };
         assert_eq!(entries.len(), 5, "duplicate keys are kept");
+        let text_bytes = text.as_ptr_range();
+        let string_at = |v: &JsonValue<'_>| match v {
+            JsonValue::String(s) => s.as_ptr(),
+            other => panic!("not a string: {other:?}"),
+        };
+        assert_eq!(entries[1].1, JsonValue::String("x"));
         assert!(
-            matches!(entries[1].1, JsonValue::String(Cow::Borrowed("x"))),
-            "plain strings borrow"
+            text_bytes.contains(&string_at(&entries[1].1)),
+            "plain strings borrow from the text"
+        );
+        let JsonValue::Object(d) = entries[3].1 else {
+            panic!("{:?}", entries[3])
+        };
+        assert_eq!(d[0].1, JsonValue::String("q\"uote"));
+        assert!(
+            !text_bytes.contains(&string_at(&d[0].1)),
+            "escaped strings are unescaped into the arena"
         );
         assert_eq!(
             entries[2].1.to_value()[2].to_string(),
@@ -812,15 +862,16 @@ mod tests {
         assert_eq!(entries[2].1.to_value()[3].to_string(), "1.50");
         let value: Value = serde_json::from_slice(text).unwrap();
         assert_eq!(jv.to_value()["d"], value["d"]);
-        assert_eq!(JsonValue::from_value(&value["c"]), entries[2].1);
-        assert!(JsonValue::parse(b"{\"a\": ").is_err());
-        assert!(JsonValue::parse(b"{} x").is_err());
+        assert_eq!(JsonValue::from_value(&arena, &value["c"]), entries[2].1);
+        assert!(JsonValue::parse(&arena, b"{\"a\": ").is_err());
+        assert!(JsonValue::parse(&arena, b"{} x").is_err());
     }
 
     /// Whether our parser and serde_json agree on `text`: both refuse it, or both accept
     /// it with the same value.
     fn agrees_with_serde(text: &[u8]) {
-        let ours = JsonValue::parse(text);
+        let arena = JsonArena::new();
+        let ours = JsonValue::parse(&arena, text);
         let theirs = serde_json::from_slice::<Value>(text);
         match (&ours, &theirs) {
             (Ok(a), Ok(b)) => assert_eq!(&a.to_value(), b, "{:?}", String::from_utf8_lossy(text)),
@@ -902,12 +953,13 @@ mod tests {
     /// `for_each_entry` agrees with `parse`: an object's entries handed in order, a valid
     /// non-object refused with nothing handed, and an invalid object an error.
     fn entries_agree_with_parse(text: &[u8]) {
+        let arena = JsonArena::new();
         let mut handed = Vec::new();
-        let walked = JsonValue::for_each_entry(text, JsonDialect::STRICT, |k, v| {
+        let walked = JsonValue::for_each_entry(&arena, text, JsonDialect::STRICT, |k, v| {
             handed.push((k, v));
         });
         let shown = String::from_utf8_lossy(text);
-        match JsonValue::parse(text) {
+        match JsonValue::parse(&arena, text) {
             Ok(JsonValue::Object(entries)) => {
                 assert_eq!(walked, Ok(true), "{shown:?}");
                 assert_eq!(handed, entries, "{shown:?}");
@@ -1037,24 +1089,22 @@ mod dialect_tests {
     use super::*;
 
     fn lenient(text: &str, d: JsonDialect) -> Result<Value, JsonError> {
-        JsonValue::parse_with(text.as_bytes(), d).map(|v| v.to_value())
+        let arena = JsonArena::new();
+        JsonValue::parse_with(&arena, text.as_bytes(), d).map(|v| v.to_value())
     }
 
     #[test]
     fn non_numeric_numbers_are_numbers_by_default_only_in_the_spark_dialect() {
+        let arena = JsonArena::new();
         for token in NON_NUMERIC_TOKENS {
             let text = format!("{{\"a\": {token}}}");
-            let v = JsonValue::parse_with(text.as_bytes(), JsonDialect::SPARK).unwrap();
+            let v = JsonValue::parse_with(&arena, text.as_bytes(), JsonDialect::SPARK).unwrap();
             let JsonValue::Object(entries) = v else {
                 panic!("{text}")
             };
-            assert_eq!(
-                entries[0].1,
-                JsonValue::Number(Cow::Borrowed(token)),
-                "{text}"
-            );
+            assert_eq!(entries[0].1, JsonValue::Number(token), "{text}");
             assert!(
-                JsonValue::parse(text.as_bytes()).is_err(),
+                JsonValue::parse(&arena, text.as_bytes()).is_err(),
                 "strict refuses {text}"
             );
         }
@@ -1107,15 +1157,16 @@ mod dialect_tests {
     /// The strict dialect is what `parse` uses, so the differential tests hold it to serde_json.
     #[test]
     fn lenient_dialect_accepts_every_strict_text_alike() {
+        let arena = JsonArena::new();
         for case in super::tests::CASES {
-            if let Ok(v) = JsonValue::parse(case.as_bytes()) {
+            if let Ok(v) = JsonValue::parse(&arena, case.as_bytes()) {
                 let all = JsonDialect {
                     comments: true,
                     unquoted_field_names: true,
                     ..JsonDialect::SPARK
                 };
                 assert_eq!(
-                    JsonValue::parse_with(case.as_bytes(), all).unwrap(),
+                    JsonValue::parse_with(&arena, case.as_bytes(), all).unwrap(),
                     v,
                     "{case:?}"
                 );

@@ -11,9 +11,8 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Fields};
-use std::borrow::Cow;
 
-use crate::parse::json::{JsonValue, same_key};
+use crate::parse::json::{JsonArena, JsonValue, same_key};
 
 use crate::parse::scalars;
 use crate::schema::DataType;
@@ -64,7 +63,7 @@ pub enum ColumnBuilder {
 /// (`probe` is `None` for STRING keys, which always do).
 pub(crate) fn keys_read(
     probe: Option<&mut ColumnBuilder>,
-    obj: &[(Cow<'_, str>, JsonValue<'_>)],
+    obj: &[(&str, JsonValue<'_>)],
     ctx: &ReadContext,
 ) -> bool {
     let Some(probe) = probe else {
@@ -289,7 +288,7 @@ impl ColumnBuilder {
             } => match v {
                 JsonValue::Array(items) => {
                     let mut ok = true;
-                    for item in items {
+                    for item in items.iter() {
                         ok &= element.append_json(item, ctx, new_fields);
                     }
                     let last = *offsets.last().expect("offsets start with 0");
@@ -325,7 +324,7 @@ impl ColumnBuilder {
                 }
                 JsonValue::Object(obj) => {
                     let mut ok = true;
-                    for (k, val) in obj {
+                    for (k, val) in obj.iter() {
                         ok &= keys.append_text(k, ctx, new_fields);
                         ok &= values.append_json(val, ctx, new_fields);
                     }
@@ -366,13 +365,15 @@ impl ColumnBuilder {
             ColumnBuilder::Decimal(b, p, sc) => append_opt(b, scalars::parse_decimal(s, *p, *sc)),
             ColumnBuilder::Struct { .. }
             | ColumnBuilder::List { .. }
-            | ColumnBuilder::Map { .. } => match JsonValue::parse(s.as_bytes()) {
-                Ok(v) => self.append_json(&v, ctx, new_fields),
-                Err(_) => {
-                    self.append_null();
-                    false
+            | ColumnBuilder::Map { .. } => {
+                match JsonValue::parse(&JsonArena::new(), s.as_bytes()) {
+                    Ok(v) => self.append_json(&v, ctx, new_fields),
+                    Err(_) => {
+                        self.append_null();
+                        false
+                    }
                 }
-            },
+            }
         }
     }
 
@@ -487,7 +488,7 @@ pub(crate) fn float_of(v: &JsonValue<'_>) -> Option<f64> {
         // Nor does an integer that f64 would round (more than 15 digits can): its exact
         // digits are rescued rather than silently changed.
         // `allowNonNumericNumbers`: NaN and the infinities are doubles.
-        JsonValue::Number(t) if crate::parse::json::is_non_numeric(t) => Some(match t.as_ref() {
+        JsonValue::Number(t) if crate::parse::json::is_non_numeric(t) => Some(match *t {
             "NaN" => f64::NAN,
             t if t.starts_with('-') => f64::NEG_INFINITY,
             _ => f64::INFINITY,
@@ -497,7 +498,7 @@ pub(crate) fn float_of(v: &JsonValue<'_>) -> Option<f64> {
             .ok()
             .filter(|f| f.is_finite())
             .filter(|f| t.len() <= 15 || !is_integer_text(t) || integer_is_exact(t, *f)),
-        JsonValue::String(s) => match s.as_ref() {
+        JsonValue::String(s) => match *s {
             "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
                 scalars::parse_double(s)
             }
@@ -565,7 +566,7 @@ impl Taken {
     #[inline]
     pub(crate) fn find(
         &mut self,
-        obj: &[(Cow<'_, str>, JsonValue<'_>)],
+        obj: &[(&str, JsonValue<'_>)],
         name: &str,
         ctx: &ReadContext,
     ) -> Option<usize> {
@@ -598,7 +599,7 @@ impl Taken {
 /// The index of the entry for `name`: the exact name first, then (reading
 /// case-insensitively) another letter case.
 pub(crate) fn lookup(
-    obj: &[(Cow<'_, str>, JsonValue<'_>)],
+    obj: &[(&str, JsonValue<'_>)],
     name: &str,
     ctx: &ReadContext,
 ) -> Option<usize> {

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, RecordBatch};
-use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
@@ -114,7 +113,7 @@ impl RowBuilder {
     }
 
     /// Appends one JSON object record.
-    pub fn append_json_object(&mut self, obj: &[(Cow<'_, str>, JsonValue<'_>)]) {
+    pub fn append_json_object(&mut self, obj: &[(&str, JsonValue<'_>)]) {
         let mut rescued = Map::new();
         // Which entries a column took; the rest (unknown names, other letter cases,
         // duplicate keys) are rescued, so no value is dropped.
@@ -318,27 +317,28 @@ mod tests {
     #[test]
     fn integers_that_a_double_would_round_are_refused() {
         let big = "123456789012345678901234567890123456789012345678901";
-        assert_eq!(float_of(&JsonValue::Number(big.into())), None);
+        assert_eq!(float_of(&JsonValue::Number(big)), None);
         assert_eq!(
-            float_of(&JsonValue::Number("9007199254740993".into())),
+            float_of(&JsonValue::Number("9007199254740993")),
             None,
             "2^53 + 1 is not a double"
         );
         assert_eq!(
-            float_of(&JsonValue::Number("9007199254740992".into())),
+            float_of(&JsonValue::Number("9007199254740992")),
             Some(9_007_199_254_740_992.0)
         );
         assert_eq!(
-            float_of(&JsonValue::Number("-100000000000000000000".into())),
+            float_of(&JsonValue::Number("-100000000000000000000")),
             Some(-1e20),
             "a power of ten that a double holds exactly"
         );
         assert_eq!(
-            float_of(&JsonValue::Number("0.1".into())),
+            float_of(&JsonValue::Number("0.1")),
             Some(0.1),
             "fractions as before"
         );
     }
+    use crate::parse::json::JsonArena;
     use crate::schema::hints::parse_schema;
     use arrow_array::Array;
     use arrow_array::cast::AsArray;
@@ -369,9 +369,11 @@ mod tests {
         })
     }
 
-    fn obj(v: Value) -> Vec<(Cow<'static, str>, JsonValue<'static>)> {
-        match JsonValue::from_value(&v) {
-            JsonValue::Object(entries) => entries,
+    /// Appends the object `v` as a record.
+    fn append(rows: &mut RowBuilder, v: Value) {
+        let arena = JsonArena::new();
+        match JsonValue::from_value(&arena, &v) {
+            JsonValue::Object(entries) => rows.append_json_object(entries),
             other => panic!("not an object: {other:?}"),
         }
     }
@@ -402,8 +404,8 @@ mod tests {
             stamp: None,
         });
         let mut rows = RowBuilder::new(layout("id BIGINT"), CTX, file());
-        rows.append_json_object(&obj(json!({"id": 1})));
-        rows.append_json_object(&obj(json!({"id": "x"})));
+        append(&mut rows, json!({"id": 1}));
+        append(&mut rows, json!({"id": "x"}));
         assert_eq!((rows.file_rows(), rows.rescued_rows()), (2, 1));
         rows.next_file(Arc::clone(&second));
         assert_eq!(
@@ -411,7 +413,7 @@ mod tests {
             (0, 0),
             "counts start again"
         );
-        rows.append_json_object(&obj(json!({"id": "y", "extra": 1})));
+        append(&mut rows, json!({"id": "y", "extra": 1}));
         assert_eq!((rows.file_rows(), rows.rescued_rows()), (1, 1));
         assert_eq!(rows.unknown_names(), ["extra"]);
         assert_eq!(rows.len(), 3, "the first file's rows are still there");
@@ -438,7 +440,7 @@ mod tests {
             "{rescued:?}"
         );
         // The next batch's rows are the current file's.
-        rows.append_json_object(&obj(json!({"id": 4})));
+        append(&mut rows, json!({"id": 4}));
         let batch = rows.finish();
         let meta = batch.column_by_name("_metadata").unwrap().as_struct();
         let names = meta.column_by_name("file_name").unwrap().as_string::<i32>();
@@ -448,6 +450,7 @@ mod tests {
 
     #[test]
     fn the_first_of_duplicate_keys_is_read_and_the_others_rescued_in_any_order() {
+        let arena = JsonArena::new();
         let layout = layout("a BIGINT, b BIGINT, s STRUCT<x: BIGINT, y: BIGINT>");
         let mut rows = RowBuilder::new(layout, CTX, file());
         for text in [
@@ -455,8 +458,8 @@ mod tests {
             r#"{"b": 2, "a": 1, "a": 5, "s": {"y": 2, "x": 1}}"#,
             r#"{"a": 1, "b": 2, "s": {"x": 1, "y": 2}}"#,
         ] {
-            match JsonValue::parse(text.as_bytes()).unwrap() {
-                JsonValue::Object(entries) => rows.append_json_object(&entries),
+            match JsonValue::parse(&arena, text.as_bytes()).unwrap() {
+                JsonValue::Object(entries) => rows.append_json_object(entries),
                 other => panic!("{other:?}"),
             }
         }
@@ -495,7 +498,7 @@ mod tests {
             json!({"order_id": 3, "amount": 10, "coupon_code": "SUMMER25"}),
             json!({"Order_ID": 4}),
         ] {
-            rows.append_json_object(&obj(rec.clone()));
+            append(&mut rows, rec.clone());
         }
         assert_eq!(rows.rescued_rows(), 3);
         assert_eq!(
@@ -542,7 +545,7 @@ mod tests {
             json!({"attrs": {"3": 30, "k": 1}, "kinds": {"null": "x"}}),
             json!({"attrs": {"4": 40}, "kinds": {"{\"a\": 1}": "y"}}),
         ] {
-            rows.append_json_object(&obj(rec));
+            append(&mut rows, rec);
         }
         let batch = rows.finish();
         let attrs = batch.column_by_name("attrs").unwrap().as_map();
@@ -575,7 +578,7 @@ mod tests {
             temporal: crate::parse::temporal::Temporal::ISO,
         };
         let mut rows = RowBuilder::new(layout("order_id BIGINT"), ctx, file());
-        rows.append_json_object(&obj(json!({"Order_ID": 4})));
+        append(&mut rows, json!({"Order_ID": 4}));
         let batch = rows.finish();
         assert_eq!(rescued(&batch), vec![None]);
         assert_eq!(
@@ -596,10 +599,14 @@ mod tests {
             CTX,
             file(),
         );
-        rows.append_json_object(&obj(json!({"address": {"zip": "00123", "city": "Seoul"}, "items": [{"qty": 2, "price": 12.5}], "attrs": {"a": 1}})));
-        rows.append_json_object(&obj(
+        append(
+            &mut rows,
+            json!({"address": {"zip": "00123", "city": "Seoul"}, "items": [{"qty": 2, "price": 12.5}], "attrs": {"a": 1}}),
+        );
+        append(
+            &mut rows,
             json!({"address": {"zip": "1", "floor": 3}, "items": [{"qty": "two", "price": 1}]}),
-        ));
+        );
         let batch = rows.finish();
         let r = rescued(&batch);
         assert_eq!(r[0], None);

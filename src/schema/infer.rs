@@ -19,13 +19,11 @@
 //! spellings are rescued at read time unless `readerCaseSensitive=false`). Columns keep the
 //! order in which they were first seen.
 
-use std::borrow::Cow;
-
 use chrono_tz::Tz;
 use serde_json::Value;
 
 use super::{DataType, Field, Schema};
-use crate::parse::json::{JsonValue, same_key};
+use crate::parse::json::{JsonArena, JsonValue, same_key};
 use crate::parse::scalars;
 use crate::parse::temporal::Temporal;
 
@@ -372,7 +370,7 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
             let Inferred::Array(element) = acc else {
                 unreachable!("set above")
             };
-            for item in items {
+            for item in items.iter() {
                 observe(element, item, opts, depth + 1);
             }
         }
@@ -381,7 +379,7 @@ fn observe(acc: &mut Inferred, v: &JsonValue<'_>, opts: InferOptions, depth: usi
         }
         JsonValue::Bool(_) => leaf(acc, DataType::Boolean),
         JsonValue::Number(text) => leaf(acc, number_type(text, opts)),
-        JsonValue::String(s) if s.is_empty() => {}
+        JsonValue::String("") => {}
         JsonValue::String(s) if !opts.typed => leaf(acc, DataType::String),
         JsonValue::String(s) => leaf(acc, string_type(s, opts)),
     }
@@ -435,7 +433,7 @@ fn field_index(fields: &[(String, Inferred)], key: &str, guess: usize) -> Option
 /// repeat their key order, so each key is first looked for right after the previous one.
 fn observe_entries(
     fields: &mut Vec<(String, Inferred)>,
-    entries: &[(Cow<'_, str>, JsonValue<'_>)],
+    entries: &[(&str, JsonValue<'_>)],
     opts: InferOptions,
     depth: usize,
 ) {
@@ -484,28 +482,31 @@ impl SchemaInferrer {
     /// path of [`SchemaInferrer::add_json`]). A line that is not valid JSON, or not an object
     /// or array of objects, adds nothing and returns false.
     pub fn add_json_text(&mut self, line: &[u8], opts: InferOptions) -> bool {
-        self.add_json_text_with(line, crate::parse::json::JsonDialect::SPARK, opts)
+        let arena = JsonArena::new();
+        self.add_json_text_with(&arena, line, crate::parse::json::JsonDialect::SPARK, opts)
     }
 
-    /// [`SchemaInferrer::add_json_text`] for a line of the given JSON dialect.
+    /// [`SchemaInferrer::add_json_text`] for a line of the given JSON dialect, its values
+    /// parsed into `arena`.
     pub fn add_json_text_with(
         &mut self,
+        arena: &JsonArena,
         line: &[u8],
         dialect: crate::parse::json::JsonDialect,
         opts: InferOptions,
     ) -> bool {
         if opts.xml {
-            return self.add_text_parsed_whole(line, dialect, opts);
+            return self.add_text_parsed_whole(arena, line, dialect, opts);
         }
         // An object's entries as they are parsed: only those that would change what is
         // inferred are kept, and observed once the whole record proved valid (a record that
         // is not valid JSON adds nothing). Most records change nothing, so nothing is kept
         // and no value tree is built.
-        let mut changing: Vec<(Cow<'_, str>, JsonValue<'_>)> = Vec::new();
+        let mut changing: Vec<(&str, JsonValue<'_>)> = Vec::new();
         let fields = &self.fields;
         let mut guess = 0;
-        let walked = JsonValue::for_each_entry(line, dialect, |key, value| {
-            let idx = field_index(fields, &key, guess);
+        let walked = JsonValue::for_each_entry(arena, line, dialect, |key, value| {
+            let idx = field_index(fields, key, guess);
             if let Some(i) = idx {
                 guess = i + 1;
             }
@@ -519,7 +520,7 @@ impl SchemaInferrer {
                 observe_entries(&mut self.fields, &changing, opts, 1);
                 true
             }
-            Ok(false) => self.add_text_parsed_whole(line, dialect, opts),
+            Ok(false) => self.add_text_parsed_whole(arena, line, dialect, opts),
             Err(_) => false,
         }
     }
@@ -527,11 +528,12 @@ impl SchemaInferrer {
     /// [`SchemaInferrer::add_json_text_with`] through the whole value tree.
     fn add_text_parsed_whole(
         &mut self,
+        arena: &JsonArena,
         line: &[u8],
         dialect: crate::parse::json::JsonDialect,
         opts: InferOptions,
     ) -> bool {
-        match JsonValue::parse_with(line, dialect) {
+        match JsonValue::parse_with(arena, line, dialect) {
             Ok(v) => self.add_jv(&v, opts),
             Err(_) => false,
         }
@@ -549,7 +551,7 @@ impl SchemaInferrer {
                 true
             }
             JsonValue::Array(items) => {
-                for item in items {
+                for item in items.iter() {
                     if let JsonValue::Object(entries) = item {
                         self.records += 1;
                         observe_entries(&mut self.fields, entries, opts, 1);
@@ -690,6 +692,7 @@ mod tests {
     /// mutated, invalid and non-object lines among them.
     #[test]
     fn entries_observed_as_parsed_infer_as_the_whole_record_does() {
+        let arena = JsonArena::new();
         let kinds: [(&[&str], &[&str]); 6] = [
             (
                 &["id", "ID"],
@@ -762,8 +765,8 @@ mod tests {
                 }
                 let dialect = crate::parse::json::JsonDialect::SPARK;
                 let shown = String::from_utf8_lossy(&line).into_owned();
-                let a = walked.add_json_text_with(&line, dialect, opts);
-                let b = whole.add_text_parsed_whole(&line, dialect, opts);
+                let a = walked.add_json_text_with(&arena, &line, dialect, opts);
+                let b = whole.add_text_parsed_whole(&arena, &line, dialect, opts);
                 assert_eq!(a, b, "{shown}");
                 assert_eq!(walked.records, whole.records, "{shown}");
                 assert_eq!(walked.fields, whole.fields, "round {round}: {shown}");
@@ -959,9 +962,11 @@ mod tests {
 
     #[test]
     fn non_numeric_numbers_infer_double() {
+        let arena = JsonArena::new();
         let mut inf = SchemaInferrer::new();
         inf.add_jv(
             &JsonValue::parse_with(
+                &arena,
                 br#"{"a": NaN, "b": -INF, "c": 1, "d": Infinity}"#,
                 crate::parse::json::JsonDialect::SPARK,
             )
@@ -1033,10 +1038,14 @@ mod tests {
 
     #[test]
     fn xml_singletons_merge_into_arrays_json_ones_do_not() {
+        let arena = JsonArena::new();
         let xml = InferOptions { xml: true, ..TYPED };
-        let one = JsonValue::parse(br#"{"a": 1, "s": {"t": "x"}}"#).unwrap();
-        let many = JsonValue::parse(br#"{"a": [2, 3], "s": [{"t": "y"}, {"t": "z", "u": true}]}"#)
-            .unwrap();
+        let one = JsonValue::parse(&arena, br#"{"a": 1, "s": {"t": "x"}}"#).unwrap();
+        let many = JsonValue::parse(
+            &arena,
+            br#"{"a": [2, 3], "s": [{"t": "y"}, {"t": "z", "u": true}]}"#,
+        )
+        .unwrap();
         for order in [[&one, &many], [&many, &one]] {
             let mut inf = SchemaInferrer::new();
             for v in order {
@@ -1064,6 +1073,7 @@ mod tests {
 
     #[test]
     fn each_key_is_observed_into_its_own_field_whatever_the_order() {
+        let arena = JsonArena::new();
         // A key's field is guessed from the previous key's: every way the guess can miss
         // (an optional key left out, keys in another order, another letter case, a new
         // key) still finds the key's own field. No two fields' types merge into either
@@ -1077,7 +1087,7 @@ mod tests {
         ];
         let mut inf = SchemaInferrer::new();
         for line in lines {
-            inf.add_jv(&JsonValue::parse(line).unwrap(), TYPED);
+            inf.add_jv(&JsonValue::parse(&arena, line).unwrap(), TYPED);
         }
         assert_eq!(
             inf.finish().to_string(),

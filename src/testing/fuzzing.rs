@@ -15,7 +15,7 @@ use crate::checkpoint::{Checkpoint, CommitSummary, Plan};
 use crate::formats::{self, DecodeError, DecodeOptions, FileStats, SourceFile};
 use crate::location::Location;
 use crate::options::{self, Format, RESCUED_DATA_COLUMN};
-use crate::parse::json::JsonValue;
+use crate::parse::json::{JsonArena, JsonValue};
 use crate::record::{FileMeta, RowBuilder, TableLayout};
 use crate::schema::hints::{MAX_TYPE_DEPTH, apply_hints, parse_hints, parse_schema};
 use crate::schema::infer::SchemaInferrer;
@@ -79,9 +79,10 @@ pub fn fuzz_hints(data: &[u8]) {
 #[doc(hidden)]
 pub fn fuzz_json(data: &[u8]) {
     // Our JSON parser accepts exactly what serde_json accepts, with the same value.
+    let arena = JsonArena::new();
     for text in std::iter::once(data).chain(data.split(|b| *b == b'\n')) {
         match (
-            JsonValue::parse(text),
+            JsonValue::parse(&arena, text),
             serde_json::from_slice::<serde_json::Value>(text),
         ) {
             (Ok(ours), Ok(theirs)) => assert_eq!(ours.to_value(), theirs, "{text:?}"),
@@ -89,8 +90,8 @@ pub fn fuzz_json(data: &[u8]) {
             (ours, theirs) => panic!("parsers disagree on {text:?}: {ours:?} / {theirs:?}"),
         }
         // Every extension on: what strict JSON accepts reads the same.
-        let lenient = JsonValue::parse_with(text, LENIENT);
-        if let Ok(strict) = JsonValue::parse(text) {
+        let lenient = JsonValue::parse_with(&arena, text, LENIENT);
+        if let Ok(strict) = JsonValue::parse(&arena, text) {
             assert_eq!(lenient.as_ref().ok(), Some(&strict), "{text:?}");
         }
     }
@@ -482,9 +483,10 @@ fn check_schema(schema: Schema) {
     });
     let opts = decode_options(Format::Json, &[]);
     let mut rows = RowBuilder::new(Arc::clone(&layout), opts.ctx, meta);
+    let arena = JsonArena::new();
     for record in SAMPLE_RECORDS {
-        match JsonValue::parse(record.as_bytes()).expect("sample records are JSON") {
-            JsonValue::Object(entries) => rows.append_json_object(&entries),
+        match JsonValue::parse(&arena, record.as_bytes()).expect("sample records are JSON") {
+            JsonValue::Object(entries) => rows.append_json_object(entries),
             other => unreachable!("sample records are objects, not {other:?}"),
         }
     }

@@ -19,7 +19,7 @@ use super::{
     DecodeError, DecodeOptions, FileStats, LARGE_RECORD_BYTES, SourceFile, large_record_turn, open,
     read_error,
 };
-use crate::parse::json::{JsonDialect, JsonValue};
+use crate::parse::json::{JsonArena, JsonDialect, JsonValue};
 use crate::record::TableLayout;
 use crate::schema::infer::SchemaInferrer;
 
@@ -50,6 +50,7 @@ fn for_each_document_record(
         dialect: opts.json.dialect,
         max: opts.max_record_bytes,
         buf: Vec::new(),
+        arena: JsonArena::new(),
         turn: None,
     };
     let head = doc.fill()?;
@@ -103,6 +104,8 @@ struct Document<'r> {
     max: usize,
     /// The record being read.
     buf: Vec<u8>,
+    /// Where the record's values are parsed into.
+    arena: JsonArena,
     /// This thread's turn for a large record (see `LARGE_RECORD_BYTES`), taken as soon as
     /// the record being read grows that large and kept until it is handled.
     turn: Option<std::sync::MutexGuard<'static, ()>>,
@@ -318,7 +321,8 @@ impl Document<'_> {
     /// is not JSON makes the file corrupt, at the line of the error.
     fn deliver(&mut self, line: u64, on_record: &mut OnRecord<'_>) -> Result<(), DecodeError> {
         let buf = std::mem::take(&mut self.buf);
-        let parsed = JsonValue::parse_with(&buf, self.dialect);
+        self.arena.reset();
+        let parsed = JsonValue::parse_with(&self.arena, &buf, self.dialect);
         let result = match &parsed {
             Ok(v @ JsonValue::Object(_)) => on_record(Ok(v), line, buf.len()),
             Ok(other) => on_record(Err(other.to_string()), line, buf.len()),
@@ -330,9 +334,10 @@ impl Document<'_> {
         };
         drop(parsed);
         self.buf = buf;
-        // A large record's buffer is not kept past its turn.
+        // A large record's buffer and values are not kept past its turn.
         if self.buf.capacity() >= LARGE_RECORD_BYTES {
             self.buf = Vec::new();
+            self.arena = JsonArena::new();
         }
         self.turn = None;
         result
@@ -352,6 +357,7 @@ pub fn infer(
         let path = file.meta.path.as_str();
         let mut reader = open(file, opts.max_decompressed_bytes)?;
         let before = inferrer.records;
+        let mut arena = JsonArena::new();
         for_each_line(
             &mut *reader,
             path,
@@ -359,7 +365,8 @@ pub fn infer(
             opts.json.line_sep.as_deref(),
             Lines::Records,
             &mut |line, _| {
-                inferrer.add_json_text_with(line, opts.json.dialect, infer_opts);
+                arena.reset();
+                inferrer.add_json_text_with(&arena, line, opts.json.dialect, infer_opts);
                 Ok(())
             },
         )?;
@@ -408,6 +415,7 @@ pub fn decode(
     let path = file.meta.path.as_str();
     let mut reader = open(file, opts.max_decompressed_bytes)?;
     sink.observe_types();
+    let mut arena = JsonArena::new();
     let read = for_each_line(
         &mut *reader,
         path,
@@ -416,17 +424,18 @@ pub fn decode(
         Lines::Records,
         &mut |line, line_no| {
             let large = sink.large(line.len())?;
-            let parsed = JsonValue::parse_with(line, opts.json.dialect);
+            arena.reset();
+            let parsed = JsonValue::parse_with(&arena, line, opts.json.dialect);
             if let (Some((inferrer, infer_opts)), Ok(v)) = (sink.observed.as_mut(), &parsed) {
                 inferrer.add_jv(v, *infer_opts);
             }
             let rows = &mut sink.rows;
             match parsed {
-                Ok(JsonValue::Object(entries)) => rows.append_json_object(&entries),
+                Ok(JsonValue::Object(entries)) => rows.append_json_object(entries),
                 Ok(JsonValue::Array(items)) => {
                     for item in items {
                         match item {
-                            JsonValue::Object(entries) => rows.append_json_object(&entries),
+                            JsonValue::Object(entries) => rows.append_json_object(entries),
                             _ if opts.fail_fast => return Err(fail_fast(line_no)),
                             other => rows.append_corrupt(&other.to_string()),
                         }
@@ -437,6 +446,10 @@ pub fn decode(
                 Ok(JsonValue::Null) => {}
                 Ok(_) | Err(_) if opts.fail_fast => return Err(fail_fast(line_no)),
                 Ok(_) | Err(_) => rows.append_corrupt(&String::from_utf8_lossy(line)),
+            }
+            if large {
+                // Its values are not kept past its turn.
+                arena = JsonArena::new();
             }
             sink.stop_at_new_fields()?;
             sink.pushed(line.len(), large)
