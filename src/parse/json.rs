@@ -624,6 +624,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
     /// The string at its opening `QUOTE`: borrowed from the text unless it has escapes
     /// (then unescaped into the arena). `QUOTE` is `"`, or `'` for a single-quoted string
     /// (`allowSingleQuotes`: a `"` inside is a plain character, `\'` an escaped quote).
+    #[inline(always)]
     fn quoted<const QUOTE: u8>(&mut self) -> Result<&'a str, Fail> {
         let start = self.pos + 1;
         let end = find_special::<QUOTE>(self.bytes, start);
