@@ -771,6 +771,44 @@ pub fn short_integer(text: &str) -> Option<i64> {
     Some(if negative { -value } else { value })
 }
 
+/// The powers of ten a double holds exactly.
+const EXACT_POWERS_OF_TEN: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// The value of a JSON number's text when it is written with at most 15 digits and no
+/// exponent (`7089.07`, `-0.5`, `42`), `None` for any other number. Its digits as an
+/// integer and the power of ten its point divides by are both exact in a double, so the
+/// one division rounds correctly (Clinger's fast path): the same double as
+/// `str::parse::<f64>`, in a fifth of the instructions (a double column's values are
+/// mostly such numbers).
+#[inline]
+pub fn short_decimal(text: &str) -> Option<f64> {
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    let mut mantissa: u64 = 0;
+    let mut count = 0usize;
+    let mut point: Option<usize> = None;
+    for (i, &d) in digits.iter().enumerate() {
+        match d {
+            b'0'..=b'9' if count < 15 => {
+                mantissa = mantissa * 10 + u64::from(d - b'0');
+                count += 1;
+            }
+            b'.' if point.is_none() => point = Some(i),
+            _ => return None,
+        }
+    }
+    let decimals = point.map_or(0, |at| digits.len() - at - 1);
+    if count == 0 {
+        return None;
+    }
+    let value = mantissa as f64 / EXACT_POWERS_OF_TEN[decimals];
+    Some(if negative { -value } else { value })
+}
+
 /// A byte of an unquoted field name (`allowUnquotedFieldNames`): ASCII letters, digits,
 /// `_`, `$`, and any byte of a non-ASCII character.
 fn is_name_byte(b: u8) -> bool {
@@ -1028,6 +1066,56 @@ mod tests {
                 agrees_with_serde(&text);
                 entries_agree_with_parse(&text);
             }
+        }
+    }
+
+    #[test]
+    fn short_decimals_read_as_the_general_parse_reads_them() {
+        for (text, expected) in [
+            ("0", Some(0.0)),
+            ("-0", Some(-0.0)),
+            ("-0.0", Some(-0.0)),
+            ("7089.07", Some(7089.07)),
+            ("0.1", Some(0.1)),
+            ("123456789012345", Some(123_456_789_012_345.0)),
+            ("0.00000000000001", Some(1e-14)),
+            ("0.000000000000001", None),
+            ("1234567890123456", None),
+            ("1.234567890123456", None),
+            ("1e5", None),
+            ("1.5E3", None),
+            ("-", None),
+            ("1.2.3", None),
+        ] {
+            assert_eq!(
+                short_decimal(text).map(f64::to_bits),
+                expected.map(f64::to_bits),
+                "{text}"
+            );
+        }
+        let mut next = crate::testing::xorshift(0x2545_F491_4F6C_DD1D);
+        for _ in 0..200_000 {
+            let digits = 1 + (next() % 15) as usize;
+            let mut text: String = (0..digits)
+                .map(|_| char::from(b'0' + (next() % 10) as u8))
+                .collect();
+            if !next().is_multiple_of(4) {
+                let at = (next() as usize) % (digits + 1);
+                text.insert(at, '.');
+            }
+            if next().is_multiple_of(2) {
+                text.insert(0, '-');
+            }
+            // What JSON allows: no bare or trailing point.
+            if text.ends_with('.') || text.trim_start_matches('-').starts_with('.') {
+                continue;
+            }
+            let general: f64 = text.parse().unwrap();
+            assert_eq!(
+                short_decimal(&text).map(f64::to_bits),
+                Some(general.to_bits()),
+                "{text}"
+            );
         }
     }
 

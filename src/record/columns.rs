@@ -493,11 +493,12 @@ pub(crate) fn float_of(v: &JsonValue<'_>) -> Option<f64> {
             t if t.starts_with('-') => f64::NEG_INFINITY,
             _ => f64::INFINITY,
         }),
-        JsonValue::Number(t) => t
-            .parse::<f64>()
-            .ok()
-            .filter(|f| f.is_finite())
-            .filter(|f| t.len() <= 15 || !is_integer_text(t) || integer_is_exact(t, *f)),
+        JsonValue::Number(t) => crate::parse::json::short_decimal(t).or_else(|| {
+            t.parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .filter(|f| t.len() <= 15 || !is_integer_text(t) || integer_is_exact(t, *f))
+        }),
         JsonValue::String(s) => match *s {
             "NaN" | "Infinity" | "+Infinity" | "-Infinity" | "Inf" | "+Inf" | "-Inf" => {
                 scalars::parse_double(s)
