@@ -501,7 +501,7 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
 
     /// An object's key: a string, or (with the dialect's leave) a single-quoted string or
     /// an unquoted name.
-    #[inline]
+    #[inline(always)]
     fn key(&mut self) -> Result<&'a str, Fail> {
         if self.peek() == Some(b'"') {
             return self.quoted::<b'"'>();
