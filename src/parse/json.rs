@@ -458,13 +458,16 @@ impl<'a, const COMMENTS: bool> Parser<'a, COMMENTS> {
         }
     }
 
-    fn literal(
+    /// `true`, `false` or `null`: inlined with the word's length known, so the comparison is
+    /// a load and a compare rather than a call into `memcmp` (a bulk record has two nulls).
+    #[inline(always)]
+    fn literal<const N: usize>(
         &mut self,
-        word: &[u8],
+        word: &[u8; N],
         v: JsonValue<'a>,
         out: &mut JsonValue<'a>,
     ) -> Result<(), Fail> {
-        if self.bytes[self.pos..].starts_with(word) {
+        if self.bytes.get(self.pos..self.pos + N) == Some(word.as_slice()) {
             self.pos += word.len();
             *out = v;
             Ok(())
