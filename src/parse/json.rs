@@ -1,7 +1,9 @@
 //! A JSON value that borrows from the input line where it can: strings without escapes,
-//! numbers as their text, objects as entry lists (no hashing). Decoding JSON lines into
-//! it instead of `serde_json::Value` avoids most allocations on the clean path; a value is
-//! turned into a `serde_json::Value` only when it has to be rescued.
+//! numbers as their text, objects as entry lists (no hashing). The rest (objects' and
+//! arrays' entries, strings with escapes) lives in a [`JsonArena`] that a reader resets
+//! record by record, so the clean path makes no allocation per value and dropping a record
+//! costs nothing; a value is turned into a `serde_json::Value` only when it has to be
+//! rescued.
 //!
 //! The parser is our own, not serde_json's: it is the hot loop of both inference and
 //! decoding, and a byte-level parser that validates UTF-8 once per line and finds the end
