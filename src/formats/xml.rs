@@ -54,19 +54,18 @@ impl Node {
         matches!(self, Node::Null)
     }
 
-    /// The value as a [`JsonValue`] in `arena`.
-    fn in_arena<'a>(&self, arena: &'a JsonArena) -> JsonValue<'a> {
+    /// The value as a [`JsonValue`]: its arrays' and objects' entries in `arena`, its
+    /// names and text borrowed from the node (a large row's text is not copied again).
+    fn in_arena<'a>(&'a self, arena: &'a JsonArena) -> JsonValue<'a> {
         match self {
             Node::Null => JsonValue::Null,
             Node::Bool(b) => JsonValue::Bool(*b),
-            Node::Number(t) => JsonValue::Number(arena.str(t)),
-            Node::String(t) => JsonValue::String(arena.str(t)),
+            Node::Number(t) => JsonValue::Number(t),
+            Node::String(t) => JsonValue::String(t),
             Node::Array(items) => arena.array(items.iter().map(|v| v.in_arena(arena))),
-            Node::Object(fields) => arena.object(
-                fields
-                    .iter()
-                    .map(|(k, v)| (arena.str(k), v.in_arena(arena))),
-            ),
+            Node::Object(fields) => {
+                arena.object(fields.iter().map(|(k, v)| (k.as_str(), v.in_arena(arena))))
+            }
         }
     }
 }
@@ -558,11 +557,15 @@ pub fn infer(
     let infer_opts = opts.infer_options(typed);
     let mut records = 0u64;
     let mut arena = JsonArena::new();
-    for_each_row(file, opts, &mut |row, _, _| {
+    for_each_row(file, opts, &mut |row, _, bytes| {
         if let Row::Parsed(v) = row {
             arena.reset();
             inferrer.add_jv(&v.in_arena(&arena), infer_opts);
             records += 1;
+        }
+        if bytes >= LARGE_RECORD_BYTES {
+            // Its entries are not kept past its turn.
+            arena = JsonArena::new();
         }
         Ok(())
     })?;
@@ -597,9 +600,14 @@ pub fn decode(
             }
             Row::Malformed { raw, .. } => sink.rows.append_corrupt_at(&raw, line),
         }
+        let large = bytes >= LARGE_RECORD_BYTES;
+        if large {
+            // Its entries are not kept past its turn.
+            arena = JsonArena::new();
+        }
         sink.stop_at_new_fields()?;
         // A large row element (read during this thread's turn) is written at once.
-        sink.pushed(bytes, bytes >= LARGE_RECORD_BYTES)
+        sink.pushed(bytes, large)
     });
     sink.finish(read)
 }

@@ -102,7 +102,7 @@ impl JsonArena {
     }
 
     /// `text` copied into the arena.
-    pub fn str<'a>(&'a self, text: &str) -> &'a str {
+    fn str<'a>(&'a self, text: &str) -> &'a str {
         self.0.alloc_str(text)
     }
 
