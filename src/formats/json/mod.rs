@@ -367,6 +367,10 @@ pub fn infer(
             &mut |line, _| {
                 arena.reset();
                 inferrer.add_json_text_with(&arena, line, opts.json.dialect, infer_opts);
+                if line.len() >= LARGE_RECORD_BYTES {
+                    // A large line's values are not kept for the lines after it.
+                    arena = JsonArena::new();
+                }
                 Ok(())
             },
         )?;
