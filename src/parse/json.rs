@@ -785,8 +785,8 @@ const EXACT_POWERS_OF_TEN: [f64; 16] = [
 /// exponent (`7089.07`, `-0.5`, `42`), `None` for any other number. Its digits as an
 /// integer and the power of ten its point divides by are both exact in a double, so the
 /// one division rounds correctly (Clinger's fast path): the same double as
-/// `str::parse::<f64>`, in a fifth of the instructions (a double column's values are
-/// mostly such numbers).
+/// `str::parse::<f64>`. Reading a bulk price went from about 250 instructions to about
+/// 150 (a double column's values are mostly such numbers).
 #[inline]
 pub fn short_decimal(text: &str) -> Option<f64> {
     let (negative, digits) = match text.as_bytes() {

@@ -79,8 +79,10 @@ pub fn fuzz_hints(data: &[u8]) {
 #[doc(hidden)]
 pub fn fuzz_json(data: &[u8]) {
     // Our JSON parser accepts exactly what serde_json accepts, with the same value.
-    let arena = JsonArena::new();
+    let mut arena = JsonArena::new();
     for text in std::iter::once(data).chain(data.split(|b| *b == b'\n')) {
+        // One text's values at a time, as a reader keeps them.
+        arena.reset();
         match (
             JsonValue::parse(&arena, text),
             serde_json::from_slice::<serde_json::Value>(text),
